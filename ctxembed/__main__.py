@@ -1,0 +1,5 @@
+"""``python -m ctxembed``."""
+
+from ctxembed.cli import main
+
+main()

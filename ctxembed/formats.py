@@ -1,0 +1,279 @@
+"""Reading foreign vector files through gensim: format detection, loading, and bad-file errors.
+
+This is the only module that imports gensim (slow: about a second, mostly scipy), and only
+inside the functions that parse a file, so opening a cached store never pays for it.
+
+Formats (compressed ``.gz``/``.bz2`` variants of each are read transparently):
+
+========================  ===============================================================
+``word2vec-text``         ``count dim`` header line, then ``word v1 ... vD`` per line
+``fasttext-vec``          the same layout, with the ``.vec`` suffix fastText uses
+``glove-text``            no header, ``word v1 ... vD`` per line (detected, not flagged)
+``word2vec-binary``       ``count dim`` header, then ``word `` and D raw float32 per entry
+``fasttext-bin``          Facebook's fastText model; unknown words get vectors from n-grams
+``gensim-native``         gensim's own ``.kv``/``.model`` pickles (need ``trust=True``)
+``ctxembed-store``        a store written by ctxembed (opened directly, never parsed)
+========================  ===============================================================
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ctxembed.errors import DataError, UsageError
+from ctxembed.store import MAGIC, Subwords
+
+FASTTEXT_MAGIC = 793712314  # first int32 of a Facebook fastText .bin file
+_SNIFF_BYTES = 1 << 16
+
+
+@dataclass
+class LoadedVectors:
+    """A parsed foreign file: words in file order, (N, D) float32 matrix, optional n-grams."""
+
+    words: list[str]
+    matrix: np.ndarray
+    subwords: Subwords | None
+    format: str
+
+
+def open_maybe_compressed(path: Path):
+    """Open a file for binary reading, decompressing .gz and .bz2 on the fly."""
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        return gzip.open(path, "rb")
+    if name.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    return open(path, "rb")
+
+
+def _plain_suffix(path: Path) -> str:
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] in (".gz", ".bz2"):
+        suffixes = suffixes[:-1]
+    return suffixes[-1] if suffixes else ""
+
+
+def _is_count_dim_header(line: bytes) -> bool:
+    parts = line.split()
+    return len(parts) == 2 and all(p.isdigit() for p in parts)
+
+
+def _looks_binary(sample: bytes) -> bool:
+    """Raw float32 bytes are full of control characters that text vector files never contain."""
+    if not sample:
+        return False
+    controls = sum(1 for b in sample if b < 32 and b not in (9, 10, 13))
+    return b"\0" in sample or controls > len(sample) // 100
+
+
+def detect_format(path: Path) -> str:
+    """Name the format of a vector file by its content (the suffix only separates .vec and .kv)."""
+    try:
+        with open_maybe_compressed(path) as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a directory, not a vector file") from None
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise DataError(f"{path}: cannot read ({exc})") from None
+    if not head:
+        raise DataError(f"{path}: file is empty")
+    if head.startswith(MAGIC):
+        return "ctxembed-store"
+    if len(head) >= 4 and int.from_bytes(head[:4], "little") == FASTTEXT_MAGIC:
+        return "fasttext-bin"
+    if head[:1] == b"\x80" or _plain_suffix(path) in (".kv", ".model", ".pkl", ".pickle"):
+        return "gensim-native"
+    first_line, _, rest = head.partition(b"\n")
+    if _is_count_dim_header(first_line):
+        if _looks_binary(rest[:4096]):
+            return "word2vec-binary"
+        return "fasttext-vec" if _plain_suffix(path) == ".vec" else "word2vec-text"
+    try:
+        fields = first_line.decode("utf-8").rstrip().split(" ")
+    except UnicodeDecodeError:
+        if _looks_binary(head[:4096]):
+            raise DataError(f"{path}: unknown format (binary data without a word2vec header)") from None
+        raise DataError(f"{path}: line 1: the word is not valid UTF-8") from None
+    try:
+        if len(fields) >= 2:
+            [float(x) for x in fields[1:]]
+            return "glove-text"
+    except ValueError:
+        pass
+    raise DataError(f"{path}: unknown format (line 1 is neither a 'count dim' header nor 'word v1 v2 ...')")
+
+
+def load_foreign(path: Path, fmt: str, *, limit: int | None = None, trust: bool = False) -> LoadedVectors:
+    """Parse ``path`` (of format ``fmt``, from :func:`detect_format`) with gensim."""
+    logging.getLogger("gensim").setLevel(logging.ERROR)  # its INFO chatter is not for our users
+    if fmt == "gensim-native":
+        return _load_native(path, limit, trust)
+    if fmt == "fasttext-bin":
+        return _load_fasttext_bin(path, limit)
+    if fmt in ("word2vec-text", "fasttext-vec", "glove-text", "word2vec-binary"):
+        return _load_word2vec_family(path, fmt, limit)
+    raise DataError(f"{path}: cannot load format {fmt!r}")
+
+
+def _load_word2vec_family(path: Path, fmt: str, limit: int | None) -> LoadedVectors:
+    from gensim.models import KeyedVectors
+
+    binary = fmt == "word2vec-binary"
+    no_header = fmt == "glove-text"
+    if not binary:
+        _check_field_counts(path, no_header, limit)  # gensim would broadcast a 1-value line silently
+    try:
+        kv = KeyedVectors.load_word2vec_format(
+            str(path), binary=binary, no_header=no_header, limit=limit, unicode_errors="strict"
+        )
+    except UnicodeDecodeError:
+        raise DataError(_non_utf8_message(path, binary)) from None
+    except EOFError:
+        what = "binary file" if binary else "file"
+        raise DataError(f"{path}: truncated {what}: fewer entries than the header announces") from None
+    except ValueError as exc:
+        raise DataError(
+            _bad_line_message(path, no_header) if not binary else f"{path}: truncated or damaged binary file ({exc})"
+        ) from None
+    except (OSError, MemoryError) as exc:
+        raise DataError(f"{path}: cannot read ({exc})") from None
+    words = list(kv.index_to_key)
+    matrix = np.asarray(kv.vectors, dtype=np.float32)
+    expected = _announced_count(path, no_header, limit)
+    distinct = len(kv.key_to_index)
+    if expected is not None and distinct < expected:
+        raise DataError(_duplicate_message(path, binary, no_header, expected, distinct))
+    _check_finite(path, words, matrix, first_line=1 if no_header else 2, binary=binary)
+    return LoadedVectors(words, matrix, None, fmt)
+
+
+def _announced_count(path: Path, no_header: bool, limit: int | None) -> int | None:
+    """How many entries the file says it has (header, or its non-empty lines for GloVe)."""
+    with open_maybe_compressed(path) as fh:
+        if no_header:
+            count = sum(1 for line in fh if line.strip())
+        else:
+            count = int(fh.readline().split()[0])
+    return min(count, limit) if limit else count
+
+
+def _duplicate_message(path: Path, binary: bool, no_header: bool, expected: int, distinct: int) -> str:
+    if not binary:
+        seen: set[bytes] = set()
+        with open_maybe_compressed(path) as fh:
+            for number, line in enumerate(fh, start=1):
+                if number == 1 and not no_header:
+                    continue
+                word = line.split(b" ", 1)[0]
+                if word in seen:
+                    shown = word.decode("utf-8", "replace")
+                    return f"{path}: line {number}: duplicate word {shown!r}"
+                seen.add(word)
+    return f"{path}: duplicate words: {expected} entries but only {distinct} distinct words"
+
+
+def _non_utf8_message(path: Path, binary: bool) -> str:
+    if not binary:
+        with open_maybe_compressed(path) as fh:
+            for number, line in enumerate(fh, start=1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError:
+                    return f"{path}: line {number}: not valid UTF-8"
+    return f"{path}: a word is not valid UTF-8"
+
+
+def _check_field_counts(path: Path, no_header: bool, limit: int | None) -> None:
+    """Every line holds a word and exactly D values (one fast pass; counts spaces, parses nothing)."""
+    with open_maybe_compressed(path) as fh:
+        dim = None if no_header else int(fh.readline().split()[1])
+        first = 1 if no_header else 2
+        for number, line in enumerate(fh, start=first):
+            if limit and number - first >= limit:
+                break
+            values = line.rstrip().count(b" ")
+            if dim is None:
+                dim = values
+            if values != dim or values == 0:
+                raise DataError(f"{path}: line {number}: {values} values where {dim} were expected (mixed dimensions?)")
+
+
+def _bad_line_message(path: Path, no_header: bool) -> str:
+    """Find the first line whose field count or numbers are wrong (only run after a failure)."""
+    dim = None
+    with open_maybe_compressed(path) as fh:
+        for number, line in enumerate(fh, start=1):
+            if number == 1 and not no_header:
+                dim = int(line.split()[1])
+                continue
+            fields = line.rstrip().split(b" ")
+            if dim is None:
+                dim = len(fields) - 1
+            if len(fields) - 1 != dim:
+                return f"{path}: line {number}: {len(fields) - 1} values where {dim} were expected (mixed dimensions)"
+            try:
+                [float(x) for x in fields[1:]]
+            except ValueError:
+                return f"{path}: line {number}: not a number among the values"
+    return f"{path}: cannot parse the file"
+
+
+def _check_finite(path: Path, words: list[str], matrix: np.ndarray, *, first_line: int, binary: bool) -> None:
+    bad = np.flatnonzero(~np.isfinite(matrix).all(axis=1))  # rows with NaN or inf
+    if bad.size:
+        row = int(bad[0])
+        where = f"entry {row + 1}" if binary else f"line {row + first_line}"
+        raise DataError(f"{path}: {where}: the vector of {words[row]!r} has NaN or infinite values")
+
+
+def _subwords_of(kv) -> Subwords | None:
+    ngrams = getattr(kv, "vectors_ngrams", None)
+    if ngrams is None or not getattr(kv, "bucket", 0):
+        return None
+    return Subwords(np.asarray(ngrams, dtype=np.float32), int(kv.min_n), int(kv.max_n))
+
+
+def _load_fasttext_bin(path: Path, limit: int | None) -> LoadedVectors:
+    from gensim.models.fasttext import load_facebook_vectors
+
+    try:
+        kv = load_facebook_vectors(str(path))
+    except (EOFError, ValueError, AssertionError, OSError, UnicodeDecodeError, NotImplementedError) as exc:
+        raise DataError(f"{path}: cannot read fastText binary ({exc or type(exc).__name__})") from None
+    return _from_keyed_vectors(path, kv, limit, "fasttext-bin")
+
+
+def _load_native(path: Path, limit: int | None, trust: bool) -> LoadedVectors:
+    if not trust:
+        raise UsageError(
+            f"{path}: gensim's native format is a pickle and loading it can run arbitrary code; "
+            "pass --trust if you trust this file"
+        )
+    from gensim.utils import SaveLoad
+
+    try:
+        obj = SaveLoad.load(str(path))
+    except Exception as exc:  # unpickling raises anything at all; report it as a data error
+        raise DataError(f"{path}: cannot load gensim file ({type(exc).__name__}: {exc})") from None
+    kv = getattr(obj, "wv", obj)
+    if not hasattr(kv, "index_to_key") or not hasattr(kv, "vectors"):
+        raise DataError(f"{path}: gensim file holds a {type(obj).__name__}, not word vectors")
+    return _from_keyed_vectors(path, kv, limit, "gensim-native")
+
+
+def _from_keyed_vectors(path: Path, kv, limit: int | None, fmt: str) -> LoadedVectors:
+    words = list(kv.index_to_key)
+    matrix = np.asarray(kv.vectors, dtype=np.float32)
+    if limit:
+        words, matrix = words[:limit], matrix[:limit]
+    _check_finite(path, words, matrix, first_line=1, binary=True)
+    return LoadedVectors(words, np.ascontiguousarray(matrix), _subwords_of(kv), fmt)

@@ -1,0 +1,365 @@
+"""The ctxembed vector store: a vocabulary and a matrix in one file, opened with mmap.
+
+A store opens in milliseconds and never imports gensim, so every command that only
+reads vectors stays fast. Foreign formats (word2vec, GloVe, fastText) are converted
+into a store once, by :mod:`ctxembed.formats`, and cached.
+
+File layout (all integers little-endian)::
+
+    8 bytes   magic b"CTXEMB\\x00\\x01"
+    8 bytes   header length H (uint64)
+    H bytes   header, UTF-8 JSON: count, dim, dtype, sections {name: [offset, nbytes]}, metadata
+    padding   to a multiple of 64 bytes; section offsets count from here
+    sections  vocab (each word + "\\n"), order (int32, N: rows sorted by their bytes, for binary
+              search), norms (float32, N), scales (float32, N; int8 only),
+              matrix (N, D) float32 or int8, ngrams (bucket, D) float32 (fastText subwords only)
+
+Example::
+
+    >>> store = VectorStore.open("data/glove-6B-100d-200k.ctxv")     # doctest: +SKIP
+    >>> store.vector("bank").shape                                   # doctest: +SKIP
+    (100,)
+    >>> store.most_similar(store.vector("king"), k=3, exclude={"king"})  # doctest: +SKIP
+    [('prince', 0.77), ('queen', 0.75), ('son', 0.70)]
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ctxembed.errors import DataError
+
+MAGIC = b"CTXEMB\x00\x01"
+STORE_VERSION = 1
+STORE_SUFFIX = ".ctxv"
+_ALIGN = 64
+_BLOCK_ROWS = 32768  # rows per block in whole-vocabulary scans: bounds the float32 temporary to ~13 MB
+
+
+def _pad(n: int) -> int:
+    return (-n) % _ALIGN
+
+
+@dataclass(frozen=True)
+class Subwords:
+    """fastText character n-gram table, so out-of-vocabulary words still get vectors."""
+
+    ngrams: np.ndarray  # (bucket, D) float32
+    min_n: int
+    max_n: int
+
+
+def quantize_int8(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 quantisation with one float32 scale per row.
+
+    matrix (N, D) -> codes (N, D) int8 and scales (N,) float32, with row ~= codes * scale.
+    """
+    matrix = np.asarray(matrix, dtype=np.float32)
+    peak = np.abs(matrix).max(axis=1)  # (N,)
+    scales = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)  # (N,)
+    codes = np.clip(np.rint(matrix / scales[:, None]), -127, 127).astype(np.int8)  # (N, D)
+    return codes, scales
+
+
+class VectorStore:
+    """Read-only word vectors backed by a memory-mapped store file.
+
+    Attributes: ``words`` (list, frequency order as in the source), ``dim``, ``meta``
+    (the header's metadata: name, source, format...), ``lowercase`` (True when the
+    vocabulary has no upper-case letters, so tokens should be lower-cased).
+    """
+
+    def __init__(self, path: Path, header: dict, buffer: mmap.mmap | bytes):
+        self.path = path
+        self.meta: dict = header.get("meta", {})
+        self.dim: int = int(header["dim"])
+        count = int(header["count"])
+        sections = header["sections"]
+        data_start = header["_data_start"]
+
+        def section(name: str, dtype, shape):
+            offset, nbytes = sections[name]
+            n_items = int(np.prod(shape)) if shape else 0
+            if nbytes != n_items * np.dtype(dtype).itemsize or data_start + offset + nbytes > len(buffer):
+                raise DataError(f"{path}: store is truncated or corrupt (section {name!r})")
+            return np.frombuffer(buffer, dtype=dtype, count=n_items, offset=data_start + offset).reshape(shape)
+
+        offset, nbytes = sections["vocab"]
+        self._vocab = bytes(buffer[data_start + offset : data_start + offset + nbytes])  # UTF-8, "\n"-joined
+        # (N+1,) start of each word in the vocab, from its newlines: word i = vocab[o[i] : o[i+1] - 1]
+        self._offsets = np.zeros(count + 1, dtype=np.int64)
+        newlines = np.flatnonzero(np.frombuffer(self._vocab, dtype=np.uint8) == 10)  # (N,)
+        if len(newlines) != count:
+            raise DataError(f"{path}: store is corrupt (header says {count} words, found {len(newlines)})")
+        self._offsets[1:] = newlines + 1
+        self._order = section("order", np.int32, (count,))  # (N,) rows sorted by their UTF-8 bytes
+        self.count = count
+        self._words: list[str] | None = None
+        self._index: dict[str, int] | None = None
+        self._matrix = section("matrix", header["dtype"], (count, self.dim))  # (N, D)
+        self.norms = section("norms", np.float32, (count,))  # (N,) norms of the dequantised rows
+        self._scales = section("scales", np.float32, (count,)) if "scales" in sections else None  # (N,)
+        self.subwords: Subwords | None = None
+        if "ngrams" in sections:
+            sub = header["subwords"]
+            ngrams = section("ngrams", np.float32, (int(sub["bucket"]), self.dim))
+            self.subwords = Subwords(ngrams, int(sub["min_n"]), int(sub["max_n"]))
+        self.lowercase: bool = bool(header.get("lowercase", False))
+        self._buffer = buffer
+
+    # ----------------------------------------------------------------------------- opening
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> VectorStore:
+        """Open a store file with mmap; only the header and the vocabulary are read now."""
+        path = Path(path)
+        try:
+            with open(path, "rb") as fh:
+                prefix = fh.read(16)
+                if len(prefix) < 16 or prefix[:8] != MAGIC:
+                    raise DataError(f"{path}: not a ctxembed store (bad magic bytes)")
+                header_len = int.from_bytes(prefix[8:16], "little")
+                if header_len > 1 << 24:
+                    raise DataError(f"{path}: not a ctxembed store (implausible header length)")
+                header = json.loads(fh.read(header_len).decode("utf-8"))
+                buffer = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if path.stat().st_size else b""
+        except FileNotFoundError:
+            raise DataError(f"{path}: no such file") from None
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise DataError(f"{path}: store header is corrupt") from None
+        except (OSError, ValueError) as exc:
+            raise DataError(f"{path}: cannot open store ({exc})") from None
+        if header.get("version") != STORE_VERSION:
+            raise DataError(f"{path}: store version {header.get('version')} is not supported")
+        header["_data_start"] = 16 + header_len + _pad(16 + header_len)
+        try:
+            return cls(path, header, buffer)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"{path}: store header is corrupt ({exc})") from None
+
+    # ----------------------------------------------------------------------------- lookup
+    def __len__(self) -> int:
+        return self.count
+
+    @property
+    def words(self) -> list[str]:
+        """Every word, in row (frequency) order; decoded on first use (tens of ms for 200k words)."""
+        if self._words is None:
+            try:
+                text = self._vocab[: self._offsets[self.count] - 1].decode("utf-8") if self.count else ""
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{self.path}: store vocabulary is not valid UTF-8 ({exc.reason})") from None
+            self._words = text.split("\n") if self.count else []
+        return self._words
+
+    def word_at(self, row: int) -> str:
+        if self._words is not None:
+            return self._words[row]
+        return self._vocab[self._offsets[row] : self._offsets[row + 1] - 1].decode("utf-8", "replace")
+
+    @property
+    def index(self) -> dict[str, int]:
+        """word -> row for bulk lookups; built on first use. Single lookups use :meth:`find`."""
+        if self._index is None:
+            self._index = dict(zip(self.words, range(self.count), strict=True))
+        return self._index
+
+    def find(self, word: str) -> int | None:
+        """The row of ``word``, or None: a binary search over the sorted vocabulary, no decoding."""
+        if self._index is not None:
+            return self._index.get(word)
+        target = word.encode("utf-8", "surrogatepass")
+        vocab, offsets, order = self._vocab, self._offsets, self._order
+        lo, hi = 0, self.count
+        while lo < hi:
+            mid = (lo + hi) // 2
+            row = int(order[mid])
+            if vocab[offsets[row] : offsets[row + 1] - 1] < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < self.count:
+            row = int(order[lo])
+            if vocab[offsets[row] : offsets[row + 1] - 1] == target:
+                return row
+        return None
+
+    def __contains__(self, word: str) -> bool:
+        return self.find(word) is not None
+
+    def can_embed(self, word: str) -> bool:
+        """True when :meth:`vector` has an answer: in vocabulary, or built from subwords."""
+        if self.find(word) is not None:
+            return True
+        return self.subwords is not None and bool(self._ngram_rows(word))
+
+    @property
+    def dtype(self) -> str:
+        return str(self._matrix.dtype)
+
+    def rows(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Dequantised float32 vectors of the given rows: (n,) -> (n, D)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        block = self._matrix[ids].astype(np.float32)  # (n, D)
+        if self._scales is not None:
+            block *= self._scales[ids][:, None]  # (n, D) * (n, 1)
+        return block
+
+    def vector(self, word: str) -> np.ndarray:
+        """The float32 (D,) vector of a word; fastText stores build unknown words from n-grams."""
+        row = self.find(word)
+        if row is not None:
+            return self.rows([row])[0]
+        if self.subwords is not None:
+            ngram_rows = self._ngram_rows(word)
+            if ngram_rows:
+                return self.subwords.ngrams[ngram_rows].mean(axis=0).astype(np.float32)  # (D,)
+        raise KeyError(word)
+
+    def _ngram_rows(self, word: str) -> list[int]:
+        from ctxembed.subwords import ngram_buckets
+
+        sub = self.subwords
+        return ngram_buckets(word, sub.min_n, sub.max_n, sub.ngrams.shape[0]) if sub else []
+
+    def matrix(self) -> np.ndarray:
+        """The whole vocabulary as float32 (N, D). Reads every page: for big stores use blocks."""
+        return self.rows(np.arange(len(self)))
+
+    def iter_blocks(self, block_rows: int = _BLOCK_ROWS):
+        """Yield (start, float32 block (b, D)) over the vocabulary, in order."""
+        for start in range(0, len(self), block_rows):
+            yield start, self.rows(np.arange(start, min(start + block_rows, len(self))))
+
+    def cosine_to_all(self, vector: np.ndarray) -> np.ndarray:
+        """Cosine similarity of one (D,) vector to every word: (N,) float32, 0 for zero rows."""
+        vector = np.asarray(vector, dtype=np.float32)
+        out = np.empty(len(self), dtype=np.float32)
+        for start in range(0, len(self), _BLOCK_ROWS):
+            stop = min(start + _BLOCK_ROWS, len(self))
+            dots = self._matrix[start:stop].astype(np.float32) @ vector  # (b, D) @ (D,) -> (b,)
+            if self._scales is not None:
+                dots *= self._scales[start:stop]  # undo the int8 scale row by row
+            out[start:stop] = dots
+        denom = self.norms * np.float32(np.linalg.norm(vector))  # (N,)
+        np.divide(out, denom, out=out, where=denom > 0)
+        out[denom <= 0] = 0.0
+        return out
+
+    def most_similar(self, vector: np.ndarray, k: int = 10, exclude: Iterable[str] = ()) -> list[tuple[str, float]]:
+        """The k words whose vectors have the highest cosine with ``vector``, best first."""
+        sims = self.cosine_to_all(vector)  # (N,)
+        banned = [row for row in map(self.find, exclude) if row is not None]
+        sims[banned] = -np.inf
+        k = max(0, min(k, len(self) - len(banned)))
+        if k == 0:
+            return []
+        top = np.argpartition(-sims, k - 1)[:k]  # unordered top k, O(N)
+        top = top[np.argsort(-sims[top], kind="stable")]
+        return [(self.word_at(int(i)), float(sims[i])) for i in top]
+
+    def head(self, n: int) -> VectorStore:
+        """The n most frequent words (the first n rows) as a store of their own; shares memory."""
+        clone = object.__new__(VectorStore)
+        clone.__dict__.update(self.__dict__)
+        clone.count = n
+        clone._words = None if self._words is None else self._words[:n]
+        clone._index = None
+        clone._order = self._order[self._order < n]  # still sorted, restricted to the first n rows
+        clone._matrix = self._matrix[:n]
+        clone.norms = self.norms[:n]
+        clone._scales = None if self._scales is None else self._scales[:n]
+        clone.meta = {**self.meta, "limit": n}
+        return clone
+
+    def close(self) -> None:
+        if isinstance(self._buffer, mmap.mmap):
+            # The numpy views keep the buffer alive; only drop our reference.
+            self._buffer = b""
+
+
+def write_store(
+    path: str | os.PathLike,
+    words: Sequence[str],
+    matrix: np.ndarray,
+    *,
+    quantize: bool = False,
+    meta: dict | None = None,
+    subwords: Subwords | None = None,
+) -> Path:
+    """Write a store atomically (temporary file, then rename), so no half-written file remains.
+
+    words: N unique strings without newlines; matrix: (N, D) finite numbers.
+    """
+    path = Path(path)
+    matrix = np.ascontiguousarray(matrix, dtype=np.float32)  # (N, D)
+    if matrix.ndim != 2 or matrix.shape[0] != len(words):
+        raise DataError(f"{path}: {len(words)} words but a matrix of shape {matrix.shape}")
+    if not np.isfinite(matrix).all():
+        row = int(np.argwhere(~np.isfinite(matrix))[0][0])
+        raise DataError(f"{path}: the vector of {words[row]!r} (row {row + 1}) has NaN or infinite values")
+    for word in words:
+        if "\n" in word or word == "":
+            raise DataError(f"{path}: invalid word {word!r} (empty or containing a newline)")
+    if quantize:
+        codes, scales = quantize_int8(matrix)
+        stored = codes
+        norms = np.linalg.norm(codes.astype(np.float32) * scales[:, None], axis=1)
+    else:
+        stored, scales = matrix, None
+        norms = np.linalg.norm(matrix, axis=1)
+    encoded = [w.encode("utf-8") + b"\n" for w in words]
+    if len(set(encoded)) != len(encoded):
+        raise DataError(f"{path}: duplicate words")
+    order = np.array(sorted(range(len(words)), key=lambda i: encoded[i][:-1]), dtype=np.int32)  # (N,)
+    blobs: list[tuple[str, bytes | np.ndarray]] = [("vocab", b"".join(encoded)), ("order", order)]
+    blobs.append(("norms", norms.astype(np.float32)))
+    if scales is not None:
+        blobs.append(("scales", scales))
+    blobs.append(("matrix", stored))
+    if subwords is not None:
+        blobs.append(("ngrams", np.ascontiguousarray(subwords.ngrams, dtype=np.float32)))
+
+    sections, offset = {}, 0
+    for name, blob in blobs:
+        nbytes = len(blob) if isinstance(blob, bytes) else blob.nbytes
+        sections[name] = [offset, nbytes]
+        offset += nbytes + _pad(nbytes)
+    header = {
+        "version": STORE_VERSION,
+        "count": len(words),
+        "dim": int(matrix.shape[1]),
+        "dtype": str(stored.dtype),
+        "lowercase": all(w == w.lower() for w in words),
+        "sections": sections,
+        "meta": meta or {},
+    }
+    if subwords is not None:
+        header["subwords"] = {"min_n": subwords.min_n, "max_n": subwords.max_n, "bucket": len(subwords.ngrams)}
+    header_bytes = json.dumps(header, ensure_ascii=False).encode("utf-8")
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(MAGIC + len(header_bytes).to_bytes(8, "little") + header_bytes)
+            fh.write(b"\0" * _pad(16 + len(header_bytes)))
+            for _, blob in blobs:
+                data = blob if isinstance(blob, bytes) else np.ascontiguousarray(blob).tobytes()
+                fh.write(data)
+                fh.write(b"\0" * _pad(len(data)))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp_name, 0o644)  # mkstemp makes 0600; a store is not a secret
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,175 @@
+"""Every supported on-disk format: written by gensim, read back by ctxembed, compared exactly."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+
+import numpy as np
+import pytest
+from gensim.models import KeyedVectors
+
+from ctxembed.errors import DataError, UsageError
+from ctxembed.formats import detect_format, load_foreign
+from ctxembed.sources import open_vectors
+
+WORDS = ["the", "bank", "river", "money", "café", "naïve", "deposit", "water"]
+
+
+@pytest.fixture
+def kv():
+    vectors = np.random.default_rng(0).normal(size=(len(WORDS), 6)).astype(np.float32)
+    keyed = KeyedVectors(vector_size=6)
+    keyed.add_vectors(WORDS, vectors)
+    return keyed
+
+
+def _assert_same(store, kv):
+    assert store.words == list(kv.index_to_key)
+    assert np.array_equal(store.matrix(), kv.vectors)
+
+
+@pytest.mark.parametrize(
+    "name, kwargs, fmt",
+    [
+        ("w2v.txt", {"binary": False}, "word2vec-text"),
+        ("w2v.bin", {"binary": True}, "word2vec-binary"),
+        ("glove.txt", {"binary": False, "write_header": False}, "glove-text"),
+        ("wiki.vec", {"binary": False}, "fasttext-vec"),
+        ("w2v.txt.gz", {"binary": False}, "word2vec-text"),
+        ("w2v.bin.gz", {"binary": True}, "word2vec-binary"),
+        ("glove.txt.bz2", {"binary": False, "write_header": False}, "glove-text"),
+        ("wiki.vec.bz2", {"binary": False}, "fasttext-vec"),
+        ("noext", {"binary": True}, "word2vec-binary"),
+    ],
+)
+def test_round_trip_every_word2vec_family_format(tmp_path, kv, name, kwargs, fmt):
+    path = tmp_path / name
+    kv.save_word2vec_format(str(path), **kwargs)
+    assert detect_format(path) == fmt
+    _assert_same(open_vectors(str(path)), kv)
+
+
+def test_gensim_native_needs_trust(tmp_path, kv):
+    path = tmp_path / "vectors.kv"
+    kv.save(str(path))
+    assert detect_format(path) == "gensim-native"
+    with pytest.raises(UsageError, match="--trust"):
+        open_vectors(str(path))
+    _assert_same(open_vectors(str(path), trust=True), kv)
+
+
+def test_gensim_model_file_uses_its_wv(tmp_path):
+    from gensim.models import Word2Vec
+
+    sentences = [["we", "sat", "on", "the", "river", "bank"], ["money", "in", "the", "bank"]] * 5
+    model = Word2Vec(sentences, vector_size=4, min_count=1, epochs=1, seed=1, workers=1)
+    path = tmp_path / "w2v.model"
+    model.save(str(path))
+    _assert_same(open_vectors(str(path), trust=True), model.wv)
+
+
+def test_fasttext_bin_gives_oov_words_vectors_from_subwords(tmp_path):
+    from gensim.models import FastText
+    from gensim.models.fasttext import load_facebook_vectors, save_facebook_model
+
+    sentences = [["we", "sat", "on", "the", "river", "bank"], ["money", "in", "the", "bank", "café"]] * 10
+    model = FastText(sentences, vector_size=8, min_count=1, epochs=2, bucket=2000, min_n=2, max_n=4, seed=1, workers=1)
+    path = tmp_path / "model.bin"
+    save_facebook_model(model, str(path))
+    assert detect_format(path) == "fasttext-bin"
+    reference = load_facebook_vectors(str(path))
+    store = open_vectors(str(path))
+    assert store.subwords is not None
+    _assert_same(store, reference)
+    for oov in ("banking", "rivers", "cafés", "ñandú", "xyzzy"):
+        assert oov not in store
+        assert store.can_embed(oov)
+        np.testing.assert_allclose(store.vector(oov), reference[oov], rtol=1e-5, atol=1e-6)
+    # the cached store gives the same answers without gensim
+    cached = open_vectors(str(path))
+    np.testing.assert_allclose(cached.vector("banking"), reference["banking"], rtol=1e-5, atol=1e-6)
+
+
+def test_limit_keeps_the_most_frequent(tmp_path, kv):
+    path = tmp_path / "w2v.txt"
+    kv.save_word2vec_format(str(path))
+    store = open_vectors(str(path), limit=3)
+    assert store.words == WORDS[:3]
+    assert np.array_equal(store.matrix(), kv.vectors[:3])
+
+
+# ----------------------------------------------------------------------------- bad files
+def _write(tmp_path, name, content: bytes):
+    path = tmp_path / name
+    path.write_bytes(content)
+    return path
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("empty.txt", b"", "file is empty"),
+        ("mixed.txt", b"3 2\na 1 2\nb 1 2 3\nc 1 2\n", "line 3: 3 values where 2 were expected"),
+        ("mixed-glove.txt", b"a 1 2\nb 1\nc 1 2\n", "line 2: 1 values where 2 were expected"),
+        ("nan.txt", b"2 2\na 1 2\nb nan 2\n", "line 3: the vector of 'b' has NaN"),
+        ("inf-glove.txt", b"a 1 2\nb 1 inf\n", "line 2: the vector of 'b' has NaN"),
+        ("dup.txt", b"3 2\na 1 2\nb 1 2\na 3 4\n", "line 4: duplicate word 'a'"),
+        ("dup-glove.txt", b"a 1 2\nb 1 2\nb 3 4\n", "line 3: duplicate word 'b'"),
+        ("latin1.txt", b"2 2\nab 1 2\ncaf\xe9 1 2\n", "line 3: not valid UTF-8"),
+        ("latin1-glove.txt", b"caf\xe9 1 2\n", "line 1: the word is not valid UTF-8"),
+        ("short.txt", b"5 2\na 1 2\nb 1 2\n", "truncated"),
+        ("words.txt", b"hello world\nthis is prose\n", "unknown format"),
+        ("letters.txt", b"a 1 x\nb 2 3\n", "unknown format"),
+    ],
+)
+def test_bad_text_files_give_one_clear_error(tmp_path, name, content, message):
+    path = _write(tmp_path, name, content)
+    with pytest.raises(DataError, match=message) as info:
+        open_vectors(str(path))
+    assert str(path) in info.value.message and "\n" not in info.value.message
+    assert list((tmp_path.parent).glob("cache*/*.tmp")) == []
+
+
+def test_truncated_binary(tmp_path, kv):
+    path = tmp_path / "w2v.bin"
+    kv.save_word2vec_format(str(path), binary=True)
+    cut = _write(tmp_path, "cut.bin", path.read_bytes()[:-10])
+    with pytest.raises(DataError, match="truncated"):
+        open_vectors(str(cut))
+
+
+def test_binary_duplicates_and_non_utf8(tmp_path):
+    def entry(word: bytes):
+        return word + b" " + np.ones(2, dtype=np.float32).tobytes()
+
+    dup = _write(tmp_path, "dup.bin", b"2 2\n" + entry(b"a") + entry(b"a"))
+    with pytest.raises(DataError, match="duplicate words: 2 entries but only 1 distinct"):
+        open_vectors(str(dup))
+    latin = _write(tmp_path, "latin.bin", b"2 2\n" + entry(b"a") + entry(b"caf\xe9"))
+    with pytest.raises(DataError, match="not valid UTF-8"):
+        open_vectors(str(latin))
+
+
+def test_compressed_garbage_and_missing_paths(tmp_path):
+    bad_gz = _write(tmp_path, "bad.txt.gz", b"this is not gzip")
+    with pytest.raises(DataError, match="cannot read"):
+        open_vectors(str(bad_gz))
+    with pytest.raises(DataError, match="no such file"):
+        open_vectors(str(tmp_path / "missing.txt"))
+    with pytest.raises(DataError, match="is a directory"):
+        open_vectors(str(tmp_path))
+    empty_gz = tmp_path / "empty.txt.gz"
+    with gzip.open(empty_gz, "wb"):
+        pass
+    with pytest.raises(DataError, match="empty"):
+        open_vectors(str(empty_gz))
+    empty_bz = tmp_path / "empty.txt.bz2"
+    empty_bz.write_bytes(bz2.compress(b""))
+    with pytest.raises(DataError, match="empty"):
+        open_vectors(str(empty_bz))
+
+
+def test_load_foreign_rejects_unknown_format(tmp_path):
+    with pytest.raises(DataError, match="cannot load format"):
+        load_foreign(tmp_path / "x", "pdf")
