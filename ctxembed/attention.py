@@ -1,0 +1,431 @@
+"""Self-attention in plain NumPy: how static word vectors become contextual ones.
+
+Each step of scaled dot-product attention is a small public function, so a caller can run the steps
+one by one and show every intermediate matrix (B sentences, h heads, T tokens)::
+
+    scores  = attention_scores(q, k, scale=False)          # (B, h, T, T)  raw dot products q . k
+    scores  = scale_scores(scores, d_k, scale=True)         # (B, h, T, T)  / sqrt(d_k) / temperature
+    scores  = add_key_bias(scores, key_bias)                # (B, h, T, T)  optional per-key prior
+    weights = normalize(scores, allowed, causal=True)       # (B, h, T, T)  softmax, rows sum to 1
+    context = weights @ v                                   # (B, h, T, d_v)
+
+:func:`attention` does these steps at once; :func:`encode` runs whole layers (projections, heads,
+residual, layer norm, positions) on a batch of sentences and returns every layer's weights.
+
+>>> import numpy as np
+>>> x = np.array([[5.0, 2, 0], [0, 0, 5], [0, 5, 0], [0, 0, 6]])  # apple is the phone
+>>> result = encode(x, AttentionConfig(scale=False))
+>>> result.weights.shape  # (layers, heads, T, T) for one unbatched sentence
+(1, 1, 4, 4)
+>>> print(np.round(result.weights[0, 0, 2], 3))  # "phone" attends to itself
+[0. 0. 1. 0.]
+
+Masks are boolean, True = the query may attend to the key. Masked keys always get weight exactly 0;
+a query without any allowed key (padding, or exclude_self in a one-token sentence) gets all-zero
+weights and a zero context, never NaN. All arithmetic keeps the input dtype (float32 or float64).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+import numpy as np
+
+from ctxembed.projections import (
+    HeadProjection,
+    LayerParams,
+    identity_params,
+    load_projections,
+    project_heads,
+    random_params,
+    save_projections,
+    shared_projection,
+    validate_params,
+)
+
+__all__ = [
+    "AttentionConfig",
+    "EncodeResult",
+    "HeadProjection",
+    "LayerParams",
+    "add_key_bias",
+    "attention",
+    "attention_layer",
+    "attention_scores",
+    "build_mask",
+    "encode",
+    "identity_params",
+    "layer_norm",
+    "load_projections",
+    "normalize",
+    "project_heads",
+    "random_params",
+    "save_projections",
+    "scale_scores",
+    "shared_projection",
+    "sinusoidal_positions",
+    "softmax",
+    "sum_normalize",
+    "validate_params",
+]
+
+NORMALIZATIONS = ("softmax", "sum")
+CAUSAL_MODES = ("before", "after")
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Which attention ingredients are on. Every field is one CLI flag."""
+
+    scale: bool = True  # divide scores by sqrt(d_k) (Vaswani et al.); off = the notes' raw dot products
+    temperature: float = 1.0  # divide scores by this: > 1 flattens the weights, < 1 sharpens them
+    normalization: str = "softmax"  # "softmax" | "sum" (negatives clamped to 0, divided by the row sum)
+    causal: bool = False  # a token attends only to itself and earlier tokens
+    causal_mode: str = "before"  # "before": -inf, then normalise | "after": normalise, zero, renormalise
+    exclude_self: bool = False  # mask the diagonal: a token attends only to the other tokens
+    heads: int = 1  # attention heads; the identity projection splits d into `heads` equal slices
+    layers: int = 1  # stacked layers; each layer's output is the next layer's input
+    residual: bool = False  # out = residual_scale * x + attention(x)
+    residual_scale: float = 1.0  # lambda of the residual: 1 is the transformer's plain sum
+    layer_norm: bool = False  # post-norm: out = layer_norm(residual sum), no learned gain or bias
+    positions: bool = False  # add sinusoidal position encodings to the input (breaks permutation symmetry)
+
+    def __post_init__(self) -> None:
+        if self.normalization not in NORMALIZATIONS:
+            raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {self.normalization!r}")
+        if self.causal_mode not in CAUSAL_MODES:
+            raise ValueError(f"causal_mode must be one of {CAUSAL_MODES}, got {self.causal_mode!r}")
+        if not (_is_number(self.temperature) and self.temperature > 0):
+            raise ValueError(f"temperature must be a finite number > 0, got {self.temperature!r}")
+        if not _is_number(self.residual_scale):
+            raise ValueError(f"residual_scale must be a finite number, got {self.residual_scale!r}")
+        for name in ("heads", "layers"):
+            value = getattr(self, name)
+            if isinstance(value, bool | np.bool_) or not isinstance(value, Integral) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        for name in ("scale", "causal", "exclude_self", "residual", "layer_norm", "positions"):
+            if not isinstance(getattr(self, name), bool | np.bool_):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool | np.bool_) and math.isfinite(value)
+
+
+# ---------------------------------------------------------------- the steps of one attention call
+
+
+def attention_scores(q: np.ndarray, k: np.ndarray, *, scale: bool = True, temperature: float = 1.0) -> np.ndarray:
+    """Query-key dot products: q (..., T_q, d_k), k (..., T_k, d_k) -> scores (..., T_q, T_k).
+
+    With ``scale`` the scores are divided by sqrt(d_k), then by ``temperature`` (see :func:`scale_scores`).
+    """
+    scores = q @ np.swapaxes(k, -1, -2)  # (..., T, d_k) x (..., d_k, T) -> (..., T, T)
+    return scale_scores(scores, q.shape[-1], scale=scale, temperature=temperature)
+
+
+def scale_scores(scores: np.ndarray, d_k: int, *, scale: bool = True, temperature: float = 1.0) -> np.ndarray:
+    """Divide scores (..., T, T) by sqrt(d_k) if ``scale``, and by ``temperature``; same shape and dtype.
+
+    Scaling keeps the softmax out of saturation: dot products of d_k-dimensional vectors grow like sqrt(d_k).
+    """
+    divisor = (math.sqrt(d_k) if scale else 1.0) * temperature
+    if divisor == 1.0:
+        return scores
+    return scores / divisor  # (..., T, T); a Python float keeps float32 scores float32
+
+
+def add_key_bias(scores: np.ndarray, key_bias: np.ndarray | None) -> np.ndarray:
+    """Add a per-key bias (T,) or (B, T) to every query's scores (B, ..., T, T); None changes nothing.
+
+    A bias of log(w_j) multiplies key j's softmax weight by w_j (then renormalises); -inf removes the key.
+    """
+    if key_bias is None:
+        return scores
+    dtype = scores.dtype if np.issubdtype(scores.dtype, np.floating) else np.float64
+    key_bias = np.asarray(key_bias, dtype=dtype)
+    if key_bias.ndim not in (1, 2) or key_bias.shape[-1] != scores.shape[-1]:
+        T = scores.shape[-1]
+        raise ValueError(f"key_bias has shape {key_bias.shape}, expected (T,) or (B, T) with T={T}")
+    # (B, T) -> (B, 1, ..., 1, T): the same bias for every head and every query
+    ones = (1,) * (scores.ndim - key_bias.ndim)
+    expanded = key_bias.reshape(key_bias.shape[:-1] + ones + key_bias.shape[-1:])
+    return scores + expanded  # (B, h, T, T)
+
+
+def softmax(scores: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
+    """Numerically stable softmax over the last axis, restricted to allowed keys: (..., T) -> (..., T).
+
+    ``allowed`` is a boolean mask broadcastable to ``scores`` (True = keep); a score of -inf counts as
+    masked too. Masked keys get exactly 0; a row without any allowed key is all zeros.
+    """
+    allowed = _allowed_keys(scores, allowed)  # (..., T, T) bool
+    masked = np.where(allowed, scores, -np.inf)  # (..., T, T)
+    row_max = masked.max(axis=-1, keepdims=True)  # (..., T, 1)
+    # Subtracting the row max keeps every exp() <= 1, so scores of 1e4 cannot overflow.
+    # A fully masked row has max -inf; use 0 there to avoid -inf - (-inf) = NaN.
+    row_max = np.where(np.isfinite(row_max), row_max, 0)  # (..., T, 1)
+    exponentials = np.exp(masked - row_max)  # (..., T, T), masked keys: exp(-inf) = 0
+    return _normalize_rows(exponentials, allowed)
+
+
+def sum_normalize(scores: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
+    """Divide each score by its row sum: w_j = max(s_j, 0) / sum_i max(s_i, 0) over allowed keys.
+
+    Negative scores are clamped to 0 (a dissimilar word gets no weight rather than a negative one). A row
+    whose allowed scores are all <= 0 gets uniform weights over its allowed keys; masked keys get 0.
+    Dividing every score by the same number (scaling, temperature) does not change these weights.
+    """
+    allowed = _allowed_keys(scores, allowed)  # (..., T, T) bool
+    positive = np.where(allowed, np.maximum(scores, 0), 0)  # (..., T, T)
+    return _normalize_rows(positive, allowed)
+
+
+_NORMALIZERS: dict[str, Callable[..., np.ndarray]] = {"softmax": softmax, "sum": sum_normalize}
+
+
+def normalize(
+    scores: np.ndarray,
+    allowed: np.ndarray | None = None,
+    *,
+    normalization: str = "softmax",
+    causal: bool = False,
+    causal_mode: str = "before",
+) -> np.ndarray:
+    """Turn scores (..., T, T) into weights (..., T, T) with the chosen normaliser.
+
+    ``allowed`` (padding, exclude-self) is always applied before normalising. With ``causal`` the
+    future keys (j > i) are removed too: ``causal_mode="before"`` masks them first (score -inf), then
+    normalises; ``"after"`` normalises over every allowed key, zeroes the future and renormalises what
+    is left (the notes' second recipe). Both are equal in exact arithmetic. If future keys out-score
+    the past by more than exp's range (~745 in float64, ~103 in float32), every surviving weight
+    underflows to 0; such rows take the "before" result, which is the recipe's exact value.
+    """
+    if normalization not in _NORMALIZERS:
+        raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
+    if causal_mode not in CAUSAL_MODES:
+        raise ValueError(f"causal_mode must be one of {CAUSAL_MODES}, got {causal_mode!r}")
+    normalizer = _NORMALIZERS[normalization]
+    if not causal:
+        return normalizer(scores, allowed)
+    past = np.tril(np.ones(scores.shape[-2:], dtype=bool))  # (T, T) key j <= query i
+    causal_allowed = past if allowed is None else allowed & past  # (..., T, T)
+    masked_first = normalizer(scores, causal_allowed)  # (..., T, T)
+    if causal_mode == "before":
+        return masked_first
+    weights = normalizer(scores, allowed)  # (..., T, T) over past and future keys
+    kept = np.where(past, weights, 0)  # (..., T, T) future keys zeroed
+    total = kept.sum(axis=-1, keepdims=True)  # (..., T, 1)
+    return np.where(total > 0, kept / np.where(total > 0, total, 1), masked_first)  # (..., T, T)
+
+
+def attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    allowed: np.ndarray | None = None,
+    key_bias: np.ndarray | None = None,
+    scale: bool = True,
+    temperature: float = 1.0,
+    normalization: str = "softmax",
+    causal: bool = False,
+    causal_mode: str = "before",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Attention: q, k (..., T, d_k), v (..., T, d_v) -> context (..., T, d_v), weights (..., T, T).
+
+    ``allowed`` (broadcastable to (..., T, T), True = may attend) comes from :func:`build_mask`;
+    ``key_bias`` (T,) or (B, T) is added to the scaled scores of each key before normalisation;
+    ``causal`` hides future keys, placed by ``causal_mode`` (see :func:`normalize`).
+    """
+    scores = attention_scores(q, k, scale=scale, temperature=temperature)  # (B, h, T, T)
+    scores = add_key_bias(scores, key_bias)  # (B, h, T, T)
+    weights = normalize(
+        scores, allowed, normalization=normalization, causal=causal, causal_mode=causal_mode
+    )  # (B, h, T, T)
+    context = weights @ v  # (B, h, T, T) x (B, h, T, d_v) -> (B, h, T, d_v)
+    return context, weights
+
+
+def build_mask(
+    T: int,
+    *,
+    lengths: np.ndarray | None = None,
+    token_mask: np.ndarray | None = None,
+    causal: bool = False,
+    exclude_self: bool = False,
+) -> np.ndarray:
+    """Boolean mask (B or 1, 1, T, T), True = query i may attend to key j; broadcasts over heads.
+
+    ``lengths`` (B,) marks the first lengths[b] tokens of sentence b as real; ``token_mask`` (B, T) marks
+    real tokens directly (True = real, the opposite of torch's key_padding_mask). Padding is masked as a
+    key and as a query, so a padding row has no allowed key and comes out all zero. ``causal`` bakes the
+    triangle into the mask (the "before" placement); :func:`encode` passes it to :func:`attention` instead.
+    """
+    allowed = np.ones((1, 1, T, T), dtype=bool)  # (1, 1, T, T)
+    real = _real_tokens(T, lengths, token_mask)  # (B, T) or None
+    if real is not None:
+        # a pair is allowed when both the query and the key are real tokens
+        allowed = real[:, None, :, None] & real[:, None, None, :]  # (B,1,T,1) & (B,1,1,T) -> (B,1,T,T)
+    if causal:
+        allowed = allowed & np.tril(np.ones((T, T), dtype=bool))  # key j <= query i
+    if exclude_self:
+        allowed = allowed & ~np.eye(T, dtype=bool)  # key j != query i
+    return allowed
+
+
+def _real_tokens(T: int, lengths: np.ndarray | None, token_mask: np.ndarray | None) -> np.ndarray | None:
+    """(B, T) bool, True = real token, from lengths (B,) or token_mask (B, T); None if neither is given."""
+    if lengths is not None and token_mask is not None:
+        raise ValueError("give lengths or token_mask, not both")
+    if token_mask is not None:
+        token_mask = np.asarray(token_mask)
+        if token_mask.dtype != bool or token_mask.ndim != 2 or token_mask.shape[1] != T:
+            got = f"{token_mask.dtype} {token_mask.shape}"
+            raise ValueError(f"token_mask must be a boolean (B, {T}) array, got {got}")
+        return token_mask
+    if lengths is not None:
+        lengths = np.asarray(lengths)
+        if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
+            raise ValueError(f"lengths must be a 1-D integer array (B,), got {lengths.dtype} {lengths.shape}")
+        if np.any(lengths < 0) or np.any(lengths > T):
+            raise ValueError(f"lengths must lie in [0, {T}], got {lengths.tolist()}")
+        return np.arange(T)[None, :] < lengths[:, None]  # (1, T) < (B, 1) -> (B, T)
+    return None
+
+
+def _allowed_keys(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+    """The mask broadcast to the scores' shape (..., T, T); a score of -inf is never allowed."""
+    finite = ~np.isneginf(scores)  # (..., T, T)
+    return finite if allowed is None else np.broadcast_to(allowed, scores.shape) & finite
+
+
+def _normalize_rows(values: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """Divide non-negative values (..., T) by their row sum. A zero-sum row becomes uniform over its
+    allowed keys, or stays all zero if it has none (no 0 / 0)."""
+    total = values.sum(axis=-1, keepdims=True)  # (..., T, 1)
+    count = allowed.sum(axis=-1, keepdims=True)  # (..., T, 1)
+    uniform = (allowed / np.maximum(count, 1)).astype(values.dtype)  # (..., T, T)
+    ratio = values / np.where(total > 0, total, 1)  # (..., T, T)
+    return np.where(total > 0, ratio, uniform)  # (..., T, T)
+
+
+# ---------------------------------------------------------------- layers: heads, residual, norm, positions
+
+
+def sinusoidal_positions(T: int, d: int, dtype: np.dtype | type = np.float64) -> np.ndarray:
+    """Sinusoidal position encodings (Vaswani et al. 2017) (T, d): PE[t, 2i] = sin(t / 10000^(2i/d)),
+    PE[t, 2i+1] = cos(t / 10000^(2i/d))."""
+    position = np.arange(T)[:, None]  # (T, 1)
+    even = np.arange(0, d, 2)  # (ceil(d/2),) the 2i of each sin/cos pair
+    angle = position / 10000.0 ** (even / d)  # (T, 1) / (ceil(d/2),) -> (T, ceil(d/2))
+    encoding = np.zeros((T, d))  # (T, d)
+    encoding[:, 0::2] = np.sin(angle)  # (T, ceil(d/2)) even dimensions
+    encoding[:, 1::2] = np.cos(angle[:, : d // 2])  # (T, floor(d/2)) odd dimensions
+    return encoding.astype(dtype)
+
+
+def layer_norm(x: np.ndarray, eps: float = 1e-5) -> np.ndarray:
+    """Normalise each vector (..., d) to mean 0 and variance 1 over its d components; no learned gain/bias."""
+    mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
+    variance = x.var(axis=-1, keepdims=True)  # (..., 1), biased (divide by d) like torch's LayerNorm
+    return (x - mean) / np.sqrt(variance + eps)  # (..., d)
+
+
+def attention_layer(
+    x: np.ndarray,
+    layer: LayerParams,
+    config: AttentionConfig,
+    allowed: np.ndarray | None = None,
+    key_bias: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Multi-head attention of one layer, before residual and norm: x (B, T, d) -> (output (B, T, d_model),
+    weights (B, h, T, T)). Heads are concatenated (h * d_v), then W_out is applied if present.
+
+    ``allowed`` masks padding and self (from :func:`build_mask`); ``config.causal`` is applied here.
+    """
+    B, T, _ = x.shape
+    q, k, v = project_heads(x, layer, config.heads)  # (B, h, T, d_k), (B, h, T, d_k), (B, h, T, d_v)
+    context, weights = attention(
+        q,
+        k,
+        v,
+        allowed=allowed,
+        key_bias=key_bias,
+        scale=config.scale,
+        temperature=config.temperature,
+        normalization=config.normalization,
+        causal=config.causal,
+        causal_mode=config.causal_mode,
+    )  # (B, h, T, d_v), (B, h, T, T)
+    merged = context.transpose(0, 2, 1, 3).reshape(B, T, -1)  # (B, h, T, d_v) -> (B, T, h * d_v)
+    if layer.W_out is not None:
+        merged = merged @ layer.W_out.astype(x.dtype)  # (B, T, h*d_v) x (h*d_v, d_model) -> (B, T, d_model)
+        if layer.b_out is not None:
+            merged = merged + layer.b_out.astype(x.dtype)  # (B, T, d_model) + (d_model,)
+    return merged, weights
+
+
+@dataclass(frozen=True)
+class EncodeResult:
+    """What :func:`encode` returns. Unbatched input drops the B axis everywhere."""
+
+    contextual: np.ndarray  # (B, T, d_model) the last layer's output; padding positions are 0
+    weights: np.ndarray  # (L, B, h, T, T) the attention weights of every layer and head
+    layer_outputs: list[np.ndarray]  # L arrays (B, T, d_l): each layer's output, the next layer's input
+
+
+def encode(
+    x: np.ndarray,
+    config: AttentionConfig,
+    params: list[LayerParams] | None = None,
+    *,
+    lengths: np.ndarray | None = None,
+    token_mask: np.ndarray | None = None,
+    key_bias: np.ndarray | None = None,
+) -> EncodeResult:
+    """Run ``config.layers`` attention layers over static vectors x (B, T, d) or (T, d).
+
+    ``params`` holds one :class:`LayerParams` per layer (None = identity projections). ``lengths`` (B,)
+    or ``token_mask`` (B, T) mark the real tokens of a padded batch; ``key_bias`` (T,) or (B, T) is added
+    to every layer's scores. Each layer computes ``attention_layer``, then, if switched on,
+    ``residual_scale * input + output`` and the post-norm ``layer_norm``. Integer input becomes float64.
+    """
+    x = np.asarray(x)
+    if not np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float64)
+    unbatched = x.ndim == 2
+    if unbatched:
+        x = x[None]  # (T, d) -> (1, T, d)
+    if x.ndim != 3 or x.shape[1] == 0:
+        raise ValueError(f"x must have shape (T, d) or (B, T, d) with T >= 1, got {x.shape}")
+    B, T, d = x.shape
+    params = identity_params(config) if params is None else params
+    validate_params(params, d, config)
+    real = _real_tokens(T, lengths, token_mask)  # (B, T) or None
+    if real is None:
+        real = np.ones((B, T), dtype=bool)
+    if real.shape[0] != B:
+        raise ValueError(f"lengths/token_mask describe {real.shape[0]} sentences but x has {B}")
+    # padding and exclude-self are masked here; the causal triangle is placed by attention()
+    allowed = build_mask(T, token_mask=real, exclude_self=config.exclude_self)  # (B, 1, T, T)
+    keep = real[:, :, None]  # (B, T, 1)
+
+    hidden = x + sinusoidal_positions(T, d, x.dtype) if config.positions else x  # (B, T, d) + (T, d)
+    layer_outputs, layer_weights = [], []
+    for layer in params:
+        output, weights = attention_layer(hidden, layer, config, allowed, key_bias)  # (B,T,d'), (B,h,T,T)
+        if config.residual:
+            output = config.residual_scale * hidden + output  # (B, T, d); sizes checked by validate_params
+        if config.layer_norm:
+            output = layer_norm(output)  # (B, T, d')
+        hidden = np.where(keep, output, 0)  # (B, T, d'); padding positions stay 0 in every layer
+        layer_outputs.append(hidden)
+        layer_weights.append(weights)
+    weights = np.stack(layer_weights)  # L x (B, h, T, T) -> (L, B, h, T, T)
+    if unbatched:
+        return EncodeResult(hidden[0], weights[:, 0], [output[0] for output in layer_outputs])
+    return EncodeResult(hidden, weights, layer_outputs)
