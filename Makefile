@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev,fast]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@if [ -n "$(TORCH_WHEEL)" ]; then \
 		$(BIN)/python -m pip install --quiet "$(TORCH_WHEEL)" || echo "torch not installed: its equivalence tests will be skipped"; \
 	else echo "no local CPU torch wheel: the torch equivalence tests will be skipped"; fi

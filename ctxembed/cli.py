@@ -7,15 +7,18 @@ stderr, ``ctxembed: error: ...``; set CTXEMBED_DEBUG=1 to see a traceback instea
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from typer.core import TyperGroup
 
-from ctxembed.errors import CtxembedError, UsageError
+from ctxembed.errors import CtxembedError, DataError, UsageError
+from ctxembed.explore import DEFAULT_MAX_TOKENS
 from ctxembed.output import emit_json, say, stdout_console
 
 # click's exception base, wherever this typer keeps click (recent typers vendor it).
@@ -150,6 +153,349 @@ def vectors_convert(
         emit_json({"schema": "ctxembed.vectors-convert/1", **result})
     else:
         say(f"wrote {out}: {len(store):,} words x {store.dim} dimensions ({store.dtype}, {result['bytes']:,} bytes)")
+
+
+# ------------------------------------------------------------------------------ attention options
+_ATTENTION_OPTIONS = [
+    (
+        "preset",
+        Annotated[
+            str,
+            typer.Option(
+                "--preset",
+                help="Named recipe: default (separates senses), textbook (softmax(XXᵀ/√d)X), notes (unscaled).",
+            ),
+        ],
+        "default",
+    ),
+    (
+        "scale",
+        Annotated[
+            bool | None, typer.Option("--scale/--no-scale", help="Divide scores by sqrt(d_k).", show_default=False)
+        ],
+        None,
+    ),
+    ("temperature", Annotated[float | None, typer.Option("--temperature", min=1e-6, help="Divide scores by T.")], None),
+    (
+        "normalization",
+        Annotated[str | None, typer.Option("--normalization", help="softmax, or sum (negatives clamped to 0).")],
+        None,
+    ),
+    (
+        "projection",
+        Annotated[
+            str | None, typer.Option("--projection", help="identity (Q=K=V=X), random (Xavier, --seed) or file.")
+        ],
+        None,
+    ),
+    ("weights", Annotated[Path | None, typer.Option("--weights", help="Projections .npz (l0.h0.W_query, ...).")], None),
+    ("seed", Annotated[int | None, typer.Option("--seed", help="Seed of the random projections.")], None),
+    ("d_out", Annotated[int | None, typer.Option("--d-out", min=1, help="Per-head size of random projections.")], None),
+    (
+        "output_projection",
+        Annotated[
+            bool | None,
+            typer.Option(
+                "--output-projection/--no-output-projection", help="Random W_out back to d.", show_default=False
+            ),
+        ],
+        None,
+    ),
+    (
+        "causal",
+        Annotated[
+            bool | None, typer.Option("--causal/--no-causal", help="Attend only to earlier tokens.", show_default=False)
+        ],
+        None,
+    ),
+    (
+        "causal_mode",
+        Annotated[
+            str | None, typer.Option("--causal-mode", help="before (-inf, then softmax) or after (renormalise).")
+        ],
+        None,
+    ),
+    ("heads", Annotated[int | None, typer.Option("--heads", min=1, help="Attention heads.")], None),
+    ("layers", Annotated[int | None, typer.Option("--layers", min=1, help="Stacked layers.")], None),
+    (
+        "residual",
+        Annotated[
+            bool | None, typer.Option("--residual/--no-residual", help="out = λ·x + attention(x).", show_default=False)
+        ],
+        None,
+    ),
+    ("residual_scale", Annotated[float | None, typer.Option("--residual-scale", help="λ of the residual.")], None),
+    (
+        "layer_norm",
+        Annotated[bool | None, typer.Option("--layer-norm/--no-layer-norm", help="Post-norm.", show_default=False)],
+        None,
+    ),
+    (
+        "positions",
+        Annotated[
+            bool | None,
+            typer.Option("--positions/--no-positions", help="Add sinusoidal position encodings.", show_default=False),
+        ],
+        None,
+    ),
+    (
+        "exclude_self",
+        Annotated[
+            bool | None,
+            typer.Option(
+                "--exclude-self/--include-self",
+                help="Mask the diagonal: attend only to other tokens.",
+                show_default=False,
+            ),
+        ],
+        None,
+    ),
+    (
+        "abtt",
+        Annotated[int | None, typer.Option("--abtt", min=0, help="Remove the mean and D top directions (0 = off).")],
+        None,
+    ),
+    ("sif", Annotated[float | None, typer.Option("--sif", min=0.0, help="SIF key bias a (0 = off).")], None),
+    ("oov", Annotated[str, typer.Option("--oov", help="Out-of-vocabulary tokens: skip, zero or error.")], "skip"),
+    (
+        "max_tokens",
+        Annotated[
+            int, typer.Option("--max-tokens", min=1, help="Longest sentence accepted (attention needs n² memory).")
+        ],
+        DEFAULT_MAX_TOKENS,
+    ),
+    ("vectors", VectorsOpt, None),
+    ("limit", LimitOpt, None),
+    ("trust", TrustOpt, False),
+]
+_ATTENTION_NAMES = [name for name, _, _ in _ATTENTION_OPTIONS]
+
+
+@dataclass
+class Run:
+    """What the attention options of a command resolve to."""
+
+    store: object
+    settings: object
+    engine: object
+    source: str
+
+
+def with_attention_options(command):
+    """Give a command every attention option; it receives them resolved as ``run: Run``."""
+    signature = inspect.signature(command, eval_str=True)  # __signature__ is not evaluated again
+    own = [p for p in signature.parameters.values() if p.name != "run"]
+    extra = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+        for name, annotation, default in _ATTENTION_OPTIONS
+    ]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs):
+        options = {name: kwargs.pop(name) for name in _ATTENTION_NAMES}
+        kwargs["run"] = lambda: _resolve_run(options)
+        return command(**kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=own + extra)
+    return wrapper
+
+
+def _resolve_run(options: dict) -> Run:
+    from ctxembed.explore import Engine
+    from ctxembed.settings import build_settings
+
+    overrides = {
+        k: options[k]
+        for k in (
+            "scale",
+            "temperature",
+            "normalization",
+            "projection",
+            "seed",
+            "d_out",
+            "output_projection",
+            "causal",
+            "causal_mode",
+            "heads",
+            "layers",
+            "residual",
+            "residual_scale",
+            "layer_norm",
+            "positions",
+            "exclude_self",
+            "abtt",
+            "sif",
+        )
+    }
+    overrides["weights_file"] = str(options["weights"]) if options["weights"] else None
+    settings = build_settings(options["preset"], **overrides)
+    store = open_store(options["vectors"], options["limit"], options["trust"])
+    engine = Engine(store, settings, oov=options["oov"], max_tokens=options["max_tokens"])
+    return Run(store, settings, engine, options["vectors"] or "default")
+
+
+def read_text_argument(sentence: str | None, what: str = "SENTENCE") -> str:
+    """A sentence argument, or stdin when it is "-" or missing and stdin is not a terminal."""
+    if sentence is not None and sentence != "-":
+        return sentence
+    if sentence is None and sys.stdin.isatty():
+        raise UsageError(f"give a {what} or pipe text on stdin")
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+    try:
+        return data.decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise DataError(f"stdin is not valid UTF-8 (byte {exc.start})") from None
+
+
+def vectors_summary(run: Run) -> dict:
+    store = run.store
+    return {
+        "source": run.source,
+        "name": store.meta.get("name", store.path.name),
+        "words": len(store),
+        "dim": store.dim,
+    }
+
+
+# ------------------------------------------------------------------------------ attend
+@app.command()
+@reports_errors
+@with_attention_options
+def attend(
+    sentence: Annotated[str | None, typer.Argument(help="The sentence ('-' or none: read stdin).")] = None,
+    json_out: JsonOpt = False,
+    with_vectors: Annotated[
+        bool, typer.Option("--with-vectors", help="JSON: add static and contextual vectors.")
+    ] = False,
+    explain: Annotated[bool, typer.Option("--explain", help="Print every step with its numbers.")] = False,
+    layer: Annotated[int | None, typer.Option("--layer", min=0, help="Layer to show (default: the last).")] = None,
+    head: Annotated[int | None, typer.Option("--head", min=0, help="Head to show (default: mean of heads).")] = None,
+    all_heads: Annotated[bool, typer.Option("--all-heads", help="One matrix per head (small multiples).")] = False,
+    top: Annotated[int, typer.Option("--top", min=1, help="Most-attended tokens listed per token.")] = 3,
+    max_display: Annotated[int, typer.Option("--max-display", min=2, help="Tokens shown in the matrix.")] = 24,
+    run=None,
+) -> None:
+    """Show the attention weights of a sentence and how far context moved each token."""
+    from ctxembed.report import attend_document
+
+    text = read_text_argument(sentence)
+    r = run()
+    a = r.settings.attention
+    if layer is not None and layer >= a.layers:
+        raise UsageError(f"--layer {layer} does not exist: there are {a.layers} layer(s), numbered from 0")
+    if head is not None and head >= a.heads:
+        raise UsageError(f"--head {head} does not exist: there are {a.heads} head(s), numbered from 0")
+    result = r.engine.run([r.engine.prepare(text)])[0]
+    doc = attend_document(result, r.settings, vectors_summary(r), with_vectors=with_vectors, top=top)
+    if json_out:
+        if explain:
+            doc["explain"] = explain_document(r.engine, result, layer, head)
+        emit_json(doc)
+        return
+    from ctxembed.render import render_attend, render_explain
+
+    console = stdout_console()
+    render_attend(
+        console,
+        doc,
+        result,
+        layer=a.layers - 1 if layer is None else layer,
+        head=head,
+        all_heads=all_heads,
+        max_display=max_display,
+    )
+    if explain:
+        render_explain(console, explain_document(r.engine, result, layer, head), result)
+
+
+def explain_document(engine, result, layer: int | None, head: int | None) -> dict:
+    from ctxembed.report import explain_steps
+
+    a = engine.settings.attention
+    return explain_steps(engine.explain(result, layer=0 if layer is None else layer, head=head or 0), result, a)
+
+
+# ------------------------------------------------------------------------------ compare
+@app.command()
+@reports_errors
+@with_attention_options
+def compare(
+    sentences: Annotated[
+        list[str] | None, typer.Argument(help="Two or more sentences ('-': one per stdin line).")
+    ] = None,
+    word: Annotated[
+        str | None, typer.Option("--word", "-w", help="The word to compare (default: every shared word).")
+    ] = None,
+    json_out: JsonOpt = False,
+    run=None,
+) -> None:
+    """Static against contextual cosine of a word across sentences: an N×N matrix each."""
+    from ctxembed.report import compare_document
+
+    if not sentences or sentences == ["-"]:
+        lines = read_text_argument(None if not sentences else "-", "pair of SENTENCES").splitlines()
+        sentences = [line.strip() for line in lines if line.strip()]
+    if len(sentences) < 2:
+        raise UsageError(f"compare needs at least two sentences, got {len(sentences)}")
+    r = run()
+    results = r.engine.run([r.engine.prepare(s) for s in sentences])
+    doc = compare_document(results, word, r.settings, vectors_summary(r))
+    if json_out:
+        emit_json(doc)
+        return
+    from ctxembed.render import render_compare
+
+    render_compare(stdout_console(), doc)
+
+
+# ------------------------------------------------------------------------------ neighbors
+@app.command()
+@reports_errors
+@with_attention_options
+def neighbors(
+    sentence: Annotated[str | None, typer.Argument(help="The sentence ('-' or none: read stdin).")] = None,
+    word: Annotated[str, typer.Option("--word", "-w", help="The word whose neighbours to list.")] = ...,
+    k: Annotated[int, typer.Option("-k", "--k", min=1, max=1000, help="How many neighbours.")] = 10,
+    json_out: JsonOpt = False,
+    run=None,
+) -> None:
+    """Nearest vocabulary words of a word's contextual vector, beside those of its static vector."""
+    from ctxembed.report import neighbors_document
+
+    text = read_text_argument(sentence)
+    r = run()
+    result = r.engine.run([r.engine.prepare(text)])[0]
+    doc = neighbors_document(r.engine, result, word, k, vectors_summary(r))
+    if json_out:
+        emit_json(doc)
+        return
+    from ctxembed.render import render_neighbors
+
+    render_neighbors(stdout_console(), doc)
+
+
+# ------------------------------------------------------------------------------ batch
+@app.command()
+@reports_errors
+@with_attention_options
+def batch(
+    source: Annotated[
+        str, typer.Argument(help="File of sentences, one per line, or JSON Lines with a 'text' field; '-' for stdin.")
+    ] = "-",
+    with_vectors: Annotated[bool, typer.Option("--with-vectors", help="Add static and contextual vectors.")] = False,
+    no_weights: Annotated[bool, typer.Option("--no-weights", help="Leave the attention weights out.")] = False,
+    word: Annotated[str | None, typer.Option("--word", "-w", help="Add this word's contextual vector.")] = None,
+    chunk: Annotated[int, typer.Option("--chunk", min=1, max=100_000, help="Sentences per attention batch.")] = 1024,
+    workers: Annotated[int, typer.Option("--workers", min=0, help="Processes (0: one per core for big input).")] = 0,
+    run=None,
+) -> None:
+    """One JSON line per input line, in order; bad lines become {"line": k, "error": ...} records."""
+    from ctxembed.batch import run_batch
+
+    r = run()
+    run_batch(
+        r.engine, source, with_vectors=with_vectors, weights=not no_weights, word=word, chunk=chunk, workers=workers
+    )
 
 
 def main() -> None:

@@ -15,6 +15,11 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
+try:  # fast and exact for float32 arrays; the standard library is the fallback
+    import orjson
+except ImportError:  # pragma: no cover
+    orjson = None
+
 
 def stdout_console() -> Console:
     # A pipe gets a fixed generous width, so tables are not squeezed to 80 columns.
@@ -30,14 +35,20 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def jsonable(value: Any) -> Any:
-    """Convert numpy values and nested containers to JSON types; NaN and inf become None."""
+def jsonable(value: Any, *, keep_arrays: bool = False) -> Any:
+    """Convert numpy values and nested containers to JSON types; NaN and inf become None.
+
+    ``keep_arrays`` leaves finite float arrays to orjson, which writes them fast and exactly."""
     if isinstance(value, np.ndarray):
+        if keep_arrays and value.dtype.kind == "f" and value.size and np.isfinite(value).all():
+            return np.ascontiguousarray(value)
+        if keep_arrays and value.dtype.kind in "iub":
+            return np.ascontiguousarray(value)
         return jsonable(value.tolist())
     if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v, keep_arrays=keep_arrays) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
+        return [jsonable(v, keep_arrays=keep_arrays) for v in value]
     if isinstance(value, (float, np.floating)):
         value = float(value)
         return value if math.isfinite(value) else None
@@ -49,6 +60,10 @@ def jsonable(value: Any) -> Any:
 
 
 def dumps(document: dict, *, indent: int | None = None) -> str:
+    """JSON text; float32 arrays print their shortest float32 form (0.74, not 0.7403098344802856)."""
+    if orjson is not None:
+        option = orjson.OPT_SERIALIZE_NUMPY | (orjson.OPT_INDENT_2 if indent else 0)
+        return orjson.dumps(jsonable(document, keep_arrays=True), option=option).decode()
     return json.dumps(jsonable(document), ensure_ascii=False, allow_nan=False, indent=indent)
 
 

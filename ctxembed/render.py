@@ -1,9 +1,17 @@
-"""Rich rendering of results for people. Computes nothing: it only lays out what it is given."""
+"""Rich rendering of results for people. It lays out documents from :mod:`ctxembed.report`;
+the only arithmetic here is picking what to show (a head, the mean of heads, a window).
+
+Colour comes from cell backgrounds (a heatmap); rich drops it under NO_COLOR or when stdout is
+not a terminal, and every cell still prints its number.
+"""
 
 from __future__ import annotations
 
-from rich.console import Console
+import numpy as np
+from rich.console import Console, Group
+from rich.style import Style
 from rich.table import Table
+from rich.text import Text
 
 
 def render_info(console: Console, info: dict) -> None:
@@ -27,4 +35,259 @@ def render_info(console: Console, info: dict) -> None:
         if field == "words" and isinstance(value, int):
             value = f"{value:,}"
         table.add_row(field.replace("_", " "), "-" if value is None else str(value))
+    console.print(table)
+
+
+# ------------------------------------------------------------------------------ helpers
+def _heat(value: float, low: float = 0.0, high: float = 1.0) -> Style:
+    """White-to-blue background for a value in [low, high]; dark text on light cells."""
+    share = 0.0 if high <= low else float(np.clip((value - low) / (high - low), 0, 1))
+    red, green = int(255 - 205 * share), int(255 - 155 * share)
+    return Style(bgcolor=f"rgb({red},{green},255)", color="white" if share > 0.55 else "black")
+
+
+def _diverging(value: float) -> Style:
+    """Cosine in [-1, 1]: red below 0, blue above."""
+    share = float(np.clip(abs(value), 0, 1))
+    fade = int(255 - 180 * share)
+    bg = f"rgb({fade},{fade},255)" if value >= 0 else f"rgb(255,{fade},{fade})"
+    return Style(bgcolor=bg, color="white" if share > 0.6 else "black")
+
+
+def _fmt(value: float, digits: int = 2) -> str:
+    return "nan" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
+
+
+def _header(console: Console, doc: dict) -> None:
+    v = doc["vectors"]
+    console.print(
+        Text(f"vectors  {v['name']} ({v['words']:,} words, {v['dim']}d, source: {v['source']})", style="bold")
+    )
+    console.print(Text(f"settings {doc['settings_summary']}"))
+    skipped = doc.get("skipped")
+    if skipped and isinstance(skipped[0], dict):
+        shown = ", ".join(f"{s['text']!r}@{s['position']}" for s in skipped)
+        console.print(Text(f"skipped  out of vocabulary: {shown}", style="yellow"))
+
+
+def matrix_table(
+    title: str,
+    rows: list[str],
+    cols: list[str],
+    values: np.ndarray,
+    *,
+    digits: int = 2,
+    heat: bool = True,
+    low: float = 0.0,
+    high: float = 1.0,
+    diverging: bool = False,
+) -> Group:
+    """A title line over a labelled matrix; with ``heat`` each cell is shaded by its value."""
+    table = Table(show_lines=False, pad_edge=False)
+    table.add_column("", style="bold", no_wrap=True)
+    for col in cols:
+        table.add_column(col, justify="right", no_wrap=True)
+    for label, row in zip(rows, values, strict=True):
+        cells = []
+        for value in row:
+            style = (_diverging(value) if diverging else _heat(value, low, high)) if heat else None
+            cells.append(Text(_fmt(value, digits), style=style or ""))
+        table.add_row(label, *cells)
+    return Group(Text(title, style="bold"), table)
+
+
+def _vector_text(vector: np.ndarray, shown: int = 6) -> str:
+    head = ", ".join(f"{x:.2f}" for x in vector[:shown])
+    return f"[{head}{', ...' if len(vector) > shown else ''}]"
+
+
+# ------------------------------------------------------------------------------ attend
+def render_attend(
+    console: Console, doc: dict, result, *, layer: int, head: int | None, all_heads: bool, max_display: int
+) -> None:
+    _header(console, doc)
+    status = Text("tokens   ")
+    for token in doc["tokens"]:
+        status.append(token["text"], style="green" if token["in_vocab"] else "red strike")
+        status.append(" " if token["in_vocab"] else "(oov) ")
+    console.print(status)
+    labels = [t.text for t in result.used_tokens()]
+    n = len(labels)
+    shown = min(n, max_display)
+    weights = result.weights[layer]  # (h, T, T)
+    heads = weights.shape[0]
+    if all_heads and heads > 1:
+        panels = [(f"layer {layer}, head {h}", weights[h]) for h in range(heads)]
+    elif head is not None:
+        panels = [(f"layer {layer}, head {head}", weights[head])]
+    elif heads > 1:
+        panels = [(f"layer {layer}, mean of {heads} heads", weights.mean(axis=0))]
+    else:
+        panels = [(f"layer {layer}", weights[0])]
+    for title, matrix in panels:
+        console.print(
+            matrix_table(
+                f"attention weights, {title} (rows attend to columns; rows sum to 1)",
+                labels[:shown],
+                labels[:shown],
+                matrix[:shown, :shown],
+            )
+        )
+    if shown < n:
+        console.print(
+            Text(
+                f"showing the first {shown} of {n} tokens in the matrix (--max-display; --json has all)", style="yellow"
+            )
+        )
+    console.print(Text("per token (last layer, mean over heads)", style="bold"))
+    table = Table()
+    table.add_column("#", justify="right")
+    table.add_column("token", style="bold")
+    table.add_column("attends most to")
+    table.add_column("cos(static, contextual)", justify="right")
+    moved = doc["static_contextual_cosine"]
+    for row, (token, tops) in enumerate(zip(result.used_tokens(), doc["top_attended"], strict=True)):
+        listed = ", ".join(f"{t['text']} {t['weight']:.2f}" for t in tops)
+        table.add_row(
+            str(token.position),
+            token.text,
+            listed,
+            Text(_fmt(moved[row], 3), style=_diverging(moved[row]) if np.isfinite(moved[row]) else ""),
+        )
+    console.print(table)
+
+
+def render_explain(console: Console, steps: dict, result) -> None:
+    tokens = steps["tokens"]
+    layer, head = steps["layer"], steps["head"]
+    console.rule(f"step by step: layer {layer}, head {head}")
+    x = result.layer_inputs[layer]
+    dims = x.shape[1]
+    console.print(
+        Text(
+            f"1. inputs x ({len(tokens)} tokens x {dims} dimensions{'; first 6 shown' if dims > 6 else ''})",
+            style="bold",
+        )
+    )
+    for label, vector in zip(tokens, x, strict=True):
+        console.print(f"   {label:>12} {_vector_text(vector)}")
+    same = np.array_equal(steps["queries"], x) and np.array_equal(steps["keys"], x)
+    console.print(
+        Text(
+            "2. queries, keys, values: "
+            + ("q = k = v = x (no parameters)" if same else f"projected to d_k = {steps['queries'].shape[1]}"),
+            style="bold",
+        )
+    )
+    raw = steps["raw_scores"]
+    console.print(
+        matrix_table(
+            "3. raw scores q_i . k_j", tokens, tokens, raw, heat=True, low=float(raw.min()), high=float(raw.max())
+        )
+    )
+    scaled = steps["scaled_scores"]
+    if steps["divisor"] != 1.0:
+        console.print(
+            matrix_table(
+                f"4. scaled scores: divided by {steps['divisor']:.4g}",
+                tokens,
+                tokens,
+                scaled,
+                low=float(scaled.min()),
+                high=float(scaled.max()),
+            )
+        )
+    else:
+        console.print(Text("4. no scaling (--no-scale): scaled scores = raw scores", style="bold"))
+    if steps["key_bias"] is not None:
+        console.print(
+            Text(
+                "5. key bias log(a / (a + p(w))) added to each column: "
+                + ", ".join(f"{t} {b:.2f}" for t, b in zip(tokens, steps["key_bias"], strict=True)),
+                style="bold",
+            )
+        )
+    how = (
+        "softmax: exp(s_ij) / sum_j exp(s_ij)"
+        if steps["normalization"] == "softmax"
+        else "sum: max(s_ij, 0) / sum_j max(s_ij, 0)"
+    )
+    masks = [m for m, on in (("self masked", steps["exclude_self"]), ("causal", steps["causal"])) if on]
+    console.print(
+        matrix_table(
+            f"6. weights, {how}{' (' + ', '.join(masks) + ')' if masks else ''}", tokens, tokens, steps["weights"]
+        )
+    )
+    console.print(Text("7. context_i = sum_j weight_ij * v_j", style="bold"))
+    values, weights, context = steps["values"], steps["weights"], steps["context"]
+    for i, label in enumerate(tokens):
+        terms = " + ".join(f"{weights[i, j]:.2f}·{tokens[j]}" for j in range(len(tokens)) if weights[i, j] >= 0.005)
+        console.print(f"   {label:>12} = {terms or '0'}")
+        console.print(f"   {'':>12} = {_vector_text(context[i])}")
+    del values
+    if steps["residual"] or steps["layer_norm"]:
+        parts = []
+        if steps["residual"]:
+            parts.append(f"{steps['residual_scale']:g}·x + context")
+        if steps["layer_norm"]:
+            parts.append("then layer norm")
+        console.print(Text("8. output = " + ", ".join(parts), style="bold"))
+    if "output" in steps:
+        console.print(Text("   contextual vectors (the last layer's output):", style="bold"))
+        for label, vector in zip(tokens, steps["output"], strict=True):
+            console.print(f"   {label:>12} {_vector_text(vector)}")
+
+
+# ------------------------------------------------------------------------------ compare
+def render_compare(console: Console, doc: dict) -> None:
+    _header_compare(console, doc)
+    labels = [f"S{i + 1}" for i in range(len(doc["sentences"]))]
+    for entry in doc["words"]:
+        static = matrix_table(
+            f"static cosine: {entry['word']!r}", labels, labels, entry["static_similarity"], diverging=True, digits=3
+        )
+        contextual = matrix_table(
+            f"contextual cosine: {entry['word']!r}",
+            labels,
+            labels,
+            entry["contextual_similarity"],
+            diverging=True,
+            digits=3,
+        )
+        console.print(Group(static, contextual))
+
+
+def _header_compare(console: Console, doc: dict) -> None:
+    v = doc["vectors"]
+    console.print(
+        Text(f"vectors  {v['name']} ({v['words']:,} words, {v['dim']}d, source: {v['source']})", style="bold")
+    )
+    console.print(Text(f"settings {doc['settings_summary']}"))
+    for i, (sentence, skipped) in enumerate(zip(doc["sentences"], doc["skipped"], strict=True)):
+        note = f"  (skipped: {', '.join(s['text'] for s in skipped)})" if skipped else ""
+        console.print(Text(f"S{i + 1}  {sentence}{note}"))
+
+
+# ------------------------------------------------------------------------------ neighbors
+def render_neighbors(console: Console, doc: dict) -> None:
+    _header(console, doc)
+    moved = doc["static_contextual_cosine"]
+    console.print(
+        Text(
+            f"word     {doc['word']!r} at position {doc['position']} of: {doc['text']}"
+            + (f"  (cos static/contextual {moved:.3f})" if moved is not None else "")
+        )
+    )
+    console.print(Text(f"nearest words (contextual neighbours searched {doc['space']})", style="bold"))
+    table = Table()
+    table.add_column("#", justify="right")
+    table.add_column("static", style="bold")
+    table.add_column("cos", justify="right")
+    table.add_column("contextual", style="bold")
+    table.add_column("cos", justify="right")
+    static, contextual = doc["static"], doc["contextual"]
+    for i in range(max(len(static), len(contextual))):
+        s = static[i] if i < len(static) else {"word": "", "similarity": float("nan")}
+        c = contextual[i] if i < len(contextual) else {"word": "", "similarity": float("nan")}
+        table.add_row(str(i + 1), s["word"], _fmt(s["similarity"], 3), c["word"], _fmt(c["similarity"], 3))
     console.print(table)

@@ -1,0 +1,233 @@
+"""``ctxembed batch``: sentences in, one JSON line out per input line, in order, in constant memory.
+
+Input lines are plain sentences, or JSON objects (a line starting with ``{``) with a ``text``
+field and an optional ``id`` that is echoed back. A line that cannot be used (bad UTF-8,
+broken JSON, no text, empty, no known word, too long) becomes ``{"line": k, "error": "..."}``:
+no line is ever dropped. Lines are numbered from 1.
+
+Work goes in chunks: each chunk is tokenised, its sentences grouped by length and run through
+attention as padded batches, and its records encoded together. With more than one worker the
+chunks are spread over processes (forked, so the memory-mapped store is shared) and written
+back in input order; at most two chunks per worker are in flight, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import deque
+from collections.abc import Iterator
+
+import numpy as np
+
+from ctxembed.errors import CtxembedError, DataError
+from ctxembed.explore import Engine
+
+try:  # orjson encodes numpy arrays directly and is ~10x faster than json; optional
+    import orjson
+except ImportError:  # pragma: no cover - exercised when the extra is not installed
+    orjson = None
+
+SCHEMA = "ctxembed.batch/1"
+_engine: Engine | None = None  # the worker processes' engine, inherited through fork
+_options: dict = {}
+
+
+def parse_line(number: int, raw: bytes) -> tuple[str | None, dict]:
+    """(text or None, the record's fixed fields) for one input line."""
+    record: dict = {"line": number}
+    try:
+        line = raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        record["error"] = f"line is not valid UTF-8 (byte {exc.start + 1})"
+        return None, record
+    if line.lstrip().startswith("{"):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            record["error"] = f"invalid JSON: {exc.msg} at column {exc.colno}"
+            return None, record
+        if not isinstance(obj, dict):
+            record["error"] = "a JSON line must be an object with a 'text' field"
+            return None, record
+        if "id" in obj:
+            record["id"] = obj["id"]
+        text = obj.get("text")
+        if not isinstance(text, str):
+            record["error"] = "the JSON object has no string 'text' field"
+            return None, record
+        return text, record
+    return line, record
+
+
+def process_chunk(engine: Engine, chunk: list[tuple[int, bytes]], options: dict) -> bytes:
+    """Input lines -> their output lines (bytes, newline-terminated), in the same order."""
+    records: list[dict] = []
+    prepared: list = []  # (index into records, Prepared)
+    for number, raw in chunk:
+        text, record = parse_line(number, raw)
+        records.append(record)
+        if text is None:
+            continue
+        try:
+            prepared.append((len(records) - 1, engine.prepare(text)))
+        except CtxembedError as exc:
+            record["error"] = exc.message
+    # group by length so padding is small; results come back per sentence
+    prepared.sort(key=lambda item: len(item[1].used))
+    step = 256
+    for start in range(0, len(prepared), step):
+        group = prepared[start : start + step]
+        for (index, _), result in zip(group, engine.run([p for _, p in group]), strict=True):
+            _fill(records[index], result, options)
+    return b"".join(_encode(record) for record in records)
+
+
+def _fill(record: dict, result, options: dict) -> None:
+    tokens = result.prepared.tokens
+    record["text"] = result.prepared.text
+    record["tokens"] = [t.text for t in tokens]
+    record["in_vocab"] = result.prepared.in_vocab
+    record["attended_positions"] = result.prepared.used
+    if options["weights"]:
+        record["weights"] = result.weights  # (L, h, T, T)
+    if options["with_vectors"]:
+        record["static"] = result.static
+        record["contextual"] = result.contextual
+    word = options["word"]
+    if word is not None:
+        row = result.index_of(word)
+        record["word"] = (
+            None
+            if row is None
+            else {"word": word, "position": result.used_tokens()[row].position, "contextual": result.contextual[row]}
+        )
+
+
+def _encode(record: dict) -> bytes:
+    if orjson is not None:
+        return orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE)
+    plain = {
+        k: (np.round(v.astype(np.float64), 7).tolist() if isinstance(v, np.ndarray) else v) for k, v in record.items()
+    }
+    if isinstance(plain.get("word"), dict):
+        plain["word"] = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in plain["word"].items()}
+    return (json.dumps(plain, ensure_ascii=False, allow_nan=False) + "\n").encode()
+
+
+def _worker(chunk: list[tuple[int, bytes]]) -> bytes:
+    return process_chunk(_engine, chunk, _options)
+
+
+def read_chunks(stream, size: int) -> Iterator[list[tuple[int, bytes]]]:
+    chunk: list[tuple[int, bytes]] = []
+    for number, raw in enumerate(stream, start=1):
+        chunk.append((number, raw))
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def run_batch(
+    engine: Engine,
+    source: str,
+    *,
+    with_vectors: bool = False,
+    weights: bool = True,
+    word: str | None = None,
+    chunk: int = 1024,
+    workers: int = 0,
+) -> int:
+    """Stream ``source`` (a path or "-") to stdout; return the number of lines written."""
+    options = {"with_vectors": with_vectors, "weights": weights, "word": word}
+    if source == "-":
+        stream, total_bytes = sys.stdin.buffer, None
+    else:
+        try:
+            stream = open(source, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            raise DataError(f"{source}: no such file") from None
+        except OSError as exc:
+            raise DataError(f"{source}: cannot read ({exc.strerror})") from None
+        total_bytes = os.fstat(stream.fileno()).st_size
+    out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
+    progress = _Progress(total_bytes) if sys.stderr.isatty() else None
+    written = 0
+    try:
+        chunks = read_chunks(stream, chunk)
+        for block in _ordered_results(engine, chunks, options, workers):
+            if out is not None:
+                out.write(block)
+            else:
+                sys.stdout.write(block.decode())
+            written += block.count(b"\n")
+            if progress:
+                progress.advance(written, stream)
+        if out is not None:
+            out.flush()
+    finally:
+        if progress:
+            progress.stop()
+        if source != "-":
+            stream.close()
+    return written
+
+
+def _ordered_results(engine: Engine, chunks: Iterator, options: dict, workers: int) -> Iterator[bytes]:
+    first = next(chunks, None)
+    if first is None:
+        return
+    second = next(chunks, None)
+    count = workers or (min(os.cpu_count() or 1, 2) if second is not None else 1)
+    if count <= 1 or "fork" not in _start_methods():
+        for block in (first, second, *chunks) if second is not None else (first,):
+            yield process_chunk(engine, block, options)
+        return
+    import multiprocessing
+
+    global _engine, _options
+    _engine, _options = engine, options
+    pending: deque = deque()
+    with multiprocessing.get_context("fork").Pool(count) as pool:
+        for block in (first, second, *chunks) if second is not None else (first,):
+            pending.append(pool.apply_async(_worker, (block,)))
+            if len(pending) >= 2 * count:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+
+def _start_methods() -> list[str]:
+    import multiprocessing
+
+    return multiprocessing.get_all_start_methods()
+
+
+class _Progress:
+    """A progress bar on stderr (only when stderr is a terminal)."""
+
+    def __init__(self, total_bytes: int | None):
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.total = total_bytes
+        self.bar = Progress(
+            TextColumn("batch"),
+            BarColumn(),
+            TextColumn("{task.fields[lines]:,} lines"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self.task = self.bar.add_task("batch", total=total_bytes, lines=0)
+        self.bar.start()
+
+    def advance(self, lines: int, stream) -> None:
+        position = stream.tell() if self.total else None
+        self.bar.update(self.task, completed=position, lines=lines)
+
+    def stop(self) -> None:
+        self.bar.stop()

@@ -1,0 +1,330 @@
+"""Sentences -> contextual vectors and the numbers the commands show. No printing, no files.
+
+    engine = Engine(store, build_settings("default"))
+    sentence = engine.prepare("we sat on the river bank")           # tokens, vocabulary status
+    [result] = engine.run([sentence])                                # attention over the tokens
+    result.contextual[result.index_of("bank")]                       # (d,) the contextual "bank"
+
+Data flows one way: text -> :mod:`tokenize` -> store rows -> shared projection (if any)
+-> :func:`ctxembed.attention.encode` -> :class:`Contextualized`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ctxembed.attention import (
+    add_key_bias,
+    attention_scores,
+    build_mask,
+    encode,
+    identity_params,
+    load_projections,
+    normalize,
+    project_heads,
+    random_params,
+    sinusoidal_positions,
+    validate_params,
+)
+from ctxembed.errors import DataError, UsageError
+from ctxembed.settings import Settings
+from ctxembed.store import VectorStore
+from ctxembed.tokenize import Token, pretokenized, tokenize, vocabulary_key
+
+DEFAULT_MAX_TOKENS = 512  # attention keeps L * h * n^2 weights: 512 tokens = 2 MB per layer and head
+OOV_POLICIES = ("skip", "zero", "error")
+_EULER_GAMMA = 0.5772156649
+
+
+@dataclass
+class Prepared:
+    """A sentence ready for attention: every token, and the ones that take part."""
+
+    text: str
+    tokens: list[Token]
+    in_vocab: list[bool]  # per token: has a vector (in the vocabulary, or built from subwords)
+    used: list[int]  # positions (into tokens) of the tokens that enter attention, in order
+    static: np.ndarray  # (T, d) float32 static vectors of the used tokens (zeros for --oov zero)
+    ranks: np.ndarray  # (T,) frequency rank (row) of each used token; -1 when it has none
+
+    @property
+    def skipped(self) -> list[Token]:
+        used = set(self.used)
+        return [t for t in self.tokens if t.position not in used]
+
+
+@dataclass
+class Contextualized:
+    """One sentence after attention. Rows of every array follow ``prepared.used``."""
+
+    prepared: Prepared
+    inputs: np.ndarray  # (T, d) what attention saw: static vectors after the shared projection
+    contextual: np.ndarray  # (T, d_out) the last layer's output
+    weights: np.ndarray  # (L, h, T, T) attention weights of every layer and head
+    layer_inputs: list[np.ndarray] = field(default_factory=list)  # L arrays (T, d_l), positions included
+
+    @property
+    def static(self) -> np.ndarray:
+        return self.prepared.static
+
+    def used_tokens(self) -> list[Token]:
+        return [self.prepared.tokens[p] for p in self.prepared.used]
+
+    def index_of(self, word: str) -> int | None:
+        """Row of the first used token whose lookup key or lower-cased text equals ``word``."""
+        wanted = word.lower()
+        for row, token in enumerate(self.used_tokens()):
+            if token.key.lower() == wanted or token.text.lower() == wanted:
+                return row
+        return None
+
+    def moved(self) -> np.ndarray:
+        """Per token, the cosine between its attention input and its contextual vector (T,);
+        NaN when the two live in spaces of different size."""
+        if self.inputs.shape[1] != self.contextual.shape[1]:
+            return np.full(len(self.contextual), np.nan)
+        return _row_cosines(self.inputs, self.contextual)
+
+
+def _row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    dots = np.einsum("td,td->t", a, b)  # (T,)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)  # (T,)
+    return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(np.dot(a, b) / norm) if norm > 0 else 0.0
+
+
+def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
+    """Pairwise cosines of n vectors (n, d) -> (n, n); zero vectors give 0."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)  # (n, 1)
+    unit = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)  # (n, d)
+    return np.clip(unit @ unit.T, -1.0, 1.0)  # (n, n)
+
+
+class Engine:
+    """Static vectors + settings -> contextual vectors. Build once, run on many sentences."""
+
+    def __init__(
+        self, store: VectorStore, settings: Settings, *, oov: str = "skip", max_tokens: int = DEFAULT_MAX_TOKENS
+    ):
+        if oov not in OOV_POLICIES:
+            raise UsageError(f"--oov must be one of {', '.join(OOV_POLICIES)}, not {oov!r}")
+        if max_tokens < 1:
+            raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
+        self.store = store
+        self.settings = settings
+        self.oov = oov
+        self.max_tokens = max_tokens
+        self.dim = store.dim
+        self.shift, self.top, self.projection = self._shared_projection()
+        self.params = self._params()
+        try:
+            self.out_dim = validate_params(
+                self.params or identity_params(settings.attention), self.dim, settings.attention
+            )
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        # Zipf estimate of a word's probability from its frequency rank: p(r) = 1 / (r * H_N)
+        self._harmonic = math.log(max(len(store), 1)) + _EULER_GAMMA
+
+    # ------------------------------------------------------------------ set-up
+    def _shared_projection(self) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+        """All-but-the-top: x -> (x - mu) @ P with P = I - U Uᵀ, U the top principal directions."""
+        s = self.settings
+        if not s.abtt:
+            return None, None, None
+        n = min(s.abtt_words, len(self.store))
+        if s.abtt >= self.dim or n < 2:
+            raise UsageError(f"--abtt {s.abtt} needs more than {s.abtt} dimensions and 2 words")
+        sample = self.store.rows(np.arange(n)).astype(np.float64)  # (n, d)
+        mu = sample.mean(axis=0)  # (d,)
+        centred = sample - mu  # (n, d)
+        _, eigenvectors = np.linalg.eigh(centred.T @ centred)  # ascending eigenvalues; (d, d)
+        top = eigenvectors[:, -s.abtt :]  # (d, D) the dominant directions
+        projection = np.eye(self.dim) - top @ top.T  # (d, d) removes them
+        return mu.astype(np.float32), top.astype(np.float32), projection.astype(np.float32)
+
+    def _params(self):
+        s, a = self.settings, self.settings.attention
+        if s.projection == "identity":
+            return None
+        if s.projection == "random":
+            d_out = s.d_out or self.dim // a.heads
+            if d_out < 1:
+                raise UsageError(f"{a.heads} heads leave no dimensions per head; pass --d-out")
+            try:
+                return random_params(self.dim, d_out, a, seed=s.seed, output_projection=s.output_projection)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+        try:
+            return load_projections(s.weights_file, self.dim, a)
+        except FileNotFoundError:
+            raise DataError(f"{s.weights_file}: no such file") from None
+        except (ValueError, OSError) as exc:
+            raise DataError(f"{s.weights_file}: {exc}") from None
+
+    # ------------------------------------------------------------------ sentences
+    def prepare(self, text: str, *, words: Sequence[str] | None = None) -> Prepared:
+        """Tokenise and look up a sentence (or pre-split ``words``); raise DataError when it is unusable."""
+        lowercase = self.store.lowercase
+        tokens = pretokenized(words, lowercase=lowercase) if words is not None else tokenize(text, lowercase=lowercase)
+        if not tokens:
+            raise DataError("empty sentence: nothing to attend to")
+        rows: list[int] = []
+        vectors: list[np.ndarray] = []
+        in_vocab: list[bool] = []
+        used: list[int] = []
+        store = self.store
+        for token in tokens:
+            key = vocabulary_key(token.key, store.__contains__)
+            if key is None and not lowercase and token.key != token.key.lower():
+                key = vocabulary_key(token.key.lower(), store.__contains__)
+            row = store.find(key) if key is not None else None
+            known = row is not None or (store.subwords is not None and store.can_embed(token.key))
+            in_vocab.append(known)
+            if known:
+                used.append(token.position)
+                rows.append(-1 if row is None else row)
+                vectors.append(store.rows([row])[0] if row is not None else store.vector(token.key))
+            elif self.oov == "zero":
+                used.append(token.position)
+                rows.append(-1)
+                vectors.append(np.zeros(store.dim, dtype=np.float32))
+        if self.oov == "error" and not all(in_vocab):
+            missing = ", ".join(repr(t.text) for t, ok in zip(tokens, in_vocab, strict=True) if not ok)
+            raise DataError(f"out of vocabulary: {missing} (--oov skip or zero to go on)")
+        if not any(in_vocab):
+            shown = " ".join(t.text for t in tokens[:8]) + (" ..." if len(tokens) > 8 else "")
+            raise DataError(f"no token is in the vocabulary: {shown}")
+        if len(used) > self.max_tokens:
+            raise DataError(
+                f"sentence has {len(used)} tokens, more than --max-tokens {self.max_tokens} "
+                f"(attention keeps n^2 weights per head and layer)"
+            )
+        static = np.stack(vectors).astype(np.float32)  # (T, d)
+        return Prepared(text, tokens, in_vocab, used, static, np.array(rows, dtype=np.int64))
+
+    def key_bias(self, ranks: np.ndarray) -> np.ndarray | None:
+        """SIF: log(a / (a + p(w))) per key, with p from the Zipf estimate; 0 for words without a rank."""
+        a = self.settings.sif
+        if not a:
+            return None
+        p = np.where(ranks >= 0, 1.0 / ((np.maximum(ranks, 0) + 1) * self._harmonic), 0.0)  # (T,)
+        return np.log(a / (a + p)).astype(np.float32)  # (T,) <= 0
+
+    def project_inputs(self, static: np.ndarray) -> np.ndarray:
+        """(..., d) static vectors -> attention inputs (shared affine projection when on)."""
+        if self.projection is None:
+            return static
+        return (static - self.shift) @ self.projection  # (..., d) x (d, d) -> (..., d)
+
+    def run(self, sentences: Sequence[Prepared]) -> list[Contextualized]:
+        """Attention over many sentences at once (padded batch); one result per sentence, in order."""
+        if not sentences:
+            return []
+        lengths = np.array([len(s.used) for s in sentences])  # (B,)
+        B, T = len(sentences), int(lengths.max())
+        static = np.zeros((B, T, self.dim), dtype=np.float32)  # (B, T, d)
+        ranks = np.full((B, T), -1, dtype=np.int64)  # (B, T)
+        for b, sentence in enumerate(sentences):
+            static[b, : lengths[b]] = sentence.static
+            ranks[b, : lengths[b]] = sentence.ranks
+        inputs = self.project_inputs(static)  # (B, T, d)
+        bias = self.key_bias(ranks)  # (B, T) or None
+        result = encode(inputs, self.settings.attention, self.params, lengths=lengths, key_bias=bias)
+        hidden_in = (
+            inputs + sinusoidal_positions(T, self.dim, inputs.dtype) if self.settings.attention.positions else inputs
+        )
+        layer_inputs = [hidden_in] + result.layer_outputs[:-1]  # L arrays (B, T, d_l)
+        out = []
+        for b, sentence in enumerate(sentences):
+            n = lengths[b]
+            out.append(
+                Contextualized(
+                    prepared=sentence,
+                    inputs=inputs[b, :n],
+                    contextual=result.contextual[b, :n],
+                    weights=result.weights[:, b, :, :n, :n],
+                    layer_inputs=[layer[b, :n] for layer in layer_inputs],
+                )
+            )
+        return out
+
+    def contextualize(self, text: str) -> Contextualized:
+        return self.run([self.prepare(text)])[0]
+
+    # ------------------------------------------------------------------ explain
+    def explain(self, result: Contextualized, *, layer: int = 0, head: int = 0) -> dict:
+        """Every step of one layer and head, recomputed one function at a time: q, k, v, raw scores,
+        scaled scores, key bias, weights and the weighted sums."""
+        a = self.settings.attention
+        x = result.layer_inputs[layer][None]  # (1, T, d_l)
+        layer_params = (self.params or [None] * a.layers)[layer]
+        if layer_params is None:
+            from ctxembed.attention import LayerParams
+
+            layer_params = LayerParams()
+        q, k, v = project_heads(x.astype(np.float64), layer_params, a.heads)  # (1, h, T, d_k) ...
+        q, k, v = q[0, head], k[0, head], v[0, head]  # (T, d_k), (T, d_k), (T, d_v)
+        raw = attention_scores(q, k, scale=False)  # (T, T)
+        scaled = attention_scores(q, k, scale=a.scale, temperature=a.temperature)  # (T, T)
+        bias = self.key_bias(result.prepared.ranks)  # (T,) or None
+        biased = add_key_bias(scaled, bias)  # (T, T)
+        allowed = build_mask(len(q), exclude_self=a.exclude_self)[0, 0]  # (T, T)
+        weights = normalize(
+            biased, allowed, normalization=a.normalization, causal=a.causal, causal_mode=a.causal_mode
+        )  # (T, T)
+        context = weights @ v  # (T, T) x (T, d_v) -> (T, d_v)
+        return {
+            "layer": layer,
+            "head": head,
+            "q": q,
+            "k": k,
+            "v": v,
+            "raw_scores": raw,
+            "divisor": (math.sqrt(q.shape[1]) if a.scale else 1.0) * a.temperature,
+            "scaled_scores": scaled,
+            "key_bias": bias,
+            "weights": weights,
+            "context": context,
+            "output": result.contextual if layer == a.layers - 1 else None,
+        }
+
+    # ------------------------------------------------------------------ neighbours
+    def neighbors(self, vector: np.ndarray, *, k: int, exclude: set[str], space: str) -> list[tuple[str, float]]:
+        """Nearest vocabulary words of ``vector``. ``space="static"`` compares with the store as is;
+        ``"input"`` with the vocabulary after the shared projection (where contextual vectors live)."""
+        if space == "static" or self.projection is None:
+            return self.store.most_similar(vector, k=k, exclude=exclude)
+        store = self.store
+        # With P = I - U Uᵀ: (m - mu) P . c = m . Pc - mu . Pc and |(m - mu) P|² = |m - mu|² - |Uᵀ(m - mu)|²,
+        # so one pass of small matrix products over the store replaces projecting every word.
+        mu, top = self.shift.astype(np.float64), self.top.astype(np.float64)  # (d,), (d, D)
+        direction = self.projection.astype(np.float64) @ vector  # (d,)
+        probes = np.column_stack([direction, mu, top]).astype(np.float32)  # (d, 2 + D)
+        mu_top = mu @ top  # (D,)
+        dots = np.empty(len(store), dtype=np.float64)  # (N,)
+        squares = np.empty(len(store), dtype=np.float64)  # (N,)
+        for start, block in store.iter_blocks():
+            stop = start + len(block)
+            products = (block @ probes).astype(np.float64)  # (b, d) x (d, 2 + D) -> (b, 2 + D)
+            dots[start:stop] = products[:, 0] - mu @ direction
+            centred = store.norms[start:stop].astype(np.float64) ** 2 - 2 * products[:, 1] + mu @ mu  # |m - mu|²
+            squares[start:stop] = centred - ((products[:, 2:] - mu_top) ** 2).sum(axis=1)
+        denom = np.sqrt(np.maximum(squares, 0)) * np.linalg.norm(vector)  # (N,)
+        sims = np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 1e-9)  # (N,)
+        for word in exclude:
+            row = store.find(word)
+            if row is not None:
+                sims[row] = -np.inf
+        k = min(k, len(store))
+        top = np.argpartition(-sims, k - 1)[:k]
+        top = top[np.argsort(-sims[top], kind="stable")]
+        return [(store.word_at(int(i)), float(sims[i])) for i in top if np.isfinite(sims[i])]

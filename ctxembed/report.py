@@ -1,0 +1,180 @@
+"""Results -> documents: the dicts that become JSON, and that the renderer lays out as tables.
+
+One document per command, each with a ``schema`` naming its type and version (see
+docs/json.md). Numbers stay NumPy here; :mod:`ctxembed.output` makes them JSON-safe.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ctxembed.attention import AttentionConfig
+from ctxembed.errors import DataError
+from ctxembed.explore import Contextualized, Engine, cosine, cosine_matrix
+from ctxembed.settings import Settings
+
+
+def token_records(result: Contextualized) -> list[dict]:
+    used = set(result.prepared.used)
+    return [
+        {"text": t.text, "position": t.position, "in_vocab": ok, "used": t.position in used}
+        for t, ok in zip(result.prepared.tokens, result.prepared.in_vocab, strict=True)
+    ]
+
+
+def skipped_records(result: Contextualized) -> list[dict]:
+    return [{"text": t.text, "position": t.position} for t in result.prepared.skipped]
+
+
+def top_attended(weights: np.ndarray, result: Contextualized, top: int) -> list[list[dict]]:
+    """For each query token, its ``top`` keys by weight: weights (T, T)."""
+    tokens = result.used_tokens()
+    order = np.argsort(-weights, axis=1, kind="stable")[:, :top]  # (T, top)
+    return [
+        [
+            {"position": tokens[j].position, "text": tokens[j].text, "weight": float(weights[i, j])}
+            for j in row
+            if weights[i, j] > 0
+        ]  # masked keys (self, future) have weight 0 and are not listed
+        for i, row in enumerate(order)
+    ]
+
+
+def attend_document(
+    result: Contextualized, settings: Settings, vectors: dict, *, with_vectors: bool = False, top: int = 3
+) -> dict:
+    summary = result.weights[-1].mean(axis=0)  # (T, T) last layer, mean over heads
+    doc = {
+        "schema": "ctxembed.attend/1",
+        "vectors": vectors,
+        "settings": settings.as_dict(),
+        "settings_summary": settings.summary(),
+        "text": result.prepared.text,
+        "tokens": token_records(result),
+        "skipped": skipped_records(result),
+        "attended_positions": list(result.prepared.used),
+        "weights": result.weights,  # (L, h, T, T)
+        "top_attended": top_attended(summary, result, top),
+        "static_contextual_cosine": result.moved(),
+    }
+    if with_vectors:
+        doc["static"] = result.static
+        doc["contextual"] = result.contextual
+    return doc
+
+
+def shared_words(results: list[Contextualized]) -> list[str]:
+    """Vocabulary keys used in every sentence, in the first sentence's order, words only."""
+    keysets = [{t.key for t in r.used_tokens()} for r in results]
+    common = set.intersection(*keysets)
+    seen, ordered = set(), []
+    for token in results[0].used_tokens():
+        if token.key in common and token.key not in seen and any(c.isalnum() for c in token.key):
+            seen.add(token.key)
+            ordered.append(token.key)
+    return ordered
+
+
+def compare_document(results: list[Contextualized], word: str | None, settings: Settings, vectors: dict) -> dict:
+    sentences = [r.prepared.text for r in results]
+    shared = shared_words(results)
+    if word is not None:
+        for number, result in enumerate(results, start=1):
+            if result.index_of(word) is None:
+                known = ", ".join(shared) if shared else "none"
+                raise DataError(
+                    f"{word!r} is not among the words of sentence {number} ({result.prepared.text!r}); "
+                    f"words shared by all sentences: {known}"
+                )
+        words = [word]
+    else:
+        if not shared:
+            raise DataError("the sentences share no word in the vocabulary; pass --word")
+        words = shared
+    entries = []
+    for w in words:
+        rows = [r.index_of(w) for r in results]
+        static = np.stack([r.static[i] for r, i in zip(results, rows, strict=True)])  # (N, d)
+        contextual = np.stack([r.contextual[i] for r, i in zip(results, rows, strict=True)])  # (N, d')
+        entries.append(
+            {
+                "word": w,
+                "positions": [r.used_tokens()[i].position for r, i in zip(results, rows, strict=True)],
+                "static_similarity": cosine_matrix(static.astype(np.float64)),
+                "contextual_similarity": cosine_matrix(contextual.astype(np.float64)),
+            }
+        )
+    first = entries[0]
+    return {
+        "schema": "ctxembed.compare/1",
+        "vectors": vectors,
+        "settings": settings.as_dict(),
+        "settings_summary": settings.summary(),
+        "sentences": sentences,
+        "skipped": [skipped_records(r) for r in results],
+        "word": first["word"],
+        "static_similarity": first["static_similarity"],
+        "contextual_similarity": first["contextual_similarity"],
+        "words": entries,
+    }
+
+
+def neighbors_document(engine: Engine, result: Contextualized, word: str, k: int, vectors: dict) -> dict:
+    row = result.index_of(word)
+    if row is None:
+        used = ", ".join(t.text for t in result.used_tokens())
+        raise DataError(f"{word!r} is not among the words of the sentence (in vocabulary: {used})")
+    token = result.used_tokens()[row]
+    contextual = result.contextual[row]
+    if contextual.shape[0] != engine.dim:
+        raise DataError(
+            f"contextual vectors have {contextual.shape[0]} dimensions, the vocabulary {engine.dim}: "
+            "neighbours need --projection identity, or --output-projection"
+        )
+    exclude = {token.key}
+    static_list = engine.neighbors(result.static[row], k=k, exclude=exclude, space="static")
+    contextual_list = engine.neighbors(contextual, k=k, exclude=exclude, space="input")
+    return {
+        "schema": "ctxembed.neighbors/1",
+        "vectors": vectors,
+        "settings": engine.settings.as_dict(),
+        "settings_summary": engine.settings.summary(),
+        "text": result.prepared.text,
+        "word": token.key,
+        "position": token.position,
+        "skipped": skipped_records(result),
+        "static_contextual_cosine": cosine(result.inputs[row], contextual)
+        if result.inputs.shape[1] == contextual.shape[0]
+        else None,
+        "space": "after the shared projection" if engine.projection is not None else "static",
+        "static": [{"word": w, "similarity": s} for w, s in static_list],
+        "contextual": [{"word": w, "similarity": s} for w, s in contextual_list],
+    }
+
+
+def explain_steps(steps: dict, result: Contextualized, config: AttentionConfig) -> dict:
+    """The --explain document: each step of one layer and head, with the tokens as labels."""
+    labels = [t.text for t in result.used_tokens()]
+    doc = {
+        "layer": steps["layer"],
+        "head": steps["head"],
+        "tokens": labels,
+        "queries": steps["q"],
+        "keys": steps["k"],
+        "values": steps["v"],
+        "raw_scores": steps["raw_scores"],
+        "divisor": steps["divisor"],
+        "scaled_scores": steps["scaled_scores"],
+        "key_bias": steps["key_bias"],
+        "weights": steps["weights"],
+        "context": steps["context"],
+        "normalization": config.normalization,
+        "exclude_self": config.exclude_self,
+        "causal": config.causal,
+        "residual": config.residual,
+        "residual_scale": config.residual_scale,
+        "layer_norm": config.layer_norm,
+    }
+    if steps["output"] is not None:
+        doc["output"] = steps["output"]
+    return doc
