@@ -498,6 +498,149 @@ def batch(
     )
 
 
+# ------------------------------------------------------------------------------ eval
+eval_app = typer.Typer(help="Measure how well contextual vectors separate word senses.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+ConfigOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="A configuration of the ladder (static, textbook, textbook+abtt, "
+        "textbook+sif, textbook+self-mask, abtt+sif, abtt+self-mask, sif+self-mask, default) or "
+        "'custom' (the attention options given here). Repeatable; default: the whole ladder.",
+    ),
+]
+
+
+def _configs(names: list[str] | None, run, default: tuple[str, ...]) -> list[tuple[str, object]]:
+    from ctxembed.evaluate import named_settings
+
+    chosen = names or list(default)
+    custom = run().settings if "custom" in chosen else None
+    return [(name, named_settings(name, custom)) for name in chosen]
+
+
+@eval_app.command("wic")
+@reports_errors
+@with_attention_options
+def eval_wic(
+    directory: Annotated[Path, typer.Argument(help="Folder with SPLIT.data.txt and SPLIT.gold.txt (WiC format).")],
+    tune_on: Annotated[str, typer.Option("--tune-on", help="Split whose labels choose the threshold.")] = "train",
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+    run=None,
+) -> None:
+    """Word-in-Context accuracy: same sense or not, by thresholding the cosine of the target's vectors."""
+    from ctxembed.evaluate import LADDER, evaluate_wic, read_wic
+
+    splits = read_wic(directory)
+    resolved = functools.lru_cache(maxsize=1)(run)
+    configs = _configs(config, resolved, tuple(LADDER))
+    store = resolved().store
+    rows = []
+    for name, settings in configs:
+        say(f"evaluating {name} on {', '.join(s.name for s in splits)} ...")
+        result = evaluate_wic(store, splits, settings, tune_on)
+        rows.append({"name": name, "settings": settings.as_dict() if settings else None, **result})
+    primary = next((r for r in rows if r["name"] == "default"), rows[0])
+    doc = {
+        "schema": "ctxembed.eval-wic/1",
+        "vectors": vectors_summary(resolved()),
+        "directory": str(directory),
+        "tuned_on": tune_on,
+        "config": primary["name"],
+        "threshold": primary["threshold"],
+        "splits": primary["splits"],
+        "configs": rows,
+    }
+    if json_out:
+        emit_json(doc)
+        return
+    from ctxembed.render import render_eval_wic
+
+    render_eval_wic(stdout_console(), doc)
+
+
+@eval_app.command("senses")
+@reports_errors
+@with_attention_options
+def eval_senses(
+    path: Annotated[
+        Path | None, typer.Argument(help="word<TAB>sense<TAB>sentence file (default: the shipped polysemy suite).")
+    ] = None,
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+    run=None,
+) -> None:
+    """The share of ambiguous words whose same-sense pairs all beat their cross-sense pairs."""
+    from ctxembed.evaluate import LADDER, default_senses_path, evaluate_senses, read_senses
+
+    rows_in = read_senses(path or default_senses_path())
+    resolved = functools.lru_cache(maxsize=1)(run)
+    store = resolved().store
+    rows = []
+    for name, settings in _configs(config, resolved, tuple(LADDER)):
+        result = evaluate_senses(store, rows_in, settings)
+        rows.append({"name": name, "settings": settings.as_dict() if settings else None, **result})
+    doc = {
+        "schema": "ctxembed.eval-senses/1",
+        "vectors": vectors_summary(resolved()),
+        "file": str(path or default_senses_path()),
+        "configs": rows,
+    }
+    if json_out:
+        emit_json(doc)
+        return
+    from ctxembed.render import render_eval_senses
+
+    render_eval_senses(stdout_console(), doc)
+
+
+@eval_app.command("pairs")
+@reports_errors
+@with_attention_options
+def eval_pairs(
+    path: Annotated[
+        str,
+        typer.Argument(
+            help="SCWS-layout file (contexts with <b> word </b>), or a word-pair "
+            "file (word1 TAB word2 TAB score), or wordsim353 / simlex999."
+        ),
+    ],
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+    run=None,
+) -> None:
+    """Graded similarity: Spearman ρ in context (SCWS), or gensim's Pearson and Spearman for word pairs."""
+    from ctxembed.evaluate import evaluate_scws, evaluate_word_pairs, is_scws, read_scws, resolve_pairs_file
+
+    file = resolve_pairs_file(path)
+    resolved = functools.lru_cache(maxsize=1)(run)
+    store = resolved().store
+    if is_scws(file):
+        items = read_scws(file)
+        rows = []
+        for name, settings in _configs(config, resolved, ("static", "textbook", "default")):
+            rows.append({"name": name, **evaluate_scws(store, items, settings)})
+        doc = {"schema": "ctxembed.eval-pairs/1", "layout": "scws", "file": str(file), "configs": rows}
+    else:
+        doc = {
+            "schema": "ctxembed.eval-pairs/1",
+            "layout": "word-pairs",
+            "file": str(file),
+            "configs": [{"name": "static", **evaluate_word_pairs(store, file)}],
+        }
+    doc["vectors"] = vectors_summary(resolved())
+    if json_out:
+        emit_json(doc)
+        return
+    from ctxembed.render import render_eval_pairs
+
+    render_eval_pairs(stdout_console(), doc)
+
+
 def main() -> None:
     """Console-script entry point: one line per unexpected error, never a traceback."""
     try:

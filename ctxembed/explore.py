@@ -108,6 +108,39 @@ def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
     return np.clip(unit @ unit.T, -1.0, 1.0)  # (n, n)
 
 
+def vocabulary_directions(store: VectorStore, n_words: int, n_directions: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean (d,) and top principal directions (d, D) of the n most frequent words, float32.
+
+    Reading a 200k-word store costs ~0.1 s, so the result is cached next to the vector cache,
+    keyed by the store file's path, size and mtime.
+    """
+    from ctxembed.sources import stats_cache_path
+
+    cache = stats_cache_path(store, f"abtt-{n_words}-{n_directions}")
+    if cache is not None and cache.exists():
+        try:
+            with np.load(cache, allow_pickle=False) as saved:
+                return saved["mean"], saved["directions"]
+        except (OSError, ValueError, KeyError):
+            pass  # a damaged cache is recomputed below
+    mean = np.zeros(store.dim, dtype=np.float64)  # (d,)
+    scatter = np.zeros((store.dim, store.dim), dtype=np.float64)  # (d, d) sum of x xᵀ
+    for start, block in store.iter_blocks():
+        block = block[: max(0, n_words - start)].astype(np.float64)  # (b, d)
+        mean += block.sum(axis=0)
+        scatter += block.T @ block  # (d, b) x (b, d) -> (d, d)
+    mean /= n_words
+    covariance = scatter / n_words - np.outer(mean, mean)  # (d, d)
+    _, eigenvectors = np.linalg.eigh(covariance)  # ascending eigenvalues
+    directions = eigenvectors[:, ::-1][:, :n_directions]  # (d, D) largest first
+    mean, directions = mean.astype(np.float32), np.ascontiguousarray(directions, dtype=np.float32)
+    if cache is not None:
+        from ctxembed.sources import save_npz_atomic
+
+        save_npz_atomic(cache, mean=mean, directions=directions)
+    return mean, directions
+
+
 class Engine:
     """Static vectors + settings -> contextual vectors. Build once, run on many sentences."""
 
@@ -143,13 +176,9 @@ class Engine:
         n = min(s.abtt_words, len(self.store))
         if s.abtt >= self.dim or n < 2:
             raise UsageError(f"--abtt {s.abtt} needs more than {s.abtt} dimensions and 2 words")
-        sample = self.store.rows(np.arange(n)).astype(np.float64)  # (n, d)
-        mu = sample.mean(axis=0)  # (d,)
-        centred = sample - mu  # (n, d)
-        _, eigenvectors = np.linalg.eigh(centred.T @ centred)  # ascending eigenvalues; (d, d)
-        top = eigenvectors[:, -s.abtt :]  # (d, D) the dominant directions
-        projection = np.eye(self.dim) - top @ top.T  # (d, d) removes them
-        return mu.astype(np.float32), top.astype(np.float32), projection.astype(np.float32)
+        mu, top = vocabulary_directions(self.store, n, s.abtt)  # (d,), (d, D)
+        projection = np.eye(self.dim, dtype=np.float32) - top @ top.T  # (d, d) removes the top directions
+        return mu, top, projection
 
     def _params(self):
         s, a = self.settings, self.settings.attention

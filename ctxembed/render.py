@@ -291,3 +291,67 @@ def render_neighbors(console: Console, doc: dict) -> None:
         c = contextual[i] if i < len(contextual) else {"word": "", "similarity": float("nan")}
         table.add_row(str(i + 1), s["word"], _fmt(s["similarity"], 3), c["word"], _fmt(c["similarity"], 3))
     console.print(table)
+
+
+# ------------------------------------------------------------------------------ eval
+def _pct(value) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def render_eval_wic(console: Console, doc: dict) -> None:
+    v = doc["vectors"]
+    console.print(
+        Text(f"WiC: {doc['directory']}  |  vectors {v['name']}  |  threshold tuned on {doc['tuned_on']}", style="bold")
+    )
+    splits = list(doc["configs"][0]["splits"])
+    table = Table()
+    table.add_column("configuration", style="bold")
+    for split in splits:
+        table.add_column(f"{split} accuracy", justify="right")
+    table.add_column("threshold", justify="right")
+    table.add_column("pairs without vector", justify="right")
+    for row in doc["configs"]:
+        missing = ", ".join(f"{s} {row['splits'][s]['coverage']['pairs_without_vector']}" for s in splits)
+        table.add_row(
+            row["name"], *(_pct(row["splits"][s]["accuracy"]) for s in splits), f"{row['threshold']:.3f}", missing
+        )
+    console.print(table)
+    console.print(
+        Text("A pair whose target has no vector even through its lemma is predicted 'different sense'.", style="dim")
+    )
+
+
+def render_eval_senses(console: Console, doc: dict) -> None:
+    console.print(Text(f"polysemy suite: {doc['file']}  |  vectors {doc['vectors']['name']}", style="bold"))
+    table = Table()
+    table.add_column("configuration", style="bold")
+    table.add_column("words separated", justify="right")
+    table.add_column("mean margin (same - cross)", justify="right")
+    for row in doc["configs"]:
+        share = f"{row['separated']:.3f} ({round(row['separated'] * row['words'])}/{row['words']})"
+        table.add_row(row["name"], share, _pct(row["mean_margin"]))
+    console.print(table)
+    console.print(
+        Text(
+            "A word is separated when every same-sense pair of its sentences is more similar than "
+            "every cross-sense pair.",
+            style="dim",
+        )
+    )
+
+
+def render_eval_pairs(console: Console, doc: dict) -> None:
+    console.print(Text(f"{doc['layout']}: {doc['file']}  |  vectors {doc['vectors']['name']}", style="bold"))
+    table = Table()
+    table.add_column("configuration", style="bold")
+    if doc["layout"] == "scws":
+        table.add_column("Spearman ρ", justify="right")
+        table.add_column("pairs covered", justify="right")
+        for row in doc["configs"]:
+            table.add_row(row["name"], _pct(row["spearman"]), f"{row['covered']}/{row['n']}")
+    else:
+        for column in ("Pearson", "Spearman", "OOV %"):
+            table.add_column(column, justify="right")
+        for row in doc["configs"]:
+            table.add_row(row["name"], _pct(row["pearson"]), _pct(row["spearman"]), f"{row['oov_percent']:.1f}")
+    console.print(table)

@@ -13,12 +13,16 @@ Cache directory: ``$CTXEMBED_CACHE_DIR``, else ``$XDG_CACHE_HOME/ctxembed``, els
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from ctxembed.errors import DataError, UsageError
 from ctxembed.store import STORE_SUFFIX, VectorStore, write_store
@@ -213,3 +217,28 @@ def describe(spec: str | None, *, limit: int | None = None) -> dict:
     else:
         info.update(name=source.path.name, words=None, dim=None, dtype=None, lowercase=None, subwords=None)
     return info
+
+
+def stats_cache_path(store: VectorStore, kind: str) -> Path | None:
+    """Where to cache statistics of a store (e.g. its principal directions); None if it has no file."""
+    try:
+        fingerprint = _fingerprint(Path(store.path).resolve())
+    except OSError:
+        return None
+    key = hashlib.sha256(json.dumps([fingerprint, len(store), kind]).encode()).hexdigest()[:16]
+    return cache_dir() / f"stats-{kind}-{key}.npz"
+
+
+def save_npz_atomic(path: Path, **arrays) -> None:
+    """Best effort: a cache that cannot be written is simply not kept."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
