@@ -121,9 +121,13 @@ def target_vectors(
 
 
 def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    dots = np.einsum("nd,nd->n", a.astype(np.float64), b.astype(np.float64))
-    norms = np.linalg.norm(a, axis=1).astype(np.float64) * np.linalg.norm(b, axis=1)
-    return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+    """Cosine of each row pair (n, d), (n, d) -> (n,), in float64 and rounded to 1e-10, so identical
+    vectors tie at exactly 1 instead of scattering around it by float32 rounding."""
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    dots = np.einsum("nd,nd->n", a, b)  # (n,)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)  # (n,)
+    cosines = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+    return np.round(np.clip(cosines, -1.0, 1.0), 10)
 
 
 # ---------------------------------------------------------------------------------------------- WiC

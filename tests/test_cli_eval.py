@@ -1,0 +1,61 @@
+"""The eval commands through the CLI: tables, JSON documents, and their errors."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from ctxembed.cli import app
+from tests.conftest import FIXTURES
+
+runner = CliRunner()
+
+
+def test_eval_wic_json_has_splits_and_every_config():
+    result = runner.invoke(app, ["eval", "wic", str(FIXTURES / "wic"), "-c", "static", "-c", "default", "--json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "ctxembed.eval-wic/1" and doc["config"] == "default"
+    assert set(doc["splits"]) == {"train", "dev"}
+    assert doc["splits"]["dev"]["n"] == 8 and 0 <= doc["splits"]["dev"]["accuracy"] <= 1
+    assert [c["name"] for c in doc["configs"]] == ["static", "default"]
+    assert "evaluating static" in result.stderr
+
+
+def test_eval_wic_table_lists_configurations():
+    result = runner.invoke(app, ["eval", "wic", str(FIXTURES / "wic"), "-c", "textbook", "-c", "custom",
+                                 "--preset", "textbook", "--abtt", "2"])
+    assert result.exit_code == 0, result.stderr
+    assert "textbook" in result.stdout and "custom" in result.stdout and "dev accuracy" in result.stdout
+
+
+def test_eval_wic_errors():
+    missing = runner.invoke(app, ["eval", "wic", "/nonexistent/wic"])
+    assert missing.exit_code == 1 and "not a directory" in missing.stderr and missing.stdout == ""
+    bad_split = runner.invoke(app, ["eval", "wic", str(FIXTURES / "wic"), "--tune-on", "test", "-c", "static"])
+    assert bad_split.exit_code == 2 and "cannot tune on 'test'" in bad_split.stderr
+    bad_config = runner.invoke(app, ["eval", "wic", str(FIXTURES / "wic"), "-c", "bogus"])
+    assert bad_config.exit_code == 2 and "unknown configuration" in bad_config.stderr
+
+
+def test_eval_senses_json():
+    result = runner.invoke(app, ["eval", "senses", "-c", "static", "-c", "default", "--json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    static, default = doc["configs"]
+    assert static["separated"] == 0.0 and default["separated"] > 0.2 and default["words"] == 24
+
+
+def test_eval_pairs_scws_and_word_pairs():
+    scws = runner.invoke(app, ["eval", "pairs", str(FIXTURES / "scws_tiny.txt"), "--json"])
+    assert scws.exit_code == 0, scws.stderr
+    doc = json.loads(scws.stdout)
+    assert doc["layout"] == "scws" and [c["name"] for c in doc["configs"]] == ["static", "textbook", "default"]
+    pairs = runner.invoke(app, ["eval", "pairs", str(FIXTURES / "wordpairs_tiny.tsv")])
+    assert pairs.exit_code == 0 and "Pearson" in pairs.stdout and "Spearman" in pairs.stdout
+    wordsim = runner.invoke(app, ["eval", "pairs", "wordsim353", "--json"])
+    assert wordsim.exit_code == 0, wordsim.stderr
+    assert 0.3 < json.loads(wordsim.stdout)["configs"][0]["spearman"] < 0.8
+    missing = runner.invoke(app, ["eval", "pairs", "nope.tsv"])
+    assert missing.exit_code == 1 and "no such file" in missing.stderr
