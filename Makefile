@@ -26,9 +26,11 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	touch $(VENV)/.installed $@
 
 run: $(VENV)/.installed
-	$(BIN)/ctxembed compare "we sat on the river bank" "I deposited money in the bank" \
-		"the boat drifted toward the muddy bank" "the bank raised its interest rates" --word bank
-	$(BIN)/ctxembed attend "we sat on the river bank"
+	$(BIN)/ctxembed compare --word bank \
+		"we sat on the river bank" "fishermen lined the grassy bank of the stream" \
+		"I deposited money in the bank" "she opened a savings account at the bank"
+	$(BIN)/ctxembed neighbors "we sat on the river bank" --word bank -k 8
+	$(BIN)/ctxembed neighbors "I deposited money in the bank" --word bank -k 8
 
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q

@@ -215,7 +215,11 @@ def render_explain(console: Console, steps: dict, result) -> None:
     masks = [m for m, on in (("self masked", steps["exclude_self"]), ("causal", steps["causal"])) if on]
     console.print(
         matrix_table(
-            f"6. weights, {how}{' (' + ', '.join(masks) + ')' if masks else ''}", tokens, tokens, steps["weights"]
+            f"6. weights, {how}{' (' + ', '.join(masks) + ')' if masks else ''}",
+            tokens,
+            tokens,
+            steps["weights"],
+            digits=3,
         )
     )
     console.print(Text("7. context_i = sum_j weight_ij * v_j", style="bold"))
