@@ -1,0 +1,38 @@
+"""Commands that only read a store never import gensim (and so scipy): about a second saved per call."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+PROBE = """
+import runpy, sys
+sys.argv = ["ctxembed", *{args!r}]
+try:
+    runpy.run_module("ctxembed", run_name="__main__")
+except SystemExit as exit:
+    code = exit.code
+print("MODULES", "gensim" in sys.modules, "scipy" in sys.modules, "rich.progress" in sys.modules, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compare", "we sat on the river bank", "I deposited money in the bank", "--word", "bank", "--json"],
+        ["attend", "Apple makes phones"],
+        ["neighbors", "Apple makes phones", "--word", "apple", "--json"],
+        ["vectors", "info", "--json"],
+    ],
+)
+def test_store_commands_do_not_import_gensim(args, isolated_env):
+    env = dict(os.environ, CTXEMBED_CACHE_DIR=str(isolated_env), PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-c", PROBE.format(args=args)], capture_output=True, text=True, env=env,
+                         timeout=120)
+    line = [x for x in out.stderr.splitlines() if x.startswith("MODULES")]
+    assert line == ["MODULES False False False"], out.stderr
