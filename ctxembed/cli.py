@@ -34,7 +34,10 @@ class _OneLineErrors(TyperGroup):
         except _ClickException as exc:
             if not standalone_mode:
                 raise
-            say(f"ctxembed: error: {exc.format_message()}")
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `ctxembed` or `ctxembed vectors`: help, no error
+                say(exc.format_message())
+            else:
+                say(f"ctxembed: error: {exc.format_message()}")
             sys.exit(exc.exit_code)
         except typer.Abort:
             say("ctxembed: aborted")
@@ -136,7 +139,8 @@ def vectors_convert(
     if fmt == "ctxembed-store":
         store = VectorStore.open(resolved.path)
         store = store.head(limit) if limit and limit < len(store) else store
-        write_store(out, store.words, store.matrix(), quantize=quantize, meta=dict(store.meta, format=fmt))
+        keep_int8 = quantize or store.dtype == "int8"  # never inflate an int8 store to float32 by accident
+        write_store(out, store.words, store.matrix(), quantize=keep_int8, meta=dict(store.meta, format=fmt))
     else:
         convert(resolved.path, fmt, out, limit=limit, trust=trust, quantize=quantize)
     store = VectorStore.open(out)
@@ -412,7 +416,8 @@ def explain_document(engine, result, layer: int | None, head: int | None) -> dic
     from ctxembed.report import explain_steps
 
     a = engine.settings.attention
-    return explain_steps(engine.explain(result, layer=0 if layer is None else layer, head=head or 0), result, a)
+    shown = a.layers - 1 if layer is None else layer  # the same layer the matrix shows
+    return explain_steps(engine.explain(result, layer=shown, head=head or 0), result, a)
 
 
 # ------------------------------------------------------------------------------ compare
