@@ -50,6 +50,7 @@ class Prepared:
     used: list[int]  # positions (into tokens) of the tokens that enter attention, in order
     static: np.ndarray  # (T, d) float32 static vectors of the used tokens (zeros for --oov zero)
     ranks: np.ndarray  # (T,) frequency rank (row) of each used token; -1 when it has none
+    keys: list[str | None] = field(default_factory=list)  # per token: the vocabulary word looked up
 
     @property
     def skipped(self) -> list[Token]:
@@ -209,6 +210,7 @@ class Engine:
         rows: list[int] = []
         vectors: list[np.ndarray] = []
         in_vocab: list[bool] = []
+        keys: list[str | None] = []
         used: list[int] = []
         store = self.store
         for token in tokens:
@@ -218,6 +220,7 @@ class Engine:
             row = store.find(key) if key is not None else None
             known = row is not None or (store.subwords is not None and store.can_embed(token.key))
             in_vocab.append(known)
+            keys.append(key if row is not None else (token.key if known else None))
             if known:
                 used.append(token.position)
                 rows.append(-1 if row is None else row)
@@ -238,7 +241,7 @@ class Engine:
                 f"(attention keeps n^2 weights per head and layer)"
             )
         static = np.stack(vectors).astype(np.float32)  # (T, d)
-        return Prepared(text, tokens, in_vocab, used, static, np.array(rows, dtype=np.int64))
+        return Prepared(text, tokens, in_vocab, used, static, np.array(rows, dtype=np.int64), keys)
 
     def key_bias(self, ranks: np.ndarray) -> np.ndarray | None:
         """SIF: log(a / (a + p(w))) per key, with p from the Zipf estimate; 0 for words without a rank."""

@@ -127,7 +127,7 @@ def render_attend(
     for title, matrix in panels:
         console.print(
             matrix_table(
-                f"attention weights, {title} (rows attend to columns; rows sum to 1)",
+                f"attention weights, {title} (rows: weights over the columns, sum 1 unless fully masked)",
                 labels[:shown],
                 labels[:shown],
                 matrix[:shown, :shown],

@@ -16,9 +16,10 @@ from ctxembed.settings import Settings
 
 def token_records(result: Contextualized) -> list[dict]:
     used = set(result.prepared.used)
+    prepared = result.prepared
     return [
-        {"text": t.text, "position": t.position, "in_vocab": ok, "used": t.position in used}
-        for t, ok in zip(result.prepared.tokens, result.prepared.in_vocab, strict=True)
+        {"text": t.text, "position": t.position, "key": key, "in_vocab": ok, "used": t.position in used}
+        for t, key, ok in zip(prepared.tokens, prepared.keys, prepared.in_vocab, strict=True)
     ]
 
 
@@ -126,6 +127,10 @@ def neighbors_document(engine: Engine, result: Contextualized, word: str, k: int
         raise DataError(f"{word!r} is not among the words of the sentence (in vocabulary: {used})")
     token = result.used_tokens()[row]
     contextual = result.contextual[row]
+    if not np.any(contextual):
+        raise DataError(
+            f"the contextual vector of {word!r} is zero (nothing to attend to and no residual): no neighbours"
+        )
     if contextual.shape[0] != engine.dim:
         raise DataError(
             f"contextual vectors have {contextual.shape[0]} dimensions, the vocabulary {engine.dim}: "

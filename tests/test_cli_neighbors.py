@@ -1,0 +1,107 @@
+"""`ctxembed neighbors`: nearest vocabulary words of a word's static and contextual vectors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.test_json_schema import TOY, fails, run_json, succeeds, table
+
+FRUIT = {"fruit", "fruits", "mango", "pear", "apples", "berries", "citrus", "banana", "strawberry", "peach", "cherry"}
+TECH = {"iphone", "ipad", "ipod", "smartphones", "smartphone", "android", "phones", "laptops", "handsets", "ios"}
+
+
+def neighbors(sentence: str, word: str, *args) -> dict:
+    return run_json("neighbors", sentence, "--word", word, *args, "--json")
+
+
+def words(entries: list[dict]) -> list[str]:
+    return [entry["word"] for entry in entries]
+
+
+def test_k_sets_the_number_of_neighbours():
+    doc = neighbors("we sat on the river bank", "bank", "-k", "4")
+    assert len(doc["static"]) == 4 and len(doc["contextual"]) == 4
+
+
+def test_neighbours_are_sorted_by_similarity_descending():
+    doc = neighbors("we sat on the river bank", "bank", "-k", "12")
+    for side in ("static", "contextual"):
+        similarities = [entry["similarity"] for entry in doc[side]]
+        assert similarities == sorted(similarities, reverse=True)
+
+
+def test_the_word_itself_is_excluded():
+    doc = neighbors("we sat on the river bank", "bank", "-k", "20")
+    assert "bank" not in words(doc["static"]) and "bank" not in words(doc["contextual"])
+
+
+def test_static_neighbours_by_hand_on_the_toy_vectors():
+    doc = neighbors("apple is the phone", "phone", "--vectors", TOY, "--preset", "notes", "-k", "3")
+    # phone [0,5,0]: apple [5,2,0] has cosine 2/sqrt(29); is and the are orthogonal (0)
+    assert words(doc["static"])[0] == "apple"
+    assert doc["static"][0]["similarity"] == pytest.approx(2 / np.sqrt(29))
+    assert sorted(words(doc["static"])[1:]) == ["is", "the"]
+    assert [entry["similarity"] for entry in doc["static"][1:]] == pytest.approx([0, 0])
+
+
+def test_static_neighbours_do_not_depend_on_the_sentence():
+    fruit = neighbors("Apple is a delicious fruit", "apple", "-k", "5")
+    phones = neighbors("Apple makes the best smartphones", "apple", "-k", "5")
+    assert fruit["static"] == phones["static"]
+
+
+def test_fruit_context_brings_fruit_neighbours():
+    doc = neighbors("Apple is a delicious fruit", "apple", "-k", "15")
+    assert FRUIT & set(words(doc["contextual"]))
+
+
+def test_phone_context_brings_device_neighbours():
+    doc = neighbors("Apple makes the best smartphones", "apple", "-k", "15")
+    assert TECH & set(words(doc["contextual"]))
+
+
+def test_fruit_and_phone_contexts_give_different_neighbours():
+    fruit = set(words(neighbors("Apple is a delicious fruit", "apple", "-k", "10")["contextual"]))
+    phones = set(words(neighbors("Apple makes the best smartphones", "apple", "-k", "10")["contextual"]))
+    assert not FRUIT & phones and not TECH & fruit
+
+
+def test_word_and_position_are_reported():
+    doc = neighbors("Apple makes the best smartphones", "APPLE", "-k", "1")
+    assert (doc["word"], doc["position"], doc["text"]) == ("apple", 0, "Apple makes the best smartphones")
+
+
+def test_table_shows_both_lists_side_by_side():
+    doc = neighbors("we sat on the river bank", "bank", "-k", "3")
+    stdout = succeeds("neighbors", "we sat on the river bank", "--word", "bank", "-k", "3").stdout
+    assert "word     'bank' at position 5 of: we sat on the river bank" in stdout
+    header, rows = table(stdout, "nearest words")
+    assert header == ["#", "static", "cos", "contextual", "cos"]
+    assert [row[1] for row in rows] == words(doc["static"])
+    assert [row[3] for row in rows] == words(doc["contextual"])
+    assert [float(row[4]) for row in rows] == pytest.approx([e["similarity"] for e in doc["contextual"]], abs=6e-4)
+
+
+def test_word_not_in_the_sentence_is_a_data_error():
+    message = fails(1, "neighbors", "we sat on the river bank", "--word", "money")
+    assert "'money' is not among the words of the sentence" in message
+
+
+def test_missing_word_option_is_a_usage_error():
+    assert "--word" in fails(2, "neighbors", "we sat on the river bank")
+
+
+@pytest.mark.parametrize("k", ["0", "x", "1001"])
+def test_bad_k_is_a_usage_error(k):
+    assert "-k" in fails(2, "neighbors", "we sat on the river bank", "--word", "bank", "-k", k)
+
+
+def test_contextual_vectors_of_another_size_are_a_data_error():
+    args = ["--preset", "textbook", "--projection", "random", "--d-out", "8"]
+    assert "dimensions" in fails(1, "neighbors", "the river bank", "--word", "bank", *args)
+
+
+def test_sentence_from_stdin():
+    doc = run_json("neighbors", "--word", "bank", "-k", "2", "--json", input="the river bank\n")
+    assert doc["text"] == "the river bank" and doc["position"] == 2

@@ -1,0 +1,166 @@
+"""Tokenisation: punctuation, case, contractions and their fallbacks, and what --oov does with unknown tokens."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gensim.models import KeyedVectors
+
+from ctxembed.tokenize import pretokenized, tokenize, vocabulary_key
+from tests.test_json_schema import fails, run_json, succeeds
+
+
+def texts(sentence: str) -> list[str]:
+    return [token.text for token in tokenize(sentence)]
+
+
+def keys(sentence: str, **kwargs) -> list[str]:
+    return [token.key for token in tokenize(sentence, **kwargs)]
+
+
+def attend(sentence: str, *args) -> dict:
+    return run_json("attend", sentence, "--preset", "textbook", *args, "--json")
+
+
+# ------------------------------------------------------------------------------ the tokenizer
+def test_punctuation_is_split_off():
+    assert texts("Hello, world! (Really?)") == ["Hello", ",", "world", "!", "(", "Really", "?", ")"]
+
+
+def test_repeated_punctuation_gives_one_token_per_symbol():
+    assert texts("wait...") == ["wait", ".", ".", "."]
+
+
+def test_abbreviations_numbers_and_hyphenated_words_stay_whole():
+    assert texts("the U.S. grew 3.5% in state-of-the-art ways") == [
+        "the", "U.S.", "grew", "3.5", "%", "in", "state-of-the-art", "ways",
+    ]  # fmt: skip
+
+
+def test_keys_are_lower_cased_for_a_lower_case_vocabulary():
+    assert keys("Apple MAKES iPhones") == ["apple", "makes", "iphones"]
+
+
+def test_keys_keep_case_for_a_cased_vocabulary():
+    assert keys("Apple MAKES iPhones", lowercase=False) == ["Apple", "MAKES", "iPhones"]
+
+
+def test_surface_forms_and_offsets_are_kept():
+    sentence = "Apple's CEO didn't come."
+    tokens = tokenize(sentence)
+    assert [t.text for t in tokens] == ["Apple", "'s", "CEO", "did", "n't", "come", "."]
+    assert all(sentence[t.start : t.end] == t.text for t in tokens)
+    assert [t.position for t in tokens] == list(range(7))
+
+
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        ("don't", ["do", "n't"]),
+        ("can't", ["ca", "n't"]),
+        ("it's", ["it", "'s"]),
+        ("they're", ["they", "'re"]),
+        ("we've", ["we", "'ve"]),
+        ("I'll", ["I", "'ll"]),
+        ("I'm", ["I", "'m"]),
+        ("he'd", ["he", "'d"]),
+    ],
+)
+def test_contractions_are_split_into_clitics(sentence, expected):
+    assert texts(sentence) == expected
+
+
+def test_curly_apostrophes_keep_their_surface_and_share_the_key():
+    tokens = tokenize("don\u2019t")
+    assert [t.text for t in tokens] == ["do", "n\u2019t"]
+    assert [t.key for t in tokens] == ["do", "n't"]
+
+
+def test_pretokenized_words_are_not_split_again():
+    tokens = pretokenized(["New", "York's", "bank"])
+    assert [(t.text, t.key, t.position) for t in tokens] == [
+        ("New", "new", 0),
+        ("York's", "york's", 1),
+        ("bank", "bank", 2),
+    ]
+
+
+def test_clitic_falls_back_to_its_full_word_when_missing():
+    assert vocabulary_key("n't", {"not"}.__contains__) == "not"
+    assert vocabulary_key("'ll", {"will"}.__contains__) == "will"
+
+
+def test_clitic_in_the_vocabulary_is_looked_up_as_itself():
+    assert vocabulary_key("n't", {"n't", "not"}.__contains__) == "n't"
+
+
+def test_ambiguous_clitics_have_no_fallback():
+    assert vocabulary_key("'s", {"is", "has", "us"}.__contains__) is None
+    assert vocabulary_key("'d", {"would", "had"}.__contains__) is None
+
+
+# ------------------------------------------------------------------------------ on the shipped vocabulary
+def test_nt_uses_the_vector_of_not():
+    contracted = attend("don't", "--with-vectors")
+    spelled = attend("not", "--with-vectors")
+    assert [(t["text"], t["in_vocab"]) for t in contracted["tokens"]] == [("do", True), ("n't", True)]
+    assert contracted["static"][1] == spelled["static"][0]
+
+
+def test_possessive_s_is_out_of_vocabulary():
+    doc = attend("it's raining")
+    assert [(t["text"], t["in_vocab"], t["used"]) for t in doc["tokens"]] == [
+        ("it", True, True), ("'s", False, False), ("raining", True, True),
+    ]  # fmt: skip
+    assert doc["skipped"] == [{"text": "'s", "position": 1}]
+    assert doc["attended_positions"] == [0, 2]
+
+
+def test_json_keeps_the_surface_form():
+    doc = attend("Apple MAKES phones")
+    assert [t["text"] for t in doc["tokens"]] == ["Apple", "MAKES", "phones"]
+
+
+def test_upper_case_words_use_the_lower_case_vector():
+    upper = attend("APPLE Apple apple", "--with-vectors")["static"]
+    assert upper[0] == upper[1] == upper[2]
+
+
+def test_cased_vocabulary_keeps_case_and_falls_back_to_lower_case(tmp_path):
+    kv = KeyedVectors(vector_size=2)
+    kv.add_vectors(["Apple", "apple", "pie"], np.array([[1, 0], [0, 1], [1, 1]], dtype=np.float32))
+    path = tmp_path / "cased.txt"
+    kv.save_word2vec_format(str(path))
+    doc = attend("Apple APPLE apple pie", "--vectors", path, "--with-vectors")
+    assert doc["static"] == [[1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [1.0, 1.0]]
+
+
+# ------------------------------------------------------------------------------ --oov
+def test_oov_skip_reports_skipped_tokens_in_the_header():
+    stdout = succeeds("attend", "it's raining xqzzv", "--preset", "textbook").stdout
+    assert "skipped  out of vocabulary: \"'s\"@1, 'xqzzv'@3" in stdout
+
+
+def test_oov_skip_is_the_default_and_lists_skipped_tokens_in_json():
+    doc = attend("the xqzzv bank")
+    assert doc["skipped"] == [{"text": "xqzzv", "position": 1}]
+    assert doc["attended_positions"] == [0, 2]
+    assert np.array(doc["weights"]).shape == (1, 1, 2, 2)
+
+
+def test_oov_zero_uses_a_zero_static_vector():
+    doc = attend("the xqzzv bank", "--oov", "zero", "--with-vectors")
+    assert doc["skipped"] == []
+    assert doc["attended_positions"] == [0, 1, 2]
+    assert [t["in_vocab"] for t in doc["tokens"]] == [True, False, True]
+    assert doc["static"][1] == [0.0] * 100
+    assert np.array(doc["weights"]).shape == (1, 1, 3, 3)
+
+
+def test_oov_error_names_the_unknown_words():
+    message = fails(1, "attend", "the xqzzv bank it's", "--preset", "textbook", "--oov", "error")
+    assert "out of vocabulary: 'xqzzv', \"'s\"" in message
+
+
+def test_oov_error_accepts_a_fully_known_sentence():
+    assert attend("the river bank", "--oov", "error")["skipped"] == []
