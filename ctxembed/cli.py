@@ -338,6 +338,16 @@ def _resolve_run(options: dict) -> Run:
     return Run(store, settings, engine, options["vectors"] or "default")
 
 
+def show(doc: dict, json_out: bool, renderer: str) -> None:
+    """Print a document: as JSON, or laid out by ``ctxembed.render.<renderer>``."""
+    if json_out:
+        emit_json(doc)
+        return
+    from ctxembed import render
+
+    getattr(render, renderer)(stdout_console(), doc)
+
+
 def read_text_argument(sentence: str | None, what: str = "SENTENCE") -> str:
     """A sentence argument, or stdin when it is "-" or missing and stdin is not a terminal."""
     if sentence is not None and sentence != "-":
@@ -445,12 +455,7 @@ def compare(
     r = run()
     results = r.engine.run([r.engine.prepare(s) for s in sentences])
     doc = compare_document(results, word, r.settings, vectors_summary(r))
-    if json_out:
-        emit_json(doc)
-        return
-    from ctxembed.render import render_compare
-
-    render_compare(stdout_console(), doc)
+    show(doc, json_out, "render_compare")
 
 
 # ------------------------------------------------------------------------------ neighbors
@@ -471,12 +476,7 @@ def neighbors(
     r = run()
     result = r.engine.run([r.engine.prepare(text)])[0]
     doc = neighbors_document(r.engine, result, word, k, vectors_summary(r))
-    if json_out:
-        emit_json(doc)
-        return
-    from ctxembed.render import render_neighbors
-
-    render_neighbors(stdout_console(), doc)
+    show(doc, json_out, "render_neighbors")
 
 
 # ------------------------------------------------------------------------------ batch
@@ -519,12 +519,17 @@ ConfigOpt = Annotated[
 ]
 
 
-def _configs(names: list[str] | None, run, default: tuple[str, ...]) -> list[tuple[str, object]]:
+def _sweep(names: list[str] | None, run, default: tuple[str, ...], evaluate) -> list[dict]:
+    """Evaluate each chosen configuration (default: ``default``); "custom" is the command line's settings."""
     from ctxembed.evaluate import named_settings
 
     chosen = names or list(default)
     custom = run().settings if "custom" in chosen else None
-    return [(name, named_settings(name, custom)) for name in chosen]
+    rows = []
+    for name in chosen:
+        settings = named_settings(name, custom)
+        rows.append({"name": name, "settings": settings.as_dict() if settings else None, **evaluate(name, settings)})
+    return rows
 
 
 @eval_app.command("wic")
@@ -542,13 +547,13 @@ def eval_wic(
 
     splits = read_wic(directory)
     resolved = functools.lru_cache(maxsize=1)(run)
-    configs = _configs(config, resolved, tuple(LADDER))
     store = resolved().store
-    rows = []
-    for name, settings in configs:
+
+    def evaluate(name, settings):
         say(f"evaluating {name} on {', '.join(s.name for s in splits)} ...")
-        result = evaluate_wic(store, splits, settings, tune_on)
-        rows.append({"name": name, "settings": settings.as_dict() if settings else None, **result})
+        return evaluate_wic(store, splits, settings, tune_on)
+
+    rows = _sweep(config, resolved, tuple(LADDER), evaluate)
     primary = next((r for r in rows if r["name"] == "default"), rows[0])
     doc = {
         "schema": "ctxembed.eval-wic/1",
@@ -560,12 +565,7 @@ def eval_wic(
         "splits": primary["splits"],
         "configs": rows,
     }
-    if json_out:
-        emit_json(doc)
-        return
-    from ctxembed.render import render_eval_wic
-
-    render_eval_wic(stdout_console(), doc)
+    show(doc, json_out, "render_eval_wic")
 
 
 @eval_app.command("senses")
@@ -585,22 +585,14 @@ def eval_senses(
     rows_in = read_senses(path or default_senses_path())
     resolved = functools.lru_cache(maxsize=1)(run)
     store = resolved().store
-    rows = []
-    for name, settings in _configs(config, resolved, tuple(LADDER)):
-        result = evaluate_senses(store, rows_in, settings)
-        rows.append({"name": name, "settings": settings.as_dict() if settings else None, **result})
+    rows = _sweep(config, resolved, tuple(LADDER), lambda name, settings: evaluate_senses(store, rows_in, settings))
     doc = {
         "schema": "ctxembed.eval-senses/1",
         "vectors": vectors_summary(resolved()),
         "file": str(path or default_senses_path()),
         "configs": rows,
     }
-    if json_out:
-        emit_json(doc)
-        return
-    from ctxembed.render import render_eval_senses
-
-    render_eval_senses(stdout_console(), doc)
+    show(doc, json_out, "render_eval_senses")
 
 
 @eval_app.command("pairs")
@@ -626,9 +618,12 @@ def eval_pairs(
     store = resolved().store
     if is_scws(file):
         items = read_scws(file)
-        rows = []
-        for name, settings in _configs(config, resolved, ("static", "textbook", "default")):
-            rows.append({"name": name, **evaluate_scws(store, items, settings)})
+        rows = _sweep(
+            config,
+            resolved,
+            ("static", "textbook", "default"),
+            lambda name, settings: evaluate_scws(store, items, settings),
+        )
         doc = {"schema": "ctxembed.eval-pairs/1", "layout": "scws", "file": str(file), "configs": rows}
     else:
         doc = {
@@ -638,12 +633,7 @@ def eval_pairs(
             "configs": [{"name": "static", **evaluate_word_pairs(store, file)}],
         }
     doc["vectors"] = vectors_summary(resolved())
-    if json_out:
-        emit_json(doc)
-        return
-    from ctxembed.render import render_eval_pairs
-
-    render_eval_pairs(stdout_console(), doc)
+    show(doc, json_out, "render_eval_pairs")
 
 
 def main() -> None:
