@@ -143,7 +143,11 @@ def convert(
         "limit": limit,
         "quantized": "int8" if quantize else None,
     }
-    return write_store(out, loaded.words, loaded.matrix, quantize=quantize, meta=meta, subwords=loaded.subwords)
+    try:
+        return write_store(out, loaded.words, loaded.matrix, quantize=quantize, meta=meta, subwords=loaded.subwords)
+    except OSError as exc:
+        hint = " (set CTXEMBED_CACHE_DIR to a writable folder)" if out.parent == cache_dir() else ""
+        raise DataError(f"{out}: cannot write the store ({exc.strerror or exc}){hint}") from None
 
 
 def open_vectors(

@@ -129,3 +129,11 @@ def test_cached_open_does_not_import_gensim(glove_file, isolated_env):
     env = dict(os.environ, CTXEMBED_CACHE_DIR=str(isolated_env), PYTHONPATH=str(REPO))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.split() == ["4", "False", "False"]
+
+
+def test_unwritable_cache_is_a_clear_data_error(glove_file, monkeypatch, tmp_path):
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("CTXEMBED_CACHE_DIR", str(blocked))
+    with pytest.raises(DataError, match="cannot write the store .*CTXEMBED_CACHE_DIR"):
+        open_vectors(str(glove_file))

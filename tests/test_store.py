@@ -133,3 +133,18 @@ def test_empty_store_round_trip(tmp_path):
     store = VectorStore.open(write_store(tmp_path / "e.ctxv", [], np.zeros((0, 4))))
     assert len(store) == 0 and store.words == [] and store.find("a") is None
     assert store.most_similar(np.ones(4, dtype=np.float32)) == []
+
+
+def test_a_failed_write_leaves_neither_file_nor_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "s.ctxv"
+    write_store(target, WORDS, _matrix())  # an older, good store at the same path
+    before = target.read_bytes()
+
+    def broken_disk(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("ctxembed.store.os.fsync", broken_disk)
+    with pytest.raises(OSError, match="No space left"):
+        write_store(target, WORDS[:3], _matrix(3))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.ctxv"]
+    assert target.read_bytes() == before  # the old store is untouched
