@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ctxembed.attention import AttentionConfig, random_params, save_projections
-from tests.test_json_schema import TOY, fails, numbers, run_json, succeeds, table
+from tests.cli_helpers import TOY, fails, numbers, run_json, succeeds, table
 
 SQRT3 = math.sqrt(3)
 SENTENCE = "the cat sat on the mat"

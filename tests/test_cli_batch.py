@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.test_json_schema import fails, json_lines, succeeds
+from tests.cli_helpers import fails, json_lines, succeeds
 
 
 def batch(*args, input: bytes | str | None = None) -> list[dict]:

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from tests.test_json_schema import TOY, fails, numbers, run_json, succeeds, table
+from tests.cli_helpers import TOY, fails, numbers, run_json, succeeds, table
 
 RIVER = ["we sat on the river bank", "the boat drifted toward the muddy bank"]
 MONEY = ["I deposited money in the bank", "the bank raised its interest rates"]

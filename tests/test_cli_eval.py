@@ -24,8 +24,10 @@ def test_eval_wic_json_has_splits_and_every_config():
 
 
 def test_eval_wic_table_lists_configurations():
-    result = runner.invoke(app, ["eval", "wic", str(FIXTURES / "wic"), "-c", "textbook", "-c", "custom",
-                                 "--preset", "textbook", "--abtt", "2"])
+    result = runner.invoke(
+        app,
+        ["eval", "wic", str(FIXTURES / "wic"), "-c", "textbook", "-c", "custom", "--preset", "textbook", "--abtt", "2"],
+    )
     assert result.exit_code == 0, result.stderr
     assert "textbook" in result.stdout and "custom" in result.stdout and "dev accuracy" in result.stdout
 

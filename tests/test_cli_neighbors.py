@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.test_json_schema import TOY, fails, run_json, succeeds, table
+from tests.cli_helpers import TOY, fails, run_json, succeeds, table
 
 FRUIT = {"fruit", "fruits", "mango", "pear", "apples", "berries", "citrus", "banana", "strawberry", "peach", "cherry"}
 TECH = {"iphone", "ipad", "ipod", "smartphones", "smartphone", "android", "phones", "laptops", "handsets", "ios"}

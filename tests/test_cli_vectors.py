@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from gensim.models import KeyedVectors
 
-from tests.test_json_schema import fails, invoke, run_json, succeeds, table
+from tests.cli_helpers import fails, invoke, run_json, succeeds, table
 
 WORDS = ["the", "river", "bank", "money"]
 VECTORS = np.array([[0.5, -1, 2], [1, 0, 0.25], [-3, 1.5, 1], [0, 2, -0.75]], dtype=np.float32)

@@ -163,9 +163,15 @@ def test_scws_reading_and_spearman(store):
     default = evaluate_scws(store, items, named_settings("default"))
     assert static["covered"] == 8
     # static: cos of the two words' own vectors, whatever the context
-    cos = [float(store.vector(a.words[a.index].lower()) @ store.vector(b.words[b.index].lower())
-                 / np.linalg.norm(store.vector(a.words[a.index].lower()))
-                 / np.linalg.norm(store.vector(b.words[b.index].lower()))) for a, b, _ in items]
+    cos = [
+        float(
+            store.vector(a.words[a.index].lower())
+            @ store.vector(b.words[b.index].lower())
+            / np.linalg.norm(store.vector(a.words[a.index].lower()))
+            / np.linalg.norm(store.vector(b.words[b.index].lower()))
+        )
+        for a, b, _ in items
+    ]
     assert static["spearman"] == pytest.approx(stats.spearmanr(cos, [r for *_, r in items]).statistic)
     assert default["spearman"] > static["spearman"]
 
@@ -182,8 +188,10 @@ def test_word_pairs_match_numpy_pearson(store):
     assert not is_scws(path)
     result = evaluate_word_pairs(store, path)
     pairs = [line.split("\t") for line in path.read_text().splitlines() if line and not line.startswith("#")]
-    cos = [float(store.vector(a) @ store.vector(b) / np.linalg.norm(store.vector(a)) / np.linalg.norm(store.vector(b)))
-           for a, b, _ in pairs]
+    cos = [
+        float(store.vector(a) @ store.vector(b) / np.linalg.norm(store.vector(a)) / np.linalg.norm(store.vector(b)))
+        for a, b, _ in pairs
+    ]
     gold = [float(score) for *_, score in pairs]
     assert result["pearson"] == pytest.approx(np.corrcoef(cos, gold)[0, 1], abs=1e-5)
     assert result["spearman"] == pytest.approx(stats.spearmanr(cos, gold).statistic, abs=1e-5)

@@ -32,7 +32,8 @@ print("MODULES", "gensim" in sys.modules, "scipy" in sys.modules, "rich.progress
 )
 def test_store_commands_do_not_import_gensim(args, isolated_env):
     env = dict(os.environ, CTXEMBED_CACHE_DIR=str(isolated_env), PYTHONPATH=str(REPO))
-    out = subprocess.run([sys.executable, "-c", PROBE.format(args=args)], capture_output=True, text=True, env=env,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(args=args)], capture_output=True, text=True, env=env, timeout=120
+    )
     line = [x for x in out.stderr.splitlines() if x.startswith("MODULES")]
     assert line == ["MODULES False False False"], out.stderr

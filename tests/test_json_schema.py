@@ -4,102 +4,21 @@ The schemas are JSON Schema draft 2020-12. No validator library is a dependency,
 here: it knows exactly the keywords the schema files use, and a test fails if a schema uses any other
 (so no keyword is silently ignored). Array shapes that JSON Schema cannot express (weights are
 [layer][head][query][key] with query and key indexing ``attended_positions``) are checked by hand.
-
-This module also holds the CLI helpers the other test_cli_* files import.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from ctxembed.cli import app
+from tests.cli_helpers import TOY, json_lines, run_json, strict_json, succeeds
 from tests.conftest import REPO
 
 SCHEMAS = REPO / "docs" / "schemas"
-TOY = str(REPO / "data" / "notes_toy.txt")  # apple [5,2,0], is [0,0,5], phone [0,5,0], the [0,0,6]
-RUNNER = CliRunner()
-
-
-# ------------------------------------------------------------------------------ CLI helpers (shared)
-# The conftest gives every test its own cache directory, so the shipped store's principal directions
-# (all-but-the-top, ~0.5 s) and the toy vectors' conversion would be recomputed by every CLI call.
-# CLI calls share one temporary cache instead; tests about cache states use files of their own.
-SHARED_CACHE = Path(tempfile.mkdtemp(prefix="ctxembed-cli-tests-"))
-atexit.register(shutil.rmtree, SHARED_CACHE, ignore_errors=True)
-
-
-def invoke(*args, input: str | bytes | None = None, env: dict | None = None):
-    """Run ``ctxembed ARGS``; whatever happens, no traceback and no uncaught exception."""
-    env = {"CTXEMBED_CACHE_DIR": str(SHARED_CACHE), **(env or {})}
-    result = RUNNER.invoke(app, [str(a) for a in args], input=input, env=env)
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
-    assert "Traceback" not in result.stdout and "Traceback" not in result.stderr
-    return result
-
-
-def succeeds(*args, input: str | bytes | None = None, env: dict | None = None):
-    """Exit 0 and nothing on stderr but notes about converting foreign vectors once."""
-    result = invoke(*args, input=input, env=env)
-    assert result.exit_code == 0, result.stderr
-    assert all(line.startswith("converting ") for line in result.stderr.splitlines()), result.stderr
-    return result
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not JSON")
-
-
-def strict_json(text: str):
-    """Parse JSON, failing on NaN, Infinity and -Infinity (which Python's json accepts by default)."""
-    return json.loads(text, parse_constant=_reject_constant)
-
-
-def run_json(*args, input: str | bytes | None = None, env: dict | None = None) -> dict:
-    return strict_json(succeeds(*args, input=input, env=env).stdout)
-
-
-def json_lines(text: str) -> list[dict]:
-    assert text.endswith("\n")
-    return [strict_json(line) for line in text.splitlines()]
-
-
-def fails(code: int, *args, input: str | bytes | None = None, env: dict | None = None) -> str:
-    """Exit ``code``, stdout empty, exactly one ``ctxembed: error:`` line on stderr; returns that line."""
-    result = invoke(*args, input=input, env=env)
-    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
-    assert result.stdout == ""
-    lines = [line for line in result.stderr.splitlines() if not line.startswith("converting ")]
-    assert len(lines) == 1 and lines[0].startswith("ctxembed: error: "), result.stderr
-    return lines[0]
-
-
-def numbers(rows: list[list[str]]) -> list[list]:
-    """Table rows with every cell after the label read as a number."""
-    return [[row[0], *map(float, row[1:])] for row in rows]
-
-
-def table(stdout: str, title: str) -> tuple[list[str], list[list[str]]]:
-    """The first rich table printed after a line containing ``title``: (header cells, body rows of cells)."""
-    lines = stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if title in line)
-    header, rows = [], []
-    for line in lines[start + 1 :]:
-        if line.startswith("┃"):
-            header = [cell.strip() for cell in line.strip("┃").split("┃")]
-        elif line.startswith("│"):
-            rows.append([cell.strip() for cell in line.strip("│").split("│")])
-        elif line.startswith("└"):
-            return header, rows
-    raise AssertionError(f"no complete table after {title!r}")
 
 
 # ------------------------------------------------------------------------------ a small 2020-12 validator

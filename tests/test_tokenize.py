@@ -7,7 +7,7 @@ import pytest
 from gensim.models import KeyedVectors
 
 from ctxembed.tokenize import pretokenized, tokenize, vocabulary_key
-from tests.test_json_schema import fails, run_json, succeeds
+from tests.cli_helpers import fails, run_json, succeeds
 
 
 def texts(sentence: str) -> list[str]:
