@@ -82,7 +82,7 @@ def target_vectors(
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Contextual (or static) vectors of each target: (n, d), a (n,) mask of those that have one,
     and coverage counts. An out-of-vocabulary target falls back to its lemma."""
-    engine = Engine(store, settings or build_settings("textbook"), oov="skip", max_tokens=max_tokens)
+    engine = Engine(store, settings or build_settings("textbook"), oov="skip", max_tokens=max_tokens).bulk()
     dim = engine.out_dim if settings is not None else store.dim
     vectors = np.zeros((len(occurrences), dim), dtype=np.float32)
     found = np.zeros(len(occurrences), dtype=bool)
