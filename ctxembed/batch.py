@@ -13,6 +13,7 @@ back in input order; at most two chunks per worker are in flight, so memory stay
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -33,8 +34,8 @@ SCHEMA = "ctxembed.batch/1"
 _engine: Engine | None = None  # the worker processes' engine, inherited through fork
 _options: dict = {}
 # From this many input lines on, one word -> row dict of the vocabulary (built in ~50 ms for 200k
-# words) beats a binary search per token lookup (~10 µs each, two per token); past a million words
-# the dict would cost hundreds of MB, so big vocabularies keep the binary search.
+# words) beats a binary search per token lookup (~10 µs each); past a million words the dict
+# would cost hundreds of MB, so big vocabularies keep the binary search.
 _INDEX_AFTER_LINES = 512
 _INDEX_MAX_WORDS = 1_000_000
 
@@ -199,7 +200,15 @@ def _ordered_results(engine: Engine, chunks: Iterator, options: dict, workers: i
     global _engine, _options
     _engine, _options = engine, options
     pending: deque = deque()
-    with multiprocessing.get_context("fork").Pool(count) as pool:
+    # Frozen objects are skipped by the workers' garbage collector, so the workers neither spend
+    # time on what they inherit nor copy its pages (~7% of a 20,000-line run). The parent thaws
+    # its own objects as soon as the workers exist.
+    gc.freeze()
+    try:
+        pool = multiprocessing.get_context("fork").Pool(count)
+    finally:
+        gc.unfreeze()
+    with pool:
         for block in (first, second, *chunks) if second is not None else (first,):
             pending.append(pool.apply_async(_worker, (block,)))
             if len(pending) >= 2 * count:
@@ -209,11 +218,11 @@ def _ordered_results(engine: Engine, chunks: Iterator, options: dict, workers: i
 
 
 def _build_vocabulary_index(engine: Engine) -> None:
-    """Make the store answer ``find`` from a dict (same rows as its binary search) for the whole run."""
+    """Switch the engine to dict lookups (same rows as the binary search) for the whole run."""
     if len(engine.store) > _INDEX_MAX_WORDS:
         return
     try:
-        engine.store.index  # noqa: B018 - built on first access, then used by find()
+        engine.bulk()
     except DataError:  # a vocabulary that is not valid UTF-8: keep the binary search, which copes
         pass
 

@@ -1,0 +1,83 @@
+"""The reference for batch throughput: bare NumPy batched attention on the same token ids.
+
+softmax(Q Kᵀ / sqrt(d)) V with Q = K = V = X, float32, over padded (B, T, d) batches: the
+arithmetic every attention tool has to do, with nothing around it (no tokenising, no JSON, no
+projection, no per-sentence objects). Sentences are grouped by length, 256 per batch, as
+``ctxembed batch`` does. The timed part gathers each batch's vectors from the store (int8 rows
+times their scales) and runs attention; turning text into token ids happens before the clock.
+
+    python benchmarks/bare_kernel.py benchmarks/results/cache/sentences-20000.txt   # prints JSON
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+GROUP = 256  # sentences per padded batch, as in ctxembed.batch
+
+
+def attention(x: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x (B, T, d) float32 padded with zeros, lengths (B,) -> (context (B, T, d), weights (B, T, T))."""
+    B, T, d = x.shape
+    scores = x @ x.transpose(0, 2, 1) / np.float32(math.sqrt(d))  # (B, T, d) x (B, d, T) -> (B, T, T)
+    padding = np.arange(T)[None, :] >= lengths[:, None]  # (B, T) True for padded keys
+    scores[padding[:, None, :].repeat(T, axis=1)] = -np.inf  # (B, T, T) padded keys get weight 0
+    scores -= scores.max(axis=-1, keepdims=True)  # (B, T, T) stable softmax
+    np.exp(scores, out=scores)
+    scores /= scores.sum(axis=-1, keepdims=True)  # (B, T, T) rows sum to 1
+    return scores @ x, scores  # (B, T, T) x (B, T, d) -> (B, T, d)
+
+
+def token_ids(lines: list[str]) -> list[np.ndarray]:
+    """Each sentence's store rows, through ctxembed's tokenizer (out-of-vocabulary tokens dropped)."""
+    sys.path.insert(0, str(REPO))
+    from ctxembed.sources import open_vectors
+    from ctxembed.tokenize import tokenize
+
+    store = open_vectors(None)
+    index = store.index
+    ids = []
+    for line in lines:
+        rows = [index[t.key] for t in tokenize(line, lowercase=store.lowercase) if t.key in index]
+        ids.append(np.array(rows, dtype=np.int64))
+    return ids
+
+
+def run(ids: list[np.ndarray], store) -> float:
+    """Seconds to run attention over every sentence, grouped by length into padded batches."""
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    start = time.perf_counter()
+    for first in range(0, len(order), GROUP):
+        group = [ids[i] for i in order[first : first + GROUP]]
+        lengths = np.array([len(g) for g in group])  # (B,)
+        flat = np.concatenate(group)  # (sum of lengths,)
+        rows = store.rows(flat)  # (n, d) float32: int8 rows times their scales
+        x = np.zeros((len(group), int(lengths.max()), store.dim), dtype=np.float32)  # (B, T, d)
+        x[np.arange(int(lengths.max()))[None, :] < lengths[:, None]] = rows  # scatter into the padding
+        attention(x, lengths)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    corpus = Path(sys.argv[1])
+    lines = corpus.read_text(encoding="utf-8").splitlines()
+    ids = token_ids(lines)
+    sys.path.insert(0, str(REPO))
+    from ctxembed.sources import open_vectors
+
+    store = open_vectors(None)
+    run(ids[:GROUP], store)  # warm-up: page in, first BLAS call
+    seconds = run(ids, store)
+    tokens = int(sum(len(i) for i in ids))
+    print(json.dumps({"sentences": len(ids), "tokens": tokens, "seconds": seconds, "rate": len(ids) / seconds}))
+
+
+if __name__ == "__main__":
+    main()

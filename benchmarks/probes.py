@@ -1,0 +1,320 @@
+"""Measurements taken inside one fresh process; run.py starts one per sample and reads its JSON line.
+
+    python benchmarks/probes.py open-store [PATH] [--similar]      # open_vectors, find, most_similar, RSS
+    python benchmarks/probes.py gensim-load PATH (--binary | --no-header)
+    python benchmarks/probes.py coldstart-profile                  # where `compare --json` spends its time
+    python benchmarks/probes.py batch-stages CORPUS                 # per-sentence cost of each batch stage
+    python benchmarks/probes.py scaling --preset default --n 8,16,32
+
+Times are seconds from time.perf_counter(); memory is in MB (2^20 bytes): ``rss`` the resident
+set now (``anon`` private memory, ``file`` pages of mapped files such as a store), ``peak_rss``
+the process's high-water mark (ru_maxrss).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+# run by hand, a probe keeps its conversions out of the user's own cache
+os.environ.setdefault("CTXEMBED_CACHE_DIR", str(REPO / "benchmarks" / "results" / "cache" / "ctxembed-cache"))
+
+SENTENCES = ["we sat on the river bank", "I deposited money in the bank"]
+
+
+def memory() -> dict:
+    """Resident memory now and at its peak, in MB."""
+    fields = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "RssAnon", "RssFile"):
+                fields[name] = int(value.split()[0]) / 1024  # kB -> MB
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux -> MB
+    return {"rss": fields.get("VmRSS"), "anon": fields.get("RssAnon"), "file": fields.get("RssFile"), "peak_rss": peak}
+
+
+def emit(result: dict) -> None:
+    print(json.dumps(result))
+
+
+# ------------------------------------------------------------------------------ stores
+def open_store(path: str | None, similar: bool) -> None:
+    """open_vectors (the default store, or a foreign file through its cache), one find, one most_similar."""
+    began = time.perf_counter()
+    from ctxembed.sources import open_vectors
+
+    imported = time.perf_counter()
+    before = memory()
+    start = time.perf_counter()
+    store = open_vectors(path)
+    opened = time.perf_counter()
+    row = store.find("bank")
+    found = time.perf_counter()
+    result = {
+        "import": imported - began,
+        "open": opened - start,
+        "find": found - opened,
+        "row": row,
+        "words": len(store),
+        "dtype": store.dtype,
+        "matrix_mb": len(store) * store.dim * (1 if store.dtype == "int8" else 4) / 2**20,
+        "before_open": before,
+        "after_open": memory(),
+    }
+    if similar:
+        before = time.perf_counter()
+        neighbours = store.most_similar(store.vector("king"), k=10, exclude={"king"})
+        result["most_similar"] = time.perf_counter() - before
+        result["neighbours"] = [w for w, _ in neighbours[:3]]
+        result["after_most_similar"] = memory()
+    emit(result)
+
+
+def gensim_load(path: str, binary: bool) -> None:
+    """gensim's own loader on the same file: the reference for opening vectors."""
+    start = time.perf_counter()
+    import logging
+
+    from gensim.models import KeyedVectors
+
+    logging.getLogger("gensim").setLevel(logging.ERROR)
+    imported = time.perf_counter()
+    kv = KeyedVectors.load_word2vec_format(path, binary=binary, no_header=not binary)
+    loaded = time.perf_counter()
+    after_load = memory()
+    kv.most_similar("king", topn=10)
+    similar = time.perf_counter()
+    emit(
+        {
+            "import": imported - start,
+            "load": loaded - imported,
+            "most_similar": similar - loaded,
+            "words": len(kv),
+            "after_load": after_load,
+            "after_most_similar": memory(),
+        }
+    )
+
+
+# ------------------------------------------------------------------------------ cold start
+def coldstart_profile() -> None:
+    """cProfile of one in-process `compare --json` (after the imports): cumulative seconds of its phases."""
+    import contextlib
+    import cProfile
+    import io
+    import pstats
+
+    start = time.perf_counter()
+    from ctxembed import cli
+
+    imported = time.perf_counter()
+    sys.argv = ["ctxembed", "compare", *SENTENCES, "--json"]
+    profile = cProfile.Profile()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        profile.runcall(cli.main)
+    stats = pstats.Stats(profile).stats  # {(file, line, name): (calls, primitive, tottime, cumtime, callers)}
+    phases = {
+        "typer: build pydantic adapters for the options": ("typer/_coercion.py", "build_runtime_param"),
+        "open the store": ("ctxembed/sources.py", "open_vectors"),
+        "Engine(): vocabulary statistics, projections": ("ctxembed/explore.py", "__init__"),
+        "prepare the sentences": ("ctxembed/explore.py", "prepare"),
+        "attention (Engine.run)": ("ctxembed/explore.py", "run"),
+        "compare_document": ("ctxembed/report.py", "compare_document"),
+        "emit_json": ("ctxembed/output.py", "emit_json"),
+    }
+    found = {}
+    for label, (file, name) in phases.items():
+        found[label] = sum(v[3] for k, v in stats.items() if k[0].endswith(file) and k[2] == name)
+    total = sum(v[3] for k, v in stats.items() if k[2] == "main" and k[0].endswith("ctxembed/cli.py"))
+    emit({"import ctxembed.cli": imported - start, "main (profiled)": total, "phases": found})
+
+
+# ------------------------------------------------------------------------------ batch
+def batch_stages(corpus: str, n: int) -> None:
+    """Per-sentence cost (µs) of each stage of ``ctxembed batch``, in one process, best of three."""
+    import cProfile
+    import io
+    import pstats
+
+    import bare_kernel
+    import numpy as np
+
+    from ctxembed import batch
+    from ctxembed.explore import Engine
+    from ctxembed.settings import build_settings
+    from ctxembed.sources import open_vectors
+    from ctxembed.tokenize import tokenize
+
+    store = open_vectors(None)
+    engine = Engine(store, build_settings("default"))
+    raw = Path(corpus).read_bytes().splitlines(keepends=True)[:n]
+    texts = [line.decode().rstrip("\n") for line in raw]
+    options = {"with_vectors": False, "weights": True, "word": None}
+    per_sentence: dict[str, float] = {}
+
+    def clock(label: str, job, sentences: int = len(texts), repeats: int = 3):
+        best, result = float("inf"), None
+        for _ in range(repeats):
+            start = time.perf_counter()
+            result = job()
+            best = min(best, time.perf_counter() - start)
+        per_sentence[label] = best / sentences * 1e6
+        return result
+
+    def run_groups(prepared):
+        results = []
+        for start in range(0, len(prepared), 256):
+            results += engine.run(prepared[start : start + 256])
+        return results
+
+    subset = texts[:1000]
+    clock("prepare, binary-search lookups (as one sentence runs)", lambda: [engine.prepare(t) for t in subset], 1000, 1)
+    start = time.perf_counter()
+    engine.bulk()  # what batch does before its first chunk: dict lookups
+    index_seconds = time.perf_counter() - start
+    clock("parse_line", lambda: [batch.parse_line(i, line) for i, line in enumerate(raw, 1)])
+    clock("tokenize (inside prepare)", lambda: [tokenize(t) for t in texts])
+    prepared = clock("prepare, dict lookups (batch)", lambda: [engine.prepare(t) for t in texts])
+    prepared.sort(key=lambda p: len(p.used))
+    results = clock("Engine.run, groups of 256", lambda: run_groups(prepared))
+    ids = [p.ranks for p in prepared]
+    clock("bare kernel on the same ids", lambda: bare_kernel.run(ids, store))
+
+    def fill():
+        records = []
+        for result in results:
+            record = {"line": 1}
+            batch._fill(record, result, options)
+            records.append(record)
+        return records
+
+    records = clock("records (_fill)", fill)
+    clock("JSON (_encode)", lambda: [batch._encode(r) for r in records])
+    chunks = [list(enumerate(raw, 1))[i : i + 1024] for i in range(0, len(raw), 1024)]
+    clock("process_chunk, everything", lambda: [batch.process_chunk(engine, c, options) for c in chunks])
+    no_weights = dict(options, weights=False)
+    clock("process_chunk, --no-weights", lambda: [batch.process_chunk(engine, c, no_weights) for c in chunks])
+
+    profile = cProfile.Profile()
+    profile.runcall(lambda: [batch.process_chunk(engine, c, options) for c in chunks])
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(12)
+    top = [line.strip() for line in text.getvalue().splitlines() if "(" in line and "/" in line][:12]
+    emit(
+        {
+            "sentences": len(texts),
+            "tokens_per_sentence": float(np.mean([len(p.used) for p in prepared])),
+            "index_build_seconds": index_seconds,
+            "us_per_sentence": per_sentence,
+            "profile_tottime": top,
+        }
+    )
+
+
+# ------------------------------------------------------------------------------ scaling
+def scaling(preset: str, sizes: list[int]) -> None:
+    """Engine.run time and traced peak memory on one sentence of n tokens; the bare kernel beside it."""
+    import tracemalloc
+
+    import bare_kernel
+    import numpy as np
+    from make_corpus import vocabulary
+
+    from ctxembed.explore import DEFAULT_MAX_TOKENS, Engine
+    from ctxembed.settings import build_settings
+    from ctxembed.sources import open_vectors
+
+    store = open_vectors(None)
+    words = vocabulary()
+    rng = np.random.default_rng(7)
+    engine = Engine(store, build_settings(preset), max_tokens=max(sizes))
+    rows = []
+    for n in sizes:
+        prepared = engine.prepare(" ".join(words[i] for i in rng.integers(0, len(words), n)))
+        assert len(prepared.used) == n
+        x = prepared.static[None]  # (1, n, d)
+        lengths = np.array([n])
+
+        def timed(job):
+            job()  # warm-up
+            samples, spent = [], 0.0
+            while len(samples) < 5 or (spent < 0.3 and len(samples) < 200):
+                start = time.perf_counter()
+                job()
+                samples.append(time.perf_counter() - start)
+                spent += samples[-1]
+            return statistics.median(samples)
+
+        def traced_peak(job):
+            tracemalloc.start()
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+            result = job()
+            peak = tracemalloc.get_traced_memory()[1] - base
+            tracemalloc.stop()
+            del result
+            return peak / 2**20
+
+        def run(prepared=prepared):
+            return engine.run([prepared])
+
+        def kernel(x=x, lengths=lengths):
+            return bare_kernel.attention(x.copy(), lengths)
+
+        rows.append(
+            {
+                "n": n,
+                "seconds": timed(run),
+                "peak_mb": traced_peak(run),
+                "kernel_seconds": timed(kernel),
+                "kernel_peak_mb": traced_peak(kernel),
+                "weights_mb": engine.settings.attention.layers * engine.settings.attention.heads * n * n * 4 / 2**20,
+                "over_default_max_tokens": n > DEFAULT_MAX_TOKENS,
+            }
+        )
+    emit({"preset": preset, "rows": rows})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="probe", required=True)
+    p = sub.add_parser("open-store")
+    p.add_argument("path", nargs="?")
+    p.add_argument("--similar", action="store_true")
+    p = sub.add_parser("gensim-load")
+    p.add_argument("path")
+    kind = p.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--binary", action="store_true")
+    kind.add_argument("--no-header", action="store_true")
+    sub.add_parser("coldstart-profile")
+    p = sub.add_parser("batch-stages")
+    p.add_argument("corpus")
+    p.add_argument("--sentences", type=int, default=8192)
+    p = sub.add_parser("scaling")
+    p.add_argument("--preset", default="default")
+    p.add_argument("--n", default="8,16,32,64,128,256,512,1024")
+    args = parser.parse_args()
+    if args.probe == "open-store":
+        open_store(args.path, args.similar)
+    elif args.probe == "gensim-load":
+        gensim_load(args.path, args.binary)
+    elif args.probe == "coldstart-profile":
+        coldstart_profile()
+    elif args.probe == "batch-stages":
+        batch_stages(args.corpus, args.sentences)
+    else:
+        scaling(args.preset, [int(n) for n in args.n.split(",")])
+
+
+if __name__ == "__main__":
+    main()

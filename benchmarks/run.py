@@ -1,0 +1,576 @@
+"""ctxembed's benchmarks, each beside its reference in the same run.
+
+    .venv/bin/python benchmarks/run.py                                  # everything, about 5 minutes
+    .venv/bin/python benchmarks/run.py --only coldstart,batch --repeat 5
+
+Prints ``job | ctxembed | reference | ratio | target | met?`` (and the scaling table) to stdout and
+writes every figure, every sample and the machine to ``benchmarks/results/latest.json`` (the tables
+also to ``latest.md``). Each sample is a fresh process; a figure is the median of ``--repeat``
+samples, shown with its min and max. Inputs are generated once into ``benchmarks/results/cache/``
+(see make_corpus.py). What each job measures: benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+
+import make_corpus
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "benchmarks"
+RESULTS = BENCH / "results"
+CACHE = make_corpus.CACHE
+PYTHON = sys.executable
+CTXEMBED = str(Path(sys.executable).parent / "ctxembed")
+SENTENCES = ["we sat on the river bank", "I deposited money in the bank"]
+JOBS = ("coldstart", "stores", "batch", "scaling")
+BATCH_SENTENCES = 20_000
+SCALING_SIZES = "8,16,32,64,128,256,512,1024"
+
+
+# ------------------------------------------------------------------------------ processes
+@dataclass
+class Sample:
+    """One fresh process: wall seconds, peak RSS in MB (its own or a waited-for child's), CPU seconds."""
+
+    wall: float
+    peak_rss: float
+    cpu: float
+    stdout: str = ""
+
+
+def run_process(cmd: list[str], env: dict, *, capture: bool = False, stdout_path: str = os.devnull) -> Sample:
+    """Run cmd to completion; raise with its stderr when it fails."""
+    with open(stdout_path, "wb") as sink, tempfile.TemporaryFile() as err:
+        out = subprocess.PIPE if capture else sink
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, cwd=REPO)
+        data = proc.stdout.read() if capture else b""
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{err.read().decode()[-2000:]}")
+    return Sample(wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, data.decode())
+
+
+def probe(args: list[str], env: dict) -> dict:
+    """Run a probe of probes.py in a fresh process and return its JSON, with the process's own figures."""
+    sample = run_process([PYTHON, str(BENCH / "probes.py"), *args], env, capture=True)
+    return json.loads(sample.stdout.strip().splitlines()[-1]) | {"process_wall": sample.wall}
+
+
+def base_env(cache_dir: Path) -> dict:
+    """The normal case: bytecode cached (kept under results/, not in the source tree), given cache dir."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXEMBED_") and k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(CACHE / "pycache")
+    env["CTXEMBED_CACHE_DIR"] = str(cache_dir)
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+# ------------------------------------------------------------------------------ statistics
+def spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def pick(samples: list[dict], key: str) -> dict:
+    """spread() of a (possibly nested, dotted) key over probe results."""
+
+    def get(d, dotted):
+        for part in dotted.split("."):
+            d = d[part]
+        return d
+
+    return spread([get(s, key) for s in samples])
+
+
+def secs(s: dict) -> str:
+    m = s["median"]
+    unit, scale = ("ms", 1e3) if m < 1 else ("s", 1)
+    digits = 0 if unit == "ms" and m >= 0.01 else (1 if unit == "ms" else 2)
+    if unit == "ms" and m < 0.001:
+        digits = 2
+    return f"{m * scale:.{digits}f} {unit} ({s['min'] * scale:.{digits}f}–{s['max'] * scale:.{digits}f})"
+
+
+def per_second(s: dict) -> str:
+    return f"{s['median']:,.0f}/s ({s['min']:,.0f}–{s['max']:,.0f})"
+
+
+@dataclass
+class Row:
+    job: str
+    ctxembed: str
+    reference: str
+    ratio: str
+    target: str
+    met: bool | None  # None: no target, figure for information
+
+    def cells(self) -> list[str]:
+        met = "—" if self.met is None else ("yes" if self.met else "**no**")
+        return [self.job, self.ctxembed, self.reference, self.ratio, self.target, met]
+
+
+@dataclass
+class Report:
+    rows: list[Row] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+    extra_tables: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------ machine
+def machine() -> dict:
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as fh:
+        mem_kb = int(next(line for line in fh if line.startswith("MemTotal")).split()[1])
+    versions = {name: version(name) for name in ("numpy", "gensim", "typer", "rich", "orjson", "pydantic")}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gib": round(mem_kb / 2**20, 1),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "versions": versions,
+        "loadavg_start": os.getloadavg(),
+    }
+
+
+def machine_line(m: dict) -> str:
+    v = m["versions"]
+    load = " / ".join(f"{x:.2f}" for x in m["loadavg_start"])
+    end = " / ".join(f"{x:.2f}" for x in m.get("loadavg_end", m["loadavg_start"]))
+    return (
+        f"{m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['os']}; Python {m['python']}, "
+        f"numpy {v['numpy']}, gensim {v['gensim']}, typer {v['typer']}, orjson {v['orjson']}; "
+        f"load average (1/5/15 min) {load} at start, {end} at the end"
+    )
+
+
+# ------------------------------------------------------------------------------ 1. cold start
+def importtime_breakdown(env: dict, runs: int = 3) -> dict:
+    """Median over runs of each module's cumulative and self import time (ms), from python -X importtime."""
+    cumulative: dict[str, list[float]] = {}
+    own: dict[str, list[float]] = {}
+    depth: dict[str, int] = {}
+    for _ in range(runs):
+        cmd = [PYTHON, "-X", "importtime", "-m", "ctxembed", "compare", *SENTENCES, "--json"]
+        proc = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, check=True)
+        for line in proc.stderr.splitlines():
+            match = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
+            if match:
+                name = match[4]
+                own.setdefault(name, []).append(int(match[1]) / 1000)
+                cumulative.setdefault(name, []).append(int(match[2]) / 1000)
+                depth[name] = len(match[3]) // 2
+    med = {name: statistics.median(v) for name, v in cumulative.items()}
+    top_level = sorted((n for n in med if depth[n] == 0), key=lambda n: -med[n])
+    return {
+        "top_level_ms": {n: round(med[n], 1) for n in top_level[:12]},
+        "largest_ms": {n: round(med[n], 1) for n in sorted(med, key=lambda n: -med[n])[:25]},
+        "self_ms": {n: round(statistics.median(v), 1) for n, v in sorted(own.items(), key=lambda kv: -max(kv[1]))[:15]},
+        "total_ms": round(sum(med[n] for n in med if depth[n] == 0), 1),
+        "runs": runs,
+    }
+
+
+def coldstart(repeat: int) -> Report:
+    report = Report()
+    w2v = str(make_corpus.word2vec_binary())
+    warm_env = base_env(CACHE / "ctxembed-cache")
+    commands = {
+        "ctxembed": [CTXEMBED, "compare", *SENTENCES, "--json"],
+        "python -m ctxembed": [PYTHON, "-m", "ctxembed", "compare", *SENTENCES, "--json"],
+        "reference": [PYTHON, str(BENCH / "reference_gensim.py"), w2v, "bank", *SENTENCES],
+        "python -c pass": [PYTHON, "-c", "pass"],
+        "import numpy, typer": [PYTHON, "-c", "import numpy, typer"],
+    }
+    for cmd in commands.values():  # warm-up: bytecode, the vocabulary statistics, the page cache
+        run_process(cmd, warm_env)
+    walls: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(repeat):  # rounds, so a burst of load hits every command alike
+        for name, cmd in commands.items():
+            walls[name].append(run_process(cmd, warm_env).wall)
+    first = []
+    for _ in range(max(1, min(repeat, 3))):
+        empty = Path(tempfile.mkdtemp(prefix="empty-cache-", dir=CACHE))
+        first.append(run_process(commands["ctxembed"], base_env(empty)).wall)
+        shutil.rmtree(empty, ignore_errors=True)
+    no_pyc_env = dict(warm_env, PYTHONDONTWRITEBYTECODE="1")
+    no_pyc_env.pop("PYTHONPYCACHEPREFIX")
+    no_pyc = [run_process(commands["ctxembed"], no_pyc_env).wall for _ in range(max(1, min(repeat, 3)))]
+    profiles = [probe(["coldstart-profile"], warm_env) for _ in range(3)]
+    phases = {label: statistics.median([p["phases"][label] for p in profiles]) for label in profiles[0]["phases"]}
+    stats = {name: spread(v) for name, v in walls.items()}
+    report.details = {
+        "wall_seconds": stats,
+        "samples": walls,
+        "first_run_empty_cache": spread(first),
+        "without_bytecode_cache": spread(no_pyc),
+        "importtime": importtime_breakdown(warm_env),
+        "in_process_profile_seconds": {
+            "import ctxembed.cli": statistics.median([p["import ctxembed.cli"] for p in profiles]),
+            "main (under cProfile)": statistics.median([p["main (profiled)"] for p in profiles]),
+            **phases,
+        },
+    }
+    ref = stats["reference"]
+    for name in ("ctxembed", "python -m ctxembed"):
+        s = stats[name]
+        speedup = ref["median"] / s["median"]
+        report.rows.append(
+            Row(
+                f"cold start: `{name} compare ... --json`",
+                secs(s),
+                f"gensim script {secs(ref)}",
+                f"{speedup:.1f}× faster",
+                "≤ 0.25 s, ≥ 5× faster",
+                s["median"] <= 0.25 and speedup >= 5,
+            )
+        )
+    report.rows.append(
+        Row(
+            "cold start, first run ever (empty cache: vocabulary statistics computed)",
+            secs(spread(first)),
+            "",
+            f"+{(statistics.median(first) - stats['ctxembed']['median']) * 1e3:.0f} ms once",
+            "",
+            None,
+        )
+    )
+    report.rows.append(
+        Row(
+            "cold start without .pyc (PYTHONDONTWRITEBYTECODE=1, as in this sandbox)",
+            secs(spread(no_pyc)),
+            "",
+            "",
+            "",
+            None,
+        )
+    )
+    report.rows.append(
+        Row(
+            "floor: `python -c pass` / `import numpy, typer`",
+            f"{secs(stats['python -c pass'])} / {secs(stats['import numpy, typer'])}",
+            "",
+            "",
+            "",
+            None,
+        )
+    )
+    return report
+
+
+# ------------------------------------------------------------------------------ 2. stores
+def stores(repeat: int, heavy: int) -> Report:
+    report = Report()
+    w2v = str(make_corpus.word2vec_binary())
+    glove = str(make_corpus.glove_text())
+    warm = CACHE / "ctxembed-cache"
+    env = base_env(warm)
+    probe(["open-store"], env)  # warm-up
+    default_open, gensim_bin = [], []
+    for _ in range(repeat):
+        default_open.append(probe(["open-store"], env))
+        gensim_bin.append(probe(["gensim-load", w2v, "--binary"], env))
+    open_s, find_s = pick(default_open, "open"), spread([s["open"] + s["find"] for s in default_open])
+    g_load = pick(gensim_bin, "load")
+    report.rows.append(
+        Row(
+            "open the default store (200k × 100 int8), in a fresh process",
+            secs(open_s),
+            f"gensim word2vec binary {secs(g_load)}",
+            f"{g_load['median'] / open_s['median']:,.0f}× faster",
+            "",
+            None,
+        )
+    )
+    report.rows.append(
+        Row(
+            "… open + one `find`",
+            secs(find_s),
+            f"(+ import gensim {secs(pick(gensim_bin, 'import'))})",
+            f"{g_load['median'] / find_s['median']:,.0f}× faster",
+            "",
+            None,
+        )
+    )
+
+    # the full GloVe text: first open = gensim parse + cache write, then the cached open
+    first, gensim_text = [], []
+    cached_dir = CACHE / "glove-full-cache"
+    for _ in range(heavy):
+        empty = Path(tempfile.mkdtemp(prefix="empty-cache-", dir=CACHE))
+        first.append(probe(["open-store", glove], base_env(empty)))
+        shutil.rmtree(cached_dir, ignore_errors=True)
+        empty.rename(cached_dir)  # keep the last one for the cached opens
+        gensim_text.append(probe(["gensim-load", glove, "--no-header"], env))
+    cached = [probe(["open-store", glove, "--similar"], base_env(cached_dir)) for _ in range(repeat)]
+    f_open, g_text = pick(first, "open"), pick(gensim_text, "load")
+    f_rss, g_rss = pick(first, "after_open.peak_rss"), pick(gensim_text, "after_load.peak_rss")
+    c_open = pick(cached, "open")
+    c_rss = pick(cached, "after_open.rss")
+    s_rss = pick(cached, "after_most_similar.rss")
+    s_anon = pick(cached, "after_most_similar.anon")
+    # pages of the store file that the open touched: the vocabulary, not the matrix
+    touched = spread([s["after_open"]["file"] - s["before_open"]["file"] for s in cached])
+    scanned = spread([s["after_most_similar"]["file"] - s["before_open"]["file"] for s in cached])
+    matrix_mb = cached[0]["matrix_mb"]
+    report.rows.append(
+        Row(
+            "full GloVe text (341,479 × 100): first open = gensim parse + cache write",
+            f"{secs(f_open)}, peak RSS {f_rss['median']:.0f} MB",
+            f"gensim `load_word2vec_format(no_header=True)` {secs(g_text)}, peak RSS {g_rss['median']:.0f} MB",
+            f"{f_open['median'] / g_text['median']:.2f}× gensim's time",
+            "",
+            None,
+        )
+    )
+    report.rows.append(
+        Row(
+            "… then the cached open (fresh process)",
+            f"{secs(c_open)}, RSS {c_rss['median']:.0f} MB; {touched['median']:.1f} MB of file pages touched "
+            f"(matrix: {matrix_mb:.0f} MB)",
+            f"gensim parse {secs(g_text)}, RSS {pick(gensim_text, 'after_load.rss')['median']:.0f} MB",
+            f"{g_text['median'] / c_open['median']:,.0f}× faster",
+            "RSS < 150 MB, matrix not read",
+            c_rss["max"] < 150 and touched["max"] < matrix_mb / 10,
+        )
+    )
+    report.rows.append(
+        Row(
+            "… cached open + one `most_similar` (reads every row)",
+            f"{secs(pick(cached, 'most_similar'))}, RSS {s_rss['median']:.0f} MB: {s_anon['median']:.0f} MB private "
+            f"+ {scanned['median']:.0f} MB of mapped file pages (page cache)",
+            f"gensim {secs(pick(gensim_text, 'most_similar'))}, RSS "
+            f"{pick(gensim_text, 'after_most_similar.rss')['median']:.0f} MB",
+            f"{pick(gensim_text, 'most_similar')['median'] / pick(cached, 'most_similar')['median']:.0f}× faster",
+            "",
+            None,
+        )
+    )
+    report.details = {
+        "default_store": {"ctxembed": default_open, "gensim_word2vec_binary": gensim_bin},
+        "glove_full": {
+            "file": glove,
+            "bytes": Path(glove).stat().st_size,
+            "first_open": first,
+            "cached_open": cached,
+            "gensim_no_header": gensim_text,
+        },
+    }
+    return report
+
+
+# ------------------------------------------------------------------------------ 3. batch
+def batch(repeat: int) -> Report:
+    report = Report()
+    corpus = make_corpus.sentences(BATCH_SENTENCES)
+    one_line = CACHE / "one-sentence.txt"
+    one_line.write_text(SENTENCES[0] + "\n", encoding="utf-8")
+    env = base_env(CACHE / "ctxembed-cache")
+    configs = {
+        "defaults (JSON with weights, workers auto = 2)": [],
+        "--no-weights": ["--no-weights"],
+        "--workers 1": ["--workers", "1"],
+        "--workers 2": ["--workers", "2"],
+    }
+    # once with the output kept, to check it: one record per line, no error records
+    checked = CACHE / "batch-output.jsonl"
+    run_process([CTXEMBED, "batch", str(corpus)], env, stdout_path=str(checked))
+    lines = checked.read_bytes().splitlines()
+    errors = sum(1 for line in lines if "error" in json.loads(line))
+    output_bytes = checked.stat().st_size
+    checked.unlink()
+    if len(lines) != BATCH_SENTENCES or errors:
+        print(f"warning: batch wrote {len(lines)} records, {errors} of them errors", file=sys.stderr)
+    samples: dict[str, list[Sample]] = {name: [] for name in configs}
+    kernel, fixed = [], []
+    for _ in range(repeat):
+        for name, options in configs.items():
+            samples[name].append(run_process([CTXEMBED, "batch", str(corpus), *options], env))
+        fixed.append(run_process([CTXEMBED, "batch", str(one_line)], env).wall)
+        kernel.append(
+            json.loads(run_process([PYTHON, str(BENCH / "bare_kernel.py"), str(corpus)], env, capture=True).stdout)
+        )
+    stages = probe(["batch-stages", str(corpus)], env)
+    k_rate = pick(kernel, "rate")
+    fixed_s = spread(fixed)
+    details: dict = {
+        "sentences": BATCH_SENTENCES,
+        "output_lines": len(lines),
+        "error_records": errors,
+        "output_bytes": output_bytes,
+        "kernel": kernel,
+        "fixed_cost_one_sentence_seconds": fixed_s,
+        "stages": stages,
+        "runs": {},
+    }
+    for name, runs in samples.items():
+        rates = spread([BATCH_SENTENCES / s.wall for s in runs])
+        steady = spread([BATCH_SENTENCES / max(s.wall - fixed_s["median"], 1e-9) for s in runs])
+        details["runs"][name] = {
+            "wall_seconds": spread([s.wall for s in runs]),
+            "rate": rates,
+            "rate_after_startup": steady,
+            "peak_rss_mb": spread([s.peak_rss for s in runs]),
+            "cpu_seconds": spread([s.cpu for s in runs]),
+        }
+        share = rates["median"] / k_rate["median"]
+        with_json = "--no-weights" not in name
+        report.rows.append(
+            Row(
+                f"batch, 20,000 sentences × 12 tokens → /dev/null: {name}",
+                f"{per_second(rates)}; {steady['median']:,.0f}/s after the {fixed_s['median']:.2f} s start",
+                f"bare NumPy kernel {per_second(k_rate)}",
+                f"{share:.0%} of the kernel",
+                "≥ 50% of kernel" + (", ≥ 30,000/s" if with_json else ""),
+                share >= 0.5 and (rates["median"] >= 30_000 or not with_json),
+            )
+        )
+    report.details = details
+    report.extra_tables.append(stage_table(stages))
+    return report
+
+
+def stage_table(stages: dict) -> str:
+    lines = [
+        f"Where batch spends its time, in one process ({stages['sentences']:,} sentences of "
+        f"{stages['tokens_per_sentence']:.1f} tokens, µs per sentence, best of 3):",
+        "",
+        "| stage | µs / sentence |",
+        "|---|---:|",
+    ]
+    for label, value in stages["us_per_sentence"].items():
+        lines.append(f"| {label} | {value:.1f} |")
+    lines.append(f"| (building the word → row dict once) | {stages['index_build_seconds'] * 1e3:.0f} ms in all |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ 4. scaling
+def scaling() -> Report:
+    report = Report()
+    env = base_env(CACHE / "ctxembed-cache")
+    results = {
+        preset: probe(["scaling", "--preset", preset, "--n", SCALING_SIZES], env) for preset in ("default", "textbook")
+    }
+    lines = [
+        "Attention on one sentence of n tokens (Engine.run, median; peak = traced NumPy memory of the call; "
+        "the bare kernel is softmax(XXᵀ/√d)X alone). `--max-tokens` defaults to 512: longer sentences are "
+        "refused unless it is raised.",
+        "",
+        "| n | default preset | peak | textbook preset | peak | bare kernel | peak | weights kept |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for d, t in zip(results["default"]["rows"], results["textbook"]["rows"], strict=True):
+        mark = " (over --max-tokens)" if d["over_default_max_tokens"] else (" ← --max-tokens" if d["n"] == 512 else "")
+        lines.append(
+            f"| {d['n']}{mark} | {d['seconds'] * 1e3:.3f} ms | {d['peak_mb']:.2f} MB | {t['seconds'] * 1e3:.3f} ms "
+            f"| {t['peak_mb']:.2f} MB | {d['kernel_seconds'] * 1e3:.3f} ms | {d['kernel_peak_mb']:.2f} MB "
+            f"| {d['weights_mb']:.2f} MB |"
+        )
+    rows = results["default"]["rows"]
+    big = {r["n"]: r for r in rows}
+    growth = big[1024]["seconds"] / big[512]["seconds"]
+    mem_growth = big[1024]["peak_mb"] / big[512]["peak_mb"]
+    lines.append("")
+    lines.append(f"From 512 to 1024 tokens: time × {growth:.1f}, peak memory × {mem_growth:.1f} (n² predicts × 4).")
+    report.extra_tables.append("\n".join(lines))
+    report.details = results
+    report.rows.append(
+        Row(
+            "scaling: one sentence of 512 tokens (the `--max-tokens` default), default preset",
+            f"{big[512]['seconds'] * 1e3:.1f} ms, peak {big[512]['peak_mb']:.1f} MB",
+            f"bare kernel {big[512]['kernel_seconds'] * 1e3:.1f} ms, peak {big[512]['kernel_peak_mb']:.1f} MB",
+            f"{big[512]['seconds'] / big[512]['kernel_seconds']:.1f}× the kernel's time",
+            "",
+            None,
+        )
+    )
+    return report
+
+
+# ------------------------------------------------------------------------------ output
+def table(rows: list[Row]) -> str:
+    head = ["job", "ctxembed", "reference", "ratio", "target", "met?"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row.cells()) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=",".join(JOBS), help=f"comma-separated subset of {', '.join(JOBS)}")
+    parser.add_argument("--repeat", type=int, default=5, help="fresh processes per figure (default 5)")
+    parser.add_argument(
+        "--heavy-repeat", type=int, default=3, help="samples of the 30-second full-GloVe parses (default 3)"
+    )
+    args = parser.parse_args()
+    chosen = [job.strip() for job in args.only.split(",") if job.strip()]
+    unknown = set(chosen) - set(JOBS)
+    if unknown:
+        parser.error(f"unknown job(s) {', '.join(sorted(unknown))}; choose from {', '.join(JOBS)}")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    info = machine()
+    print(f"machine: {machine_line(info)}", file=sys.stderr)
+    reports: dict[str, Report] = {}
+    started = time.perf_counter()
+    for job in JOBS:
+        if job not in chosen:
+            continue
+        print(f"running {job} ...", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        if job == "coldstart":
+            reports[job] = coldstart(args.repeat)
+        elif job == "stores":
+            reports[job] = stores(args.repeat, args.heavy_repeat)
+        elif job == "batch":
+            reports[job] = batch(args.repeat)
+        else:
+            reports[job] = scaling()
+        reports[job].details["job_seconds"] = time.perf_counter() - t0
+    info["loadavg_end"] = os.getloadavg()
+    rows = [row for r in reports.values() for row in r.rows]
+    text = "\n\n".join(
+        [f"Machine: {machine_line(info)}. Medians of {args.repeat} fresh processes (min–max).", table(rows)]
+        + [t for r in reports.values() for t in r.extra_tables]
+    )
+    print(text)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    document = {
+        "schema": "ctxembed.benchmarks/1",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": info,
+        "machine_line": machine_line(info),
+        "repeat": args.repeat,
+        "heavy_repeat": args.heavy_repeat,
+        "total_seconds": time.perf_counter() - started,
+        "table": [row.__dict__ for row in rows],
+        "jobs": {job: r.details for job, r in reports.items()},
+    }
+    (RESULTS / "latest.json").write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
+    (RESULTS / "latest.md").write_text(text + "\n", encoding="utf-8")
+    print(f"\nwrote {RESULTS / 'latest.json'} ({document['total_seconds']:.0f} s)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
