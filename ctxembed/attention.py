@@ -307,6 +307,8 @@ def _normalize_rows(values: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     """Divide non-negative values (..., T) by their row sum. A zero-sum row becomes uniform over its
     allowed keys, or stays all zero if it has none (no 0 / 0)."""
     total = values.sum(axis=-1, keepdims=True)  # (..., T, 1)
+    if np.all(total > 0):  # the usual case: no row needs the fallback, so skip building it
+        return values / total  # (..., T, T)
     count = allowed.sum(axis=-1, keepdims=True)  # (..., T, 1)
     uniform = (allowed / np.maximum(count, 1)).astype(values.dtype)  # (..., T, T)
     ratio = values / np.where(total > 0, total, 1)  # (..., T, T)

@@ -311,10 +311,14 @@ def write_store(
     if quantize:
         codes, scales = quantize_int8(matrix)
         stored = codes
-        norms = np.linalg.norm(codes.astype(np.float32) * scales[:, None], axis=1)
     else:
         stored, scales = matrix, None
-        norms = np.linalg.norm(matrix, axis=1)
+    norms = np.empty(len(words), dtype=np.float32)  # (N,) in blocks: no second full-size copy
+    for start in range(0, len(words), _BLOCK_ROWS):
+        block = stored[start : start + _BLOCK_ROWS].astype(np.float32)  # (b, D)
+        if scales is not None:
+            block *= scales[start : start + _BLOCK_ROWS, None]
+        norms[start : start + len(block)] = np.linalg.norm(block, axis=1)
     encoded = [w.encode("utf-8") + b"\n" for w in words]
     if len(set(encoded)) != len(encoded):
         raise DataError(f"{path}: duplicate words")
@@ -352,8 +356,11 @@ def write_store(
             fh.write(MAGIC + len(header_bytes).to_bytes(8, "little") + header_bytes)
             fh.write(b"\0" * _pad(16 + len(header_bytes)))
             for _, blob in blobs:
-                data = blob if isinstance(blob, bytes) else np.ascontiguousarray(blob).tobytes()
-                fh.write(data)
+                if isinstance(blob, bytes) or blob.size == 0:
+                    data = bytes(blob) if not isinstance(blob, bytes) else blob
+                else:
+                    data = memoryview(np.ascontiguousarray(blob)).cast("B")
+                fh.write(data)  # a memoryview writes the array's own bytes: no copy of the matrix
                 fh.write(b"\0" * _pad(len(data)))
             fh.flush()
             os.fsync(fh.fileno())
