@@ -11,6 +11,7 @@ Data flows one way: text -> :mod:`tokenize` -> store rows -> shared projection (
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,15 +43,34 @@ _EULER_GAMMA = 0.5772156649
 
 @dataclass
 class Prepared:
-    """A sentence ready for attention: every token, and the ones that take part."""
+    """A sentence ready for attention: every token, and the ones that take part.
+
+    Static vectors are gathered from the store when first asked for, so that a batch of
+    sentences is gathered in one operation by :meth:`Engine.run`."""
 
     text: str
     tokens: list[Token]
     in_vocab: list[bool]  # per token: has a vector (in the vocabulary, or built from subwords)
     used: list[int]  # positions (into tokens) of the tokens that enter attention, in order
-    static: np.ndarray  # (T, d) float32 static vectors of the used tokens (zeros for --oov zero)
-    ranks: np.ndarray  # (T,) frequency rank (row) of each used token; -1 when it has none
-    keys: list[str | None] = field(default_factory=list)  # per token: the vocabulary word looked up
+    rows: list[int]  # per used token: its store row (= frequency rank), -1 when it has none
+    keys: list[str | None]  # per token: the vocabulary word looked up
+    extra: dict[int, np.ndarray]  # index into used -> a vector that is no store row (subwords, zeros)
+    store: VectorStore = field(repr=False)
+    _static: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def ranks(self) -> np.ndarray:
+        return np.array(self.rows, dtype=np.int64)  # (T,)
+
+    @property
+    def static(self) -> np.ndarray:
+        """(T, d) float32 static vectors of the used tokens (zeros for --oov zero)."""
+        if self._static is None:
+            static = self.store.rows(np.maximum(self.ranks, 0))  # (T, d)
+            for index, vector in self.extra.items():
+                static[index] = vector
+            self._static = static
+        return self._static
 
     @property
     def skipped(self) -> list[Token]:
@@ -246,11 +266,7 @@ class Engine:
                 f"sentence has {len(used)} tokens, more than --max-tokens {self.max_tokens} "
                 f"(attention keeps n^2 weights per head and layer)"
             )
-        ranks = np.array(rows, dtype=np.int64)  # (T,)
-        static = store.rows(np.maximum(ranks, 0))  # (T, d) one gather for the whole sentence
-        for index, vector in extra.items():
-            static[index] = vector
-        return Prepared(text, tokens, in_vocab, used, static, ranks, keys)
+        return Prepared(text, tokens, in_vocab, used, rows, keys, extra, store)
 
     def key_bias(self, ranks: np.ndarray) -> np.ndarray | None:
         """SIF: log(a / (a + p(w))) per key, with p from the Zipf estimate; 0 for words without a rank."""
@@ -272,11 +288,20 @@ class Engine:
             return []
         lengths = np.array([len(s.used) for s in sentences])  # (B,)
         B, T = len(sentences), int(lengths.max())
-        static = np.zeros((B, T, self.dim), dtype=np.float32)  # (B, T, d)
+        # one gather for the whole batch, scattered into the padded (B, T) grid
+        flat = np.fromiter(itertools.chain.from_iterable(s.rows for s in sentences), np.int64, int(lengths.sum()))
+        batch_index = np.repeat(np.arange(B), lengths)  # (N,) sentence of each token
+        starts = np.cumsum(lengths) - lengths  # (B,)
+        token_index = np.arange(len(flat)) - starts[batch_index]  # (N,) position within its sentence
         ranks = np.full((B, T), -1, dtype=np.int64)  # (B, T)
+        ranks[batch_index, token_index] = flat
+        static = np.zeros((B, T, self.dim), dtype=np.float32)  # (B, T, d)
+        static[batch_index, token_index] = self.store.rows(np.maximum(flat, 0))  # (N, d)
         for b, sentence in enumerate(sentences):
-            static[b, : lengths[b]] = sentence.static
-            ranks[b, : lengths[b]] = sentence.ranks
+            for index, vector in sentence.extra.items():
+                static[b, index] = vector
+            if sentence._static is None:
+                sentence._static = static[b, : lengths[b]]
         inputs = self.project_inputs(static)  # (B, T, d)
         bias = self.key_bias(ranks)  # (B, T) or None
         result = encode(inputs, self.settings.attention, self.params, lengths=lengths, key_bias=bias)

@@ -47,18 +47,22 @@ class Token(NamedTuple):
 def tokenize(sentence: str, *, lowercase: bool = True) -> list[Token]:
     """Split a sentence into tokens; ``lowercase`` sets whether keys are lower-cased."""
     normalised = sentence.translate(_APOSTROPHES)  # same length: offsets stay valid
-    tokens: list[Token] = []
-    for match in _TOKEN.finditer(normalised):
-        start, end = match.span()
-        key = match.group()
-        if "'" in key and (clitic := _CLITIC_END.fullmatch(key)):
-            split = start + len(clitic.group(1))
-            pieces = ((start, split, clitic.group(1)), (split, end, clitic.group(2)))
-        else:
-            pieces = ((start, end, key),)
-        for a, b, piece in pieces:
-            tokens.append(Token(sentence[a:b], piece.lower() if lowercase else piece, len(tokens), a, b))
-    return tokens
+    spans = [match.span() for match in _TOKEN.finditer(normalised)]
+    if "'" in normalised:
+        spans = [piece for span in spans for piece in _split_clitic(normalised, *span)]
+    texts = [sentence[a:b] for a, b in spans]
+    keys = [normalised[a:b].lower() for a, b in spans] if lowercase else [normalised[a:b] for a, b in spans]
+    starts, ends = zip(*spans, strict=True) if spans else ((), ())
+    return list(map(Token, texts, keys, range(len(spans)), starts, ends))
+
+
+def _split_clitic(text: str, start: int, end: int) -> tuple[tuple[int, int], ...]:
+    """One span, or two when the word ends in a clitic (the only Python-level work per token)."""
+    word = text[start:end]
+    if "'" in word and (clitic := _CLITIC_END.fullmatch(word)):
+        split = start + len(clitic.group(1))
+        return ((start, split), (split, end))
+    return ((start, end),)
 
 
 def pretokenized(words: Sequence[str], *, lowercase: bool = True) -> list[Token]:
