@@ -361,6 +361,7 @@ class Engine:
             "weights": weights,
             "context": context,
             "output": result.contextual if layer == a.layers - 1 else None,
+            "shared_projection": self.projection is not None and layer == 0,
         }
 
     # ------------------------------------------------------------------ neighbours

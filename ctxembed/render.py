@@ -169,6 +169,8 @@ def render_explain(console: Console, steps: dict, result) -> None:
             style="bold",
         )
     )
+    if steps.get("shared_projection"):
+        console.print("   (static vectors after the shared projection (x - mean)(I - U Uᵀ): all-but-the-top)")
     for label, vector in zip(tokens, x, strict=True):
         console.print(f"   {label:>12} {_vector_text(vector)}")
     same = np.array_equal(steps["queries"], x) and np.array_equal(steps["keys"], x)
@@ -223,12 +225,11 @@ def render_explain(console: Console, steps: dict, result) -> None:
         )
     )
     console.print(Text("7. context_i = sum_j weight_ij * v_j", style="bold"))
-    values, weights, context = steps["values"], steps["weights"], steps["context"]
+    weights, context = steps["weights"], steps["context"]
     for i, label in enumerate(tokens):
         terms = " + ".join(f"{weights[i, j]:.2f}·{tokens[j]}" for j in range(len(tokens)) if weights[i, j] >= 0.005)
         console.print(f"   {label:>12} = {terms or '0'}")
         console.print(f"   {'':>12} = {_vector_text(context[i])}")
-    del values
     if steps["residual"] or steps["layer_norm"]:
         parts = []
         if steps["residual"]:

@@ -179,6 +179,7 @@ def explain_steps(steps: dict, result: Contextualized, config: AttentionConfig) 
         "residual": config.residual,
         "residual_scale": config.residual_scale,
         "layer_norm": config.layer_norm,
+        "shared_projection": steps["shared_projection"],
     }
     if steps["output"] is not None:
         doc["output"] = steps["output"]
