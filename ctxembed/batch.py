@@ -14,6 +14,7 @@ back in input order; at most two chunks per worker are in flight, so memory stay
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import os
 import sys
@@ -191,8 +192,10 @@ def _ordered_results(engine: Engine, chunks: Iterator, options: dict, workers: i
     if second is not None or len(first) >= _INDEX_AFTER_LINES:
         _build_vocabulary_index(engine)  # before the fork, so the workers share it
     count = workers or (min(os.cpu_count() or 1, 2) if second is not None else 1)
+    # chain, not a tuple: (first, second, *chunks) would read the whole input into memory
+    blocks = itertools.chain((first,) if second is None else (first, second), chunks)
     if count <= 1 or "fork" not in _start_methods():
-        for block in (first, second, *chunks) if second is not None else (first,):
+        for block in blocks:
             yield process_chunk(engine, block, options)
         return
     import multiprocessing
@@ -209,7 +212,7 @@ def _ordered_results(engine: Engine, chunks: Iterator, options: dict, workers: i
     finally:
         gc.unfreeze()
     with pool:
-        for block in (first, second, *chunks) if second is not None else (first,):
+        for block in blocks:
             pending.append(pool.apply_async(_worker, (block,)))
             if len(pending) >= 2 * count:
                 yield pending.popleft().get()
