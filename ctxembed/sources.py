@@ -219,8 +219,25 @@ def describe(spec: str | None, *, limit: int | None = None) -> dict:
             subwords=store.subwords is not None,
         )
     else:
-        info.update(name=source.path.name, words=None, dim=None, dtype=None, lowercase=None, subwords=None)
+        words, dim = _announced_size(source.path, fmt)
+        if words is not None and limit:
+            words = min(words, limit)
+        info.update(name=source.path.name, words=words, dim=dim, dtype=None, lowercase=None, subwords=None)
     return info
+
+
+def _announced_size(path: Path, fmt: str) -> tuple[int | None, int | None]:
+    """(words, dimension) from a file's first line, without parsing it: the word2vec header, or
+    the number of values on GloVe's first line (its word count would need a full pass)."""
+    from ctxembed.formats import open_maybe_compressed
+
+    if fmt not in ("word2vec-text", "fasttext-vec", "word2vec-binary", "glove-text"):
+        return None, None
+    with open_maybe_compressed(path) as fh:
+        first = fh.readline(1 << 16).split()
+    if fmt == "glove-text":
+        return None, len(first) - 1
+    return int(first[0]), int(first[1])
 
 
 def stats_cache_path(store: VectorStore, kind: str) -> Path | None:

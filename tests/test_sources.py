@@ -137,3 +137,17 @@ def test_unwritable_cache_is_a_clear_data_error(glove_file, monkeypatch, tmp_pat
     monkeypatch.setenv("CTXEMBED_CACHE_DIR", str(blocked))
     with pytest.raises(DataError, match="cannot write the store .*CTXEMBED_CACHE_DIR"):
         open_vectors(str(glove_file))
+
+
+def test_info_reads_sizes_from_the_header_without_converting(tmp_path, isolated_env):
+    kv = KeyedVectors(vector_size=3)
+    kv.add_vectors(WORDS, np.ones((4, 3), dtype=np.float32))
+    w2v = tmp_path / "v.bin"
+    kv.save_word2vec_format(str(w2v), binary=True)
+    info = describe(str(w2v))
+    assert (info["format"], info["words"], info["dim"], info["cache_state"]) == ("word2vec-binary", 4, 3, "missing")
+    glove = tmp_path / "g.txt"
+    kv.save_word2vec_format(str(glove), write_header=False)
+    info = describe(str(glove), limit=2)
+    assert (info["format"], info["words"], info["dim"]) == ("glove-text", None, 3)
+    assert list(isolated_env.glob("*.ctxv")) == []  # describing converts nothing
