@@ -81,13 +81,9 @@ def process_chunk(engine: Engine, chunk: list[tuple[int, bytes]], options: dict)
             prepared.append((len(records) - 1, engine.prepare(text)))
         except CtxembedError as exc:
             record["error"] = exc.message
-    # group by length so padding is small; results come back per sentence
-    prepared.sort(key=lambda item: len(item[1].used))
-    step = 256
-    for start in range(0, len(prepared), step):
-        group = prepared[start : start + step]
-        for (index, _), result in zip(group, engine.run([p for _, p in group]), strict=True):
-            _fill(records[index], result, options)
+    results = engine.run_many([p for _, p in prepared])
+    for (index, _), result in zip(prepared, results, strict=True):
+        _fill(records[index], result, options)
     return b"".join(_encode(record) for record in records)
 
 

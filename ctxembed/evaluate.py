@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxembed import explore
 from ctxembed.errors import DataError, UsageError
 from ctxembed.explore import Engine
 from ctxembed.settings import Settings, build_settings
@@ -110,23 +111,16 @@ def target_vectors(
         for (n, sentence), row in zip(prepared, rows, strict=True):
             vectors[n], found[n] = sentence.static[row], True
         return vectors, found, coverage
-    prepared_sorted = sorted(range(len(prepared)), key=lambda i: len(prepared[i][1].used))
-    for start in range(0, len(prepared_sorted), 512):
-        chunk = prepared_sorted[start : start + 512]
-        results = engine.run([prepared[i][1] for i in chunk])
-        for i, result in zip(chunk, results, strict=True):
-            n = prepared[i][0]
-            vectors[n], found[n] = result.contextual[rows[i]], True
+    results = engine.run_many([sentence for _, sentence in prepared], group=512)
+    for (n, _), row, result in zip(prepared, rows, results, strict=True):
+        vectors[n], found[n] = result.contextual[row], True
     return vectors, found, coverage
 
 
 def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cosine of each row pair (n, d), (n, d) -> (n,), in float64 and rounded to 1e-10, so identical
     vectors tie at exactly 1 instead of scattering around it by float32 rounding."""
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    dots = np.einsum("nd,nd->n", a, b)  # (n,)
-    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)  # (n,)
-    cosines = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+    cosines = explore.row_cosines(a.astype(np.float64), b.astype(np.float64))  # (n,)
     return np.round(np.clip(cosines, -1.0, 1.0), 10)
 
 

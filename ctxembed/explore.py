@@ -108,10 +108,11 @@ class Contextualized:
         NaN when the two live in spaces of different size."""
         if self.inputs.shape[1] != self.contextual.shape[1]:
             return np.full(len(self.contextual), np.nan)
-        return _row_cosines(self.inputs, self.contextual)
+        return row_cosines(self.inputs, self.contextual)
 
 
-def _row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine of each row pair (n, d), (n, d) -> (n,), in the inputs' dtype; zero rows give 0."""
     dots = np.einsum("td,td->t", a, b)  # (T,)
     norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)  # (T,)
     return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
@@ -323,6 +324,16 @@ class Engine:
             )
         return out
 
+    def run_many(self, sentences: Sequence[Prepared], *, group: int = 256) -> list[Contextualized]:
+        """:meth:`run` in groups of similar length, so padding stays small; results in input order."""
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].used))
+        results: list[Contextualized | None] = [None] * len(sentences)
+        for start in range(0, len(order), group):
+            chunk = order[start : start + group]
+            for i, result in zip(chunk, self.run([sentences[i] for i in chunk]), strict=True):
+                results[i] = result
+        return results
+
     def contextualize(self, text: str) -> Contextualized:
         return self.run([self.prepare(text)])[0]
 
@@ -332,11 +343,7 @@ class Engine:
         scaled scores, key bias, weights and the weighted sums."""
         a = self.settings.attention
         x = result.layer_inputs[layer][None]  # (1, T, d_l)
-        layer_params = (self.params or [None] * a.layers)[layer]
-        if layer_params is None:
-            from ctxembed.attention import LayerParams
-
-            layer_params = LayerParams()
+        layer_params = (self.params or identity_params(a))[layer]
         q, k, v = project_heads(x.astype(np.float64), layer_params, a.heads)  # (1, h, T, d_k) ...
         q, k, v = q[0, head], k[0, head], v[0, head]  # (T, d_k), (T, d_k), (T, d_v)
         raw = attention_scores(q, k, scale=False)  # (T, T)
@@ -387,11 +394,4 @@ class Engine:
             squares[start:stop] = centred - ((products[:, 2:] - mu_top) ** 2).sum(axis=1)
         denom = np.sqrt(np.maximum(squares, 0)) * np.linalg.norm(vector)  # (N,)
         sims = np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 1e-9)  # (N,)
-        for word in exclude:
-            row = store.find(word)
-            if row is not None:
-                sims[row] = -np.inf
-        k = min(k, len(store))
-        top = np.argpartition(-sims, k - 1)[:k]
-        top = top[np.argsort(-sims[top], kind="stable")]
-        return [(store.word_at(int(i)), float(sims[i])) for i in top if np.isfinite(sims[i])]
+        return store.top_words(sims, k, exclude)

@@ -17,7 +17,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxembed.errors import DataError, UsageError
-from ctxembed.store import STORE_SUFFIX, VectorStore, write_store
+from ctxembed.store import STORE_SUFFIX, VectorStore, atomic_file, write_store
 
 DEFAULT_STORE_NAME = "glove-6B-100d-200k.ctxv"
 DEFAULT_SOURCE = "default"
@@ -253,13 +252,7 @@ def stats_cache_path(store: VectorStore, kind: str) -> Path | None:
 def save_npz_atomic(path: Path, **arrays) -> None:
     """Best effort: a cache that cannot be written is simply not kept."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "wb") as fh:
+        with atomic_file(path) as fh:
             np.savez(fh, **arrays)
-        os.replace(tmp, path)
     except OSError:
-        Path(tmp).unlink(missing_ok=True)
+        pass

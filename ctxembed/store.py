@@ -30,6 +30,7 @@ import mmap
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -255,15 +256,19 @@ class VectorStore:
 
     def most_similar(self, vector: np.ndarray, k: int = 10, exclude: Iterable[str] = ()) -> list[tuple[str, float]]:
         """The k words whose vectors have the highest cosine with ``vector``, best first."""
-        sims = self.cosine_to_all(vector)  # (N,)
+        return self.top_words(self.cosine_to_all(vector), k, exclude)
+
+    def top_words(self, scores: np.ndarray, k: int, exclude: Iterable[str] = ()) -> list[tuple[str, float]]:
+        """The k words with the highest ``scores`` (N,), best first, leaving out ``exclude``."""
+        scores = np.array(scores)  # (N,) a copy: excluded words are set to -inf below
         banned = [row for row in map(self.find, exclude) if row is not None]
-        sims[banned] = -np.inf
+        scores[banned] = -np.inf
         k = max(0, min(k, len(self) - len(banned)))
         if k == 0:
             return []
-        top = np.argpartition(-sims, k - 1)[:k]  # unordered top k, O(N)
-        top = top[np.argsort(-sims[top], kind="stable")]
-        return [(self.word_at(int(i)), float(sims[i])) for i in top]
+        top = np.argpartition(-scores, k - 1)[:k]  # unordered top k, O(N)
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(self.word_at(int(i)), float(scores[i])) for i in top]
 
     def head(self, n: int) -> VectorStore:
         """The n most frequent words (the first n rows) as a store of their own; shares memory."""
@@ -349,19 +354,30 @@ def write_store(
         header["subwords"] = {"min_n": subwords.min_n, "max_n": subwords.max_n, "bucket": len(subwords.ngrams)}
     header_bytes = json.dumps(header, ensure_ascii=False).encode("utf-8")
 
+    with atomic_file(path) as fh:
+        fh.write(MAGIC + len(header_bytes).to_bytes(8, "little") + header_bytes)
+        fh.write(b"\0" * _pad(16 + len(header_bytes)))
+        for _, blob in blobs:
+            if isinstance(blob, bytes):
+                data = blob
+            elif blob.size == 0:
+                data = b""  # memoryview cannot cast an empty array
+            else:
+                data = memoryview(np.ascontiguousarray(blob)).cast("B")  # the array's own bytes: no copy
+            fh.write(data)
+            fh.write(b"\0" * _pad(len(data)))
+    return path
+
+
+@contextmanager
+def atomic_file(path: Path):
+    """Open a temporary file beside ``path`` for binary writing; on success it is synced and renamed
+    to ``path`` (mode 0644), on any error removed, so no half-written file is ever left."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(MAGIC + len(header_bytes).to_bytes(8, "little") + header_bytes)
-            fh.write(b"\0" * _pad(16 + len(header_bytes)))
-            for _, blob in blobs:
-                if isinstance(blob, bytes) or blob.size == 0:
-                    data = bytes(blob) if not isinstance(blob, bytes) else blob
-                else:
-                    data = memoryview(np.ascontiguousarray(blob)).cast("B")
-                fh.write(data)  # a memoryview writes the array's own bytes: no copy of the matrix
-                fh.write(b"\0" * _pad(len(data)))
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp_name, 0o644)  # mkstemp makes 0600; a store is not a secret
@@ -369,4 +385,3 @@ def write_store(
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
-    return path
