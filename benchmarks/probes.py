@@ -135,7 +135,7 @@ def coldstart_profile() -> None:
     found = {}
     for label, (file, name) in phases.items():
         found[label] = sum(v[3] for k, v in stats.items() if k[0].endswith(file) and k[2] == name)
-    total = sum(v[3] for k, v in stats.items() if k[2] == "main" and k[0].endswith("ctxembed/cli.py"))
+    total = sum(v[3] for k, v in stats.items() if k[2] == "main" and k[0].endswith("ctxembed/cli/__init__.py"))
     emit({"import ctxembed.cli": imported - start, "main (profiled)": total, "phases": found})
 
 
@@ -149,7 +149,7 @@ def batch_stages(corpus: str, n: int) -> None:
     import bare_kernel
     import numpy as np
 
-    from ctxembed import batch
+    from ctxembed import records as rec
     from ctxembed.explore import Engine
     from ctxembed.settings import build_settings
     from ctxembed.sources import open_vectors
@@ -182,7 +182,7 @@ def batch_stages(corpus: str, n: int) -> None:
     start = time.perf_counter()
     engine.bulk()  # what batch does before its first chunk: dict lookups
     index_seconds = time.perf_counter() - start
-    clock("parse_line", lambda: [batch.parse_line(i, line) for i, line in enumerate(raw, 1)])
+    clock("parse_line", lambda: [rec.parse_line(i, line) for i, line in enumerate(raw, 1)])
     clock("tokenize (inside prepare)", lambda: [tokenize(t) for t in texts])
     prepared = clock("prepare, dict lookups (batch)", lambda: [engine.prepare(t) for t in texts])
     prepared.sort(key=lambda p: len(p.used))
@@ -194,19 +194,19 @@ def batch_stages(corpus: str, n: int) -> None:
         records = []
         for result in results:
             record = {"line": 1}
-            batch._fill(record, result, options)
+            rec._fill(record, result, options)
             records.append(record)
         return records
 
     records = clock("records (_fill)", fill)
-    clock("JSON (_encode)", lambda: [batch._encode(r) for r in records])
+    clock("JSON (_encode)", lambda: [rec._encode(r) for r in records])
     chunks = [list(enumerate(raw, 1))[i : i + 1024] for i in range(0, len(raw), 1024)]
-    clock("process_chunk, everything", lambda: [batch.process_chunk(engine, c, options) for c in chunks])
+    clock("process_chunk, everything", lambda: [rec.process_chunk(engine, c, options) for c in chunks])
     no_weights = dict(options, weights=False)
-    clock("process_chunk, --no-weights", lambda: [batch.process_chunk(engine, c, no_weights) for c in chunks])
+    clock("process_chunk, --no-weights", lambda: [rec.process_chunk(engine, c, no_weights) for c in chunks])
 
     profile = cProfile.Profile()
-    profile.runcall(lambda: [batch.process_chunk(engine, c, options) for c in chunks])
+    profile.runcall(lambda: [rec.process_chunk(engine, c, options) for c in chunks])
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(12)
     top = [line.strip() for line in text.getvalue().splitlines() if "(" in line and "/" in line][:12]
