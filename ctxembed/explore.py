@@ -136,15 +136,12 @@ def vocabulary_directions(store: VectorStore, n_words: int, n_directions: int) -
     Reading a 200k-word store costs ~0.1 s, so the result is cached next to the vector cache,
     keyed by the store file's path, size and mtime.
     """
-    from ctxembed.sources import stats_cache_path
+    from ctxembed.sources import load_npz_checked, stats_cache_path
 
     cache = stats_cache_path(store, f"abtt-{n_words}-{n_directions}")
-    if cache is not None and cache.exists():
-        try:
-            with np.load(cache, allow_pickle=False) as saved:
-                return saved["mean"], saved["directions"]
-        except (OSError, ValueError, KeyError):
-            pass  # a damaged cache is recomputed below
+    saved = load_npz_checked(cache, ("mean", "directions")) if cache is not None else None
+    if saved is not None:
+        return saved["mean"], saved["directions"]
     mean = np.zeros(store.dim, dtype=np.float64)  # (d,)
     scatter = np.zeros((store.dim, store.dim), dtype=np.float64)  # (d, d) sum of x xᵀ
     for start, block in store.iter_blocks():

@@ -3,8 +3,11 @@
 ``open_vectors(source)`` is the one entry point the commands use. A foreign file is parsed
 through gensim once and written as a store under the cache directory; later runs open that
 store with mmap and never import gensim. The cache file is named after the source path and
-``--limit``; its header records the source's size and modification time, so a changed
-source is noticed (the cache is then stale and rebuilt).
+``--limit``; its header records the source's size and modification time, taken before parsing,
+so a changed source is noticed (the cache is then stale and rebuilt). A conversion holds a lock
+file beside its cache file, so two processes never convert the same source at once: the second
+waits and then uses the first one's cache. A damaged cache (checksum mismatch) is rebuilt from
+its source with one note on stderr; a damaged shipped store asks for a reinstall.
 
 Cache directory: ``$CTXEMBED_CACHE_DIR``, else ``$XDG_CACHE_HOME/ctxembed``, else
 ``~/.cache/ctxembed``.
@@ -12,11 +15,14 @@ Cache directory: ``$CTXEMBED_CACHE_DIR``, else ``$XDG_CACHE_HOME/ctxembed``, els
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 import sys
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,14 +72,38 @@ def resolve(spec: str | None) -> Source:
     if spec is None or spec == "" or spec == DEFAULT_SOURCE:
         path = default_store_path()
         if not path.exists():
-            raise DataError(f"{path}: the default vectors are missing from this installation")
+            raise DataError(f"{path}: the default vectors are missing from this installation; reinstall ctxembed")
         return Source(DEFAULT_SOURCE, path, "default")
     path = Path(spec).expanduser()
-    if path.exists():
-        return Source(spec, path.resolve(), "file")
+    if os.path.lexists(path):
+        return Source(spec, regular_file(path, spec), "file")
     if os.sep not in spec and _GENSIM_DATA_NAME.match(spec) and not Path(spec).suffix:
         return Source(spec, _gensim_data_file(spec), "gensim-data")
     raise DataError(f"{spec}: no such file (nor a gensim-data name such as glove-wiki-gigaword-50)")
+
+
+def regular_file(path: Path, label: str | os.PathLike | None = None) -> Path:
+    """``path`` resolved, if it is a readable regular file; else a DataError that says what it is.
+
+    A FIFO or a device would block or never end, a directory cannot be parsed, and a symbolic
+    link loop is not "no such file"."""
+    label = label or path
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise DataError(f"{label}: broken symbolic link (points to {os.readlink(path)})") from None
+        raise DataError(f"{label}: no such file") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DataError(f"{label}: symbolic link loop") from None
+        raise DataError(f"{label}: cannot read ({exc.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise DataError(f"{label}: is a directory, not a vector file")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise DataError(f"{label}: is {kind}, not a regular file; vectors must be read from a file")
+    return path.resolve()
 
 
 def _gensim_data_file(name: str) -> Path:
@@ -86,19 +116,35 @@ def _gensim_data_file(name: str) -> Path:
     cached = sorted(p for p in folder.glob("*") if p.is_file() and not p.name.startswith(("__", ".")))
     if cached:
         return cached[0]
-    print(f"downloading {name} through gensim's downloader into {folder} ...", file=sys.stderr)
-    try:
-        import gensim.downloader as downloader
+    import logging
 
+    import gensim.downloader as downloader
+
+    # gensim logs a traceback when its catalogue cannot be fetched; the error below says it in one line
+    log = logging.getLogger(downloader.__name__)
+    was_disabled, log.disabled = log.disabled, True
+    try:
+        try:
+            catalogue = downloader.info()  # from the network, else gensim's cached copy
+        except ValueError:  # no network and no cached catalogue
+            raise DataError(
+                f"{name}: cannot reach gensim-data to look this name up (offline?); "
+                f"put the file in {folder}/ or pass a file path"
+            ) from None
+        if name not in catalogue.get("models", {}) and name not in catalogue.get("corpora", {}):
+            raise DataError(f"{name}: not a gensim-data model name (see gensim.downloader.info())")
+        print(f"downloading {name} through gensim's downloader into {folder} ...", file=sys.stderr)
         return Path(downloader.load(name, return_path=True))
-    except ValueError:
-        raise DataError(f"{name}: not a gensim-data model name (see gensim.downloader.info())") from None
+    except DataError:
+        raise
     except Exception as exc:  # urllib raises many kinds; all mean the same thing here
         reason = getattr(exc, "reason", None) or exc
         raise DataError(
             f"{name}: cannot download through gensim's downloader ({reason}); offline? "
             f"put the file in {folder}/ or pass a file path"
         ) from None
+    finally:
+        log.disabled = was_disabled
 
 
 def _fingerprint(path: Path) -> dict:
@@ -114,14 +160,14 @@ def cache_path(path: Path, limit: int | None) -> Path:
 
 
 def cache_state(path: Path, limit: int | None) -> tuple[Path, str]:
-    """(cache file, "fresh" | "stale" | "missing") for a foreign source file."""
+    """(cache file, "fresh" | "stale" | "damaged" | "missing") for a foreign source file."""
     target = cache_path(path, limit)
     if not target.exists():
         return target, "missing"
     try:
         store = VectorStore.open(target)
     except DataError:
-        return target, "stale"
+        return target, "damaged"
     fresh = store.meta.get("source_fingerprint") == _fingerprint(path)
     return target, "fresh" if fresh else "stale"
 
@@ -132,13 +178,16 @@ def convert(
     """Parse a foreign file through gensim and write it as a store at ``out``."""
     from ctxembed.formats import load_foreign
 
+    fingerprint = _fingerprint(path)  # before parsing: a file replaced meanwhile is caught below
     loaded = load_foreign(path, fmt, limit=limit, trust=trust)
     if not loaded.words:
         raise DataError(f"{path}: no vectors in the file")
+    if _fingerprint(path) != fingerprint:
+        raise DataError(f"{path}: the file changed while it was being converted; run again when it is complete")
     meta = {
         "name": name or path.name,
         "format": fmt,
-        "source_fingerprint": _fingerprint(path),
+        "source_fingerprint": fingerprint,
         "limit": limit,
         "quantized": "int8" if quantize else None,
     }
@@ -161,7 +210,7 @@ def open_vectors(
         raise UsageError(f"--limit must be a positive number of words, not {limit}")
     source = resolve(spec)
     if source.kind == "default":
-        return _limited(VectorStore.open(source.path), limit)
+        return _limited(open_shipped(source.path), limit)
     from ctxembed.formats import detect_format
 
     fmt = detect_format(source.path)
@@ -171,16 +220,68 @@ def open_vectors(
         from ctxembed.formats import load_foreign
 
         load_foreign(source.path, fmt, trust=False)  # raises the UsageError that explains --trust
-    # A fresh cache of the whole file serves every --limit.
-    for cache_limit in (None, limit) if limit else (None,):
-        target, state = cache_state(source.path, cache_limit)
-        if state == "fresh":
-            return _limited(VectorStore.open(target), limit)
     target = cache_path(source.path, limit)
-    if on_convert is not None:
-        on_convert(f"converting {source.path} ({fmt}) once into the cache {target}")
-    convert(source.path, fmt, target, limit=limit, trust=trust)
-    return VectorStore.open(target)
+    with _conversion_lock(target):
+        # A fresh cache of the whole file serves every --limit.
+        damaged = None
+        for cache_limit in (None, limit) if limit else (None,):
+            cached, state = cache_state(source.path, cache_limit)
+            if state == "fresh":
+                return _limited(_open_cache(cached, source.path), limit)
+            if state == "damaged" and cache_limit == limit:
+                damaged = cached
+        if on_convert is not None:
+            if damaged is not None:
+                on_convert(f"the cache {damaged} is damaged; rebuilding it from {source.path}")
+            else:
+                on_convert(f"converting {source.path} ({fmt}) once into the cache {target}")
+        convert(source.path, fmt, target, limit=limit, trust=trust)
+        return _open_cache(target, source.path)
+
+
+def open_shipped(path: Path) -> VectorStore:
+    """The shipped store; damage there cannot be repaired by ctxembed, only by a reinstall."""
+    hint = "reinstall ctxembed (pip install --force-reinstall ctxembed) to restore the shipped vectors"
+    try:
+        store = VectorStore.open(path)
+    except DataError as exc:
+        raise DataError(f"{exc.message}; {hint}") from None
+    store.damage_hint = hint
+    return store
+
+
+def _open_cache(target: Path, source: Path) -> VectorStore:
+    store = VectorStore.open(target)
+
+    def remove_damaged() -> str:
+        target.unlink(missing_ok=True)
+        return f"the damaged cache was removed; the next run rebuilds it from {source}"
+
+    store.damage_hint = remove_damaged
+    return store
+
+
+class _conversion_lock:
+    """Hold ``<cache>.lock`` while checking and (re)building a cache; no lock if it cannot be made."""
+
+    def __init__(self, target: Path):
+        self.target = target
+        self.lock = None
+
+    def __enter__(self):
+        from filelock import FileLock
+
+        try:
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+            self.lock = FileLock(f"{self.target}.lock")
+            self.lock.acquire()
+        except OSError:  # a read-only cache folder: convert() explains when it cannot write
+            self.lock = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.lock is not None:
+            self.lock.release()
 
 
 def _limited(store: VectorStore, limit: int | None) -> VectorStore:
@@ -249,10 +350,52 @@ def stats_cache_path(store: VectorStore, kind: str) -> Path | None:
     return cache_dir() / f"stats-{kind}-{key}.npz"
 
 
+def _arrays_crc(arrays: dict[str, np.ndarray]) -> int:
+    crc = 0
+    for key in sorted(arrays):
+        array = np.ascontiguousarray(arrays[key])
+        crc = zlib.crc32(f"{key}:{array.dtype.str}:{array.shape}".encode(), crc)
+        crc = zlib.crc32(memoryview(array).cast("B") if array.size else b"", crc)
+    return crc
+
+
 def save_npz_atomic(path: Path, **arrays) -> None:
-    """Best effort: a cache that cannot be written is simply not kept."""
+    """Write a statistics cache with a checksum of its arrays. Best effort: a cache that cannot
+    be written is simply not kept."""
+    arrays = {key: np.ascontiguousarray(value) for key, value in arrays.items()}
     try:
         with atomic_file(path) as fh:
-            np.savez(fh, **arrays)
+            np.savez(fh, **arrays, _crc32=np.array(_arrays_crc(arrays), dtype=np.int64))
     except OSError:
         pass
+
+
+def load_npz_checked(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray] | None:
+    """A statistics cache written by :func:`save_npz_atomic`, or None when it is missing.
+
+    A damaged one (empty, truncated, not a zip, missing keys, checksum mismatch, non-finite
+    numbers) is removed with one note on stderr, and None returned, so the caller rebuilds it."""
+    if not path.exists():
+        return None
+    problem = None
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            arrays = {key: saved[key] for key in keys}
+            crc = int(saved["_crc32"])
+    except KeyError as exc:
+        problem = f"no {exc.args[0]!r} in it"
+    except Exception as exc:  # noqa: BLE001 - EOFError, BadZipFile, ValueError, OSError...: all mean damaged
+        problem = type(exc).__name__
+    else:
+        if crc != _arrays_crc(arrays):
+            problem = "checksum mismatch"
+        elif not all(np.isfinite(a).all() for a in arrays.values() if a.dtype.kind == "f"):
+            problem = "non-finite numbers"
+        else:
+            return arrays
+    print(f"ctxembed: note: the statistics cache {path} is damaged ({problem}); rebuilding it", file=sys.stderr)
+    try:
+        path.unlink()
+    except OSError:
+        pass
+    return None

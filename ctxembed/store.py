@@ -8,11 +8,21 @@ File layout (all integers little-endian)::
 
     8 bytes   magic b"CTXEMB\\x00\\x01"
     8 bytes   header length H (uint64)
-    H bytes   header, UTF-8 JSON: count, dim, dtype, sections {name: [offset, nbytes]}, metadata
+    H bytes   header, UTF-8 JSON: count, dim, dtype, sections {name: [offset, nbytes]}, metadata,
+              extra {name: {key: {offset, nbytes, dtype, shape}}} (named groups of arrays, e.g. the
+              all-but-the-top statistics "abtt"), checksums (version 2)
     padding   to a multiple of 64 bytes; section offsets count from here
     sections  vocab (each word + "\\n"), order (int32, N: rows sorted by their bytes, for binary
               search), norms (float32, N), scales (float32, N; int8 only),
-              matrix (N, D) float32 or int8, ngrams (bucket, D) float32 (fastText subwords only)
+              matrix (N, D) float32 or int8, ngrams (bucket, D) float32 (fastText subwords only),
+              then the arrays of the extra sections
+
+Checksums (version 2): the header carries ``header_crc32`` (CRC-32 of its own canonical JSON
+without that key) and ``checksums`` = {"block": B, "crc32": {blob: [crc of each B-byte block]}}.
+The header, vocabulary and order are verified when the store opens (~4 MB for 200k words); the
+other blobs block by block on first use in the process, so looking up a sentence's words checks
+a few 1 MiB blocks instead of the whole matrix (a full CRC-32 of the 24 MB default store costs
+several times its ~5 ms open). Version 1 stores (no checksums) stay readable.
 
 Example::
 
@@ -29,7 +39,8 @@ import json
 import mmap
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +50,10 @@ import numpy as np
 from ctxembed.errors import DataError
 
 MAGIC = b"CTXEMB\x00\x01"
-STORE_VERSION = 1
+STORE_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
+_CHECK_BLOCK = 1 << 20  # bytes per checksummed block
+_EAGER_BLOBS = ("vocab", "order")  # verified at open: every lookup reads them
 STORE_SUFFIX = ".ctxv"
 _ALIGN = 64
 _BLOCK_ROWS = 32768  # rows per block in whole-vocabulary scans: bounds the float32 temporary to ~13 MB
@@ -83,17 +97,28 @@ class VectorStore:
         self.meta: dict = header.get("meta", {})
         self.dim: int = int(header["dim"])
         count = int(header["count"])
+        if count < 0 or self.dim < 1:
+            raise DataError(f"{path}: store header is corrupt (count {count}, dim {self.dim})")
         sections = header["sections"]
         data_start = header["_data_start"]
+        self._checks = _Checksums(path, header, buffer, data_start)
+        # appended to a checksum error, e.g. "reinstall ctxembed"; a callable is called (once) for it
+        self.damage_hint: str | Callable[[], str] = ""
 
         def section(name: str, dtype, shape):
-            offset, nbytes = sections[name]
+            offset, nbytes = (int(x) for x in sections[name])
             n_items = int(np.prod(shape)) if shape else 0
-            if nbytes != n_items * np.dtype(dtype).itemsize or data_start + offset + nbytes > len(buffer):
+            if (
+                offset < 0
+                or nbytes != n_items * np.dtype(dtype).itemsize
+                or data_start + offset + nbytes > len(buffer)
+            ):
                 raise DataError(f"{path}: store is truncated or corrupt (section {name!r})")
             return np.frombuffer(buffer, dtype=dtype, count=n_items, offset=data_start + offset).reshape(shape)
 
-        offset, nbytes = sections["vocab"]
+        offset, nbytes = (int(x) for x in sections["vocab"])
+        if offset < 0 or nbytes < 0 or data_start + offset + nbytes > len(buffer):
+            raise DataError(f"{path}: store is truncated or corrupt (section 'vocab')")
         self._vocab = bytes(buffer[data_start + offset : data_start + offset + nbytes])  # UTF-8, "\n"-joined
         # (N+1,) start of each word in the vocab, from its newlines: word i = vocab[o[i] : o[i+1] - 1]
         self._offsets = np.zeros(count + 1, dtype=np.int64)
@@ -102,6 +127,10 @@ class VectorStore:
             raise DataError(f"{path}: store is corrupt (header says {count} words, found {len(newlines)})")
         self._offsets[1:] = newlines + 1
         self._order = section("order", np.int32, (count,))  # (N,) rows sorted by their UTF-8 bytes
+        for name in _EAGER_BLOBS:
+            self._checks.whole(name, self)
+        if count and (int(self._order.min()) < 0 or int(self._order.max()) >= count):
+            raise DataError(f"{path}: store is corrupt (section 'order' points outside the vocabulary)")
         self.count = count
         self._words: list[str] | None = None
         self._index: dict[str, int] | None = None
@@ -113,8 +142,10 @@ class VectorStore:
             sub = header["subwords"]
             ngrams = section("ngrams", np.float32, (int(sub["bucket"]), self.dim))
             self.subwords = Subwords(ngrams, int(sub["min_n"]), int(sub["max_n"]))
+        self._extra: dict = header.get("extra") or {}
         self.lowercase: bool = bool(header.get("lowercase", False))
         self._buffer = buffer
+        self._data_start = data_start
 
     # ----------------------------------------------------------------------------- opening
     @classmethod
@@ -130,19 +161,23 @@ class VectorStore:
                 if header_len > 1 << 24:
                     raise DataError(f"{path}: not a ctxembed store (implausible header length)")
                 header = json.loads(fh.read(header_len).decode("utf-8"))
+                if not isinstance(header, dict):
+                    raise DataError(f"{path}: store header is corrupt")
                 buffer = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if path.stat().st_size else b""
         except FileNotFoundError:
             raise DataError(f"{path}: no such file") from None
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             raise DataError(f"{path}: store header is corrupt") from None
         except (OSError, ValueError) as exc:
             raise DataError(f"{path}: cannot open store ({exc})") from None
-        if header.get("version") != STORE_VERSION:
+        if header.get("version") not in _READABLE_VERSIONS:
             raise DataError(f"{path}: store version {header.get('version')} is not supported")
+        if header["version"] >= 2 and header.pop("header_crc32", None) != _header_crc(header):
+            raise DataError(f"{path}: store header is damaged (checksum mismatch)")
         header["_data_start"] = 16 + header_len + _pad(16 + header_len)
         try:
             return cls(path, header, buffer)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise DataError(f"{path}: store header is corrupt ({exc})") from None
 
     # ----------------------------------------------------------------------------- lookup
@@ -208,6 +243,9 @@ class VectorStore:
     def rows(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Dequantised float32 vectors of the given rows: (n,) -> (n, D)."""
         ids = np.asarray(ids, dtype=np.int64)
+        self._checks.rows("matrix", ids, self._matrix.shape[1] * self._matrix.itemsize, self)
+        if self._scales is not None:
+            self._checks.whole("scales", self)
         block = self._matrix[ids].astype(np.float32)  # (n, D)
         if self._scales is not None:
             block *= self._scales[ids][:, None]  # (n, D) * (n, 1)
@@ -221,6 +259,7 @@ class VectorStore:
         if self.subwords is not None:
             ngram_rows = self._ngram_rows(word)
             if ngram_rows:
+                self._checks.rows("ngrams", np.asarray(ngram_rows), self.subwords.ngrams.shape[1] * 4, self)
                 return self.subwords.ngrams[ngram_rows].mean(axis=0).astype(np.float32)  # (D,)
         raise KeyError(word)
 
@@ -243,8 +282,13 @@ class VectorStore:
         """Cosine similarity of one (D,) vector to every word: (N,) float32, 0 for zero rows."""
         vector = np.asarray(vector, dtype=np.float32)
         out = np.empty(len(self), dtype=np.float32)
+        self._checks.whole("norms", self)
+        if self._scales is not None:
+            self._checks.whole("scales", self)
+        row_bytes = self._matrix.shape[1] * self._matrix.itemsize
         for start in range(0, len(self), _BLOCK_ROWS):
             stop = min(start + _BLOCK_ROWS, len(self))
+            self._checks.span("matrix", start * row_bytes, stop * row_bytes, self)
             dots = self._matrix[start:stop].astype(np.float32) @ vector  # (b, D) @ (D,) -> (b,)
             if self._scales is not None:
                 dots *= self._scales[start:stop]  # undo the int8 scale row by row
@@ -284,6 +328,33 @@ class VectorStore:
         clone.meta = {**self.meta, "limit": n}
         return clone
 
+    def section(self, name: str) -> dict[str, np.ndarray] | None:
+        """The named group of arrays stored with :func:`write_store`'s ``sections``, or None.
+
+        Arrays are read-only views into the file (checksums verified on first access)."""
+        spec = self._extra.get(name)
+        if spec is None:
+            return None
+        arrays = {}
+        for key, item in spec.items():
+            blob = f"{name}/{key}"
+            try:
+                offset, nbytes = int(item["offset"]), int(item["nbytes"])
+                dtype, shape = np.dtype(item["dtype"]), tuple(int(n) for n in item["shape"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise DataError(f"{self.path}: store header is corrupt (section {blob!r}: {exc})") from None
+            count = int(np.prod(shape)) if shape else 1
+            start = self._data_start + offset
+            if dtype.hasobject or offset < 0 or nbytes != count * dtype.itemsize or start + nbytes > len(self._buffer):
+                raise DataError(f"{self.path}: store is truncated or corrupt (section {blob!r})")
+            self._checks.span(blob, 0, nbytes, self)
+            arrays[key] = np.frombuffer(self._buffer, dtype=dtype, count=count, offset=start).reshape(shape)
+        return arrays
+
+    def verify(self) -> None:
+        """Check every checksum now (a full read); raises DataError naming the damaged part."""
+        self._checks.everything(self)
+
     def close(self) -> None:
         if isinstance(self._buffer, mmap.mmap):
             # The numpy views keep the buffer alive; only drop our reference.
@@ -298,26 +369,38 @@ def write_store(
     quantize: bool = False,
     meta: dict | None = None,
     subwords: Subwords | None = None,
+    sections: dict[str, dict[str, np.ndarray]] | None = None,
+    scales: np.ndarray | None = None,
 ) -> Path:
     """Write a store atomically (temporary file, then rename), so no half-written file remains.
 
-    words: N unique strings without newlines; matrix: (N, D) finite numbers.
+    words: N unique strings without newlines; matrix: (N, D) finite numbers, or (N, D) int8 codes
+    already quantised, with their (N,) float32 ``scales`` (re-packing a store without requantising).
+    sections: named groups of numeric arrays kept with the vectors, read back with
+    :meth:`VectorStore.section` (e.g. ``{"abtt": {"mean": ..., "directions": ...}}``).
     """
     path = Path(path)
-    matrix = np.ascontiguousarray(matrix, dtype=np.float32)  # (N, D)
+    if scales is not None:
+        matrix = np.ascontiguousarray(matrix)
+        scales = np.ascontiguousarray(scales, dtype=np.float32)  # (N,)
+        if matrix.dtype != np.int8 or scales.shape != (len(words),) or not np.isfinite(scales).all():
+            raise DataError(f"{path}: pre-quantised vectors need int8 codes and one finite scale per row")
+    else:
+        matrix = np.ascontiguousarray(matrix, dtype=np.float32)  # (N, D)
     if matrix.ndim != 2 or matrix.shape[0] != len(words):
         raise DataError(f"{path}: {len(words)} words but a matrix of shape {matrix.shape}")
-    if not np.isfinite(matrix).all():
+    if scales is None and not np.isfinite(matrix).all():
         row = int(np.argwhere(~np.isfinite(matrix))[0][0])
         raise DataError(f"{path}: the vector of {words[row]!r} (row {row + 1}) has NaN or infinite values")
     for word in words:
         if "\n" in word or word == "":
             raise DataError(f"{path}: invalid word {word!r} (empty or containing a newline)")
-    if quantize:
-        codes, scales = quantize_int8(matrix)
-        stored = codes
+    if scales is not None:
+        stored = matrix
+    elif quantize:
+        stored, scales = quantize_int8(matrix)
     else:
-        stored, scales = matrix, None
+        stored = matrix
     norms = np.empty(len(words), dtype=np.float32)  # (N,) in blocks: no second full-size copy
     for start in range(0, len(words), _BLOCK_ROWS):
         block = stored[start : start + _BLOCK_ROWS].astype(np.float32)  # (b, D)
@@ -335,11 +418,12 @@ def write_store(
     blobs.append(("matrix", stored))
     if subwords is not None:
         blobs.append(("ngrams", np.ascontiguousarray(subwords.ngrams, dtype=np.float32)))
+    extra_blobs = _extra_blobs(path, sections or {})
 
-    sections, offset = {}, 0
-    for name, blob in blobs:
+    offsets, offset = {}, 0
+    for name, blob in blobs + extra_blobs:
         nbytes = len(blob) if isinstance(blob, bytes) else blob.nbytes
-        sections[name] = [offset, nbytes]
+        offsets[name] = [offset, nbytes]
         offset += nbytes + _pad(nbytes)
     header = {
         "version": STORE_VERSION,
@@ -347,26 +431,133 @@ def write_store(
         "dim": int(matrix.shape[1]),
         "dtype": str(stored.dtype),
         "lowercase": all(w == w.lower() for w in words),
-        "sections": sections,
+        "sections": {name: offsets[name] for name, _ in blobs},
         "meta": meta or {},
     }
     if subwords is not None:
         header["subwords"] = {"min_n": subwords.min_n, "max_n": subwords.max_n, "bucket": len(subwords.ngrams)}
+    if extra_blobs:
+        header["extra"] = {
+            group: {
+                key: {"offset": offsets[f"{group}/{key}"][0], "nbytes": offsets[f"{group}/{key}"][1],
+                      "dtype": array.dtype.str, "shape": list(array.shape)}
+                for key, array in arrays.items()
+            }
+            for group, arrays in ((g, {k: np.asarray(a) for k, a in v.items()}) for g, v in (sections or {}).items())
+        }
+    blobs += extra_blobs
+    header["checksums"] = {
+        "block": _CHECK_BLOCK,
+        "crc32": {name: _block_crcs(_blob_bytes(blob)) for name, blob in blobs},
+    }
+    header["header_crc32"] = _header_crc(header)
     header_bytes = json.dumps(header, ensure_ascii=False).encode("utf-8")
 
     with atomic_file(path) as fh:
         fh.write(MAGIC + len(header_bytes).to_bytes(8, "little") + header_bytes)
         fh.write(b"\0" * _pad(16 + len(header_bytes)))
         for _, blob in blobs:
-            if isinstance(blob, bytes):
-                data = blob
-            elif blob.size == 0:
-                data = b""  # memoryview cannot cast an empty array
-            else:
-                data = memoryview(np.ascontiguousarray(blob)).cast("B")  # the array's own bytes: no copy
+            data = _blob_bytes(blob)
             fh.write(data)
             fh.write(b"\0" * _pad(len(data)))
     return path
+
+
+def _blob_bytes(blob: bytes | np.ndarray) -> bytes | memoryview:
+    if isinstance(blob, bytes):
+        return blob
+    if blob.size == 0:
+        return b""  # memoryview cannot cast an empty array
+    return memoryview(np.ascontiguousarray(blob)).cast("B")  # the array's own bytes: no copy
+
+
+def _extra_blobs(path: Path, sections: dict) -> list[tuple[str, np.ndarray]]:
+    blobs = []
+    for group, arrays in sections.items():
+        for key, array in arrays.items():
+            array = np.ascontiguousarray(array)
+            if "/" in group or "/" in key or array.dtype.hasobject or array.dtype.kind not in "biuf":
+                raise DataError(f"{path}: section {group}/{key} must be a numeric array with a plain name")
+            if array.dtype.kind == "f" and not np.isfinite(array).all():
+                raise DataError(f"{path}: section {group}/{key} has NaN or infinite values")
+            blobs.append((f"{group}/{key}", array))
+    return blobs
+
+
+def _block_crcs(data: bytes | memoryview) -> list[int]:
+    view = memoryview(data)
+    return [zlib.crc32(view[i : i + _CHECK_BLOCK]) for i in range(0, len(view), _CHECK_BLOCK)]
+
+
+def _header_crc(header: dict) -> int:
+    """CRC-32 of the header's canonical JSON (sorted keys, without "header_crc32" itself)."""
+    body = {k: v for k, v in header.items() if k not in ("header_crc32", "_data_start")}
+    return zlib.crc32(json.dumps(body, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+
+
+class _Checksums:
+    """Block checksums of a store's blobs, verified lazily: each block at most once per process."""
+
+    def __init__(self, path: Path, header: dict, buffer, data_start: int):
+        self.path = path
+        info = header.get("checksums")
+        if info is None and header.get("version", 1) >= 2:
+            raise DataError(f"{path}: store header is damaged (no checksums)")
+        self.block = int(info["block"]) if info else _CHECK_BLOCK
+        if self.block < 1:
+            raise DataError(f"{path}: store header is corrupt (checksum block {self.block})")
+        self.crcs: dict[str, list[int]] = dict(info["crc32"]) if info else {}
+        self.offsets = {name: tuple(map(int, v)) for name, v in header["sections"].items()}
+        for group, arrays in (header.get("extra") or {}).items():
+            for key, item in arrays.items():
+                self.offsets[f"{group}/{key}"] = (int(item["offset"]), int(item["nbytes"]))
+        self.buffer, self.data_start = buffer, data_start
+        self.done: dict[str, np.ndarray] = {}  # blob -> (blocks,) bool, True once verified
+
+    def span(self, name: str, lo: int, hi: int, store: VectorStore) -> None:
+        """Verify the blocks covering bytes [lo, hi) of blob ``name``."""
+        crcs = self.crcs.get(name)
+        if crcs is None or hi <= lo:
+            return
+        self._check(name, range(lo // self.block, (hi - 1) // self.block + 1), store)
+
+    def whole(self, name: str, store: VectorStore) -> None:
+        if name in self.crcs and name in self.offsets:
+            self.span(name, 0, self.offsets[name][1], store)
+
+    def rows(self, name: str, ids: np.ndarray, row_bytes: int, store: VectorStore) -> None:
+        """Verify the blocks holding the given rows of a (rows, row_bytes) blob."""
+        if name not in self.crcs or ids.size == 0:
+            return
+        first = ids * row_bytes // self.block  # (n,)
+        last = ((ids + 1) * row_bytes - 1) // self.block  # (n,)
+        self._check(name, np.unique(np.concatenate([first, last])).tolist(), store)
+
+    def everything(self, store: VectorStore) -> None:
+        for name in self.crcs:
+            self.whole(name, store)
+
+    def _check(self, name: str, blocks, store: VectorStore) -> None:
+        crcs = self.crcs[name]
+        done = self.done.get(name)
+        if done is None:
+            done = self.done[name] = np.zeros(len(crcs), dtype=bool)
+        offset, nbytes = self.offsets[name]
+        if len(crcs) != -(-nbytes // self.block):
+            self._damaged(name, store)
+        for block in blocks:
+            if block >= len(crcs) or done[block]:
+                continue
+            start = self.data_start + offset + block * self.block
+            stop = self.data_start + offset + min(nbytes, (block + 1) * self.block)
+            if stop > len(self.buffer) or zlib.crc32(memoryview(self.buffer)[start:stop]) != crcs[block]:
+                self._damaged(name, store)
+            done[block] = True
+
+    def _damaged(self, name: str, store: VectorStore) -> None:
+        hint = store.damage_hint() if callable(store.damage_hint) else store.damage_hint
+        hint = f"; {hint}" if hint else ""
+        raise DataError(f"{self.path}: store is damaged (checksum mismatch in {name!r}){hint}")
 
 
 @contextmanager

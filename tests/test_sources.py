@@ -81,15 +81,36 @@ def test_gensim_data_name_uses_the_downloader_cache(monkeypatch, tmp_path):
     assert resolve("tiny-vectors-3").kind == "gensim-data"
 
 
-def test_gensim_data_offline_is_a_clear_error(monkeypatch):
+def _offline(monkeypatch, tmp_path):
     import gensim.downloader
 
-    def offline(name, return_path=False):
+    def unreachable(url, *args, **kwargs):
         raise OSError("Network is unreachable")
 
-    monkeypatch.setattr(gensim.downloader, "load", offline)
+    monkeypatch.setattr(gensim.downloader, "urlopen", unreachable)
+    monkeypatch.setattr(gensim.downloader, "BASE_DIR", str(tmp_path / "gensim-data"))
+    monkeypatch.setenv("GENSIM_DATA_DIR", str(tmp_path / "gensim-data"))
+    return tmp_path / "gensim-data"
+
+
+def test_gensim_data_offline_says_offline_not_unknown_name(monkeypatch, tmp_path, capfd):
+    _offline(monkeypatch, tmp_path)
+    with pytest.raises(DataError, match="cannot reach gensim-data .*offline") as caught:
+        open_vectors("glove-wiki-gigaword-50")
+    assert "not a gensim-data model name" not in caught.value.message
+    assert "Traceback" not in capfd.readouterr().err  # gensim's logged traceback is kept quiet
+
+
+def test_gensim_data_offline_with_a_cached_catalogue(monkeypatch, tmp_path):
+    base = _offline(monkeypatch, tmp_path)
+    base.mkdir()
+    (base / "information.json").write_text(
+        json.dumps({"models": {"glove-wiki-gigaword-50": {"file_name": "g.gz"}}, "corpora": {}})
+    )
     with pytest.raises(DataError, match="cannot download .*offline"):
         open_vectors("glove-wiki-gigaword-50")
+    with pytest.raises(DataError, match="not a gensim-data model name"):
+        open_vectors("glove-wiki-nothing-50")
 
 
 def test_unknown_source_is_a_clear_error():
