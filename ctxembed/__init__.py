@@ -6,6 +6,46 @@ The package is layered so that data flows one way::
          --explore--> results --render (rich tables) / output (JSON)--> terminal or pipe
 
 ``ctxembed.attention`` is pure NumPy with no I/O; ``ctxembed.cli`` only wires commands.
+The Python API (:mod:`ctxembed.api`, see docs/api.md) loads on first use, so ``import ctxembed``
+costs nothing::
+
+    import ctxembed
+    ex = ctxembed.Explorer()
+    ex.attend("Apple makes phones").weights.shape   # (layers, heads, query, key)
 """
 
+from __future__ import annotations
+
+import importlib
+
 __version__ = "0.1.0"
+
+# name -> module that defines it; imported on first access (PEP 562)
+_LAZY = {
+    "Explorer": "ctxembed.api",
+    "AttendResult": "ctxembed.api",
+    "CompareResult": "ctxembed.api",
+    "NeighborsResult": "ctxembed.api",
+    "AttentionConfig": "ctxembed.config",
+    "Settings": "ctxembed.settings",
+    "build_settings": "ctxembed.settings",
+    "PRESETS": "ctxembed.settings",
+    "CtxembedError": "ctxembed.errors",
+    "DataError": "ctxembed.errors",
+    "UsageError": "ctxembed.errors",
+    "SettingError": "ctxembed.errors",
+}
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ctxembed' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -30,18 +30,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from numbers import Integral, Real
 
 import numpy as np
 
+from ctxembed.config import AttentionConfig, CausalMode, Normalization
 from ctxembed.projections import (
     HeadProjection,
     LayerParams,
     identity_params,
-    load_projections,
     project_heads,
     random_params,
-    save_projections,
     shared_projection,
     validate_params,
 )
@@ -59,11 +57,9 @@ __all__ = [
     "encode",
     "identity_params",
     "layer_norm",
-    "load_projections",
     "normalize",
     "project_heads",
     "random_params",
-    "save_projections",
     "scale_scores",
     "shared_projection",
     "sinusoidal_positions",
@@ -72,47 +68,8 @@ __all__ = [
     "validate_params",
 ]
 
-NORMALIZATIONS = ("softmax", "sum")
-CAUSAL_MODES = ("before", "after")
-
-
-@dataclass(frozen=True)
-class AttentionConfig:
-    """Which attention ingredients are on. Every field is one CLI flag."""
-
-    scale: bool = True  # divide scores by sqrt(d_k) (Vaswani et al.); off = the notes' raw dot products
-    temperature: float = 1.0  # divide scores by this: > 1 flattens the weights, < 1 sharpens them
-    normalization: str = "softmax"  # "softmax" | "sum" (negatives clamped to 0, divided by the row sum)
-    causal: bool = False  # a token attends only to itself and earlier tokens
-    causal_mode: str = "before"  # "before": -inf, then normalise | "after": normalise, zero, renormalise
-    exclude_self: bool = False  # mask the diagonal: a token attends only to the other tokens
-    heads: int = 1  # attention heads; the identity projection splits d into `heads` equal slices
-    layers: int = 1  # stacked layers; each layer's output is the next layer's input
-    residual: bool = False  # out = residual_scale * x + attention(x)
-    residual_scale: float = 1.0  # lambda of the residual: 1 is the transformer's plain sum
-    layer_norm: bool = False  # post-norm: out = layer_norm(residual sum), no learned gain or bias
-    positions: bool = False  # add sinusoidal position encodings to the input (breaks permutation symmetry)
-
-    def __post_init__(self) -> None:
-        if self.normalization not in NORMALIZATIONS:
-            raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {self.normalization!r}")
-        if self.causal_mode not in CAUSAL_MODES:
-            raise ValueError(f"causal_mode must be one of {CAUSAL_MODES}, got {self.causal_mode!r}")
-        if not (_is_number(self.temperature) and self.temperature > 0):
-            raise ValueError(f"temperature must be a finite number > 0, got {self.temperature!r}")
-        if not _is_number(self.residual_scale):
-            raise ValueError(f"residual_scale must be a finite number, got {self.residual_scale!r}")
-        for name in ("heads", "layers"):
-            value = getattr(self, name)
-            if isinstance(value, bool | np.bool_) or not isinstance(value, Integral) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        for name in ("scale", "causal", "exclude_self", "residual", "layer_norm", "positions"):
-            if not isinstance(getattr(self, name), bool | np.bool_):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool | np.bool_) and math.isfinite(value)
+NORMALIZATIONS = tuple(n.value for n in Normalization)
+CAUSAL_MODES = tuple(m.value for m in CausalMode)
 
 
 # ---------------------------------------------------------------- the steps of one attention call

@@ -1,6 +1,12 @@
-"""Domain errors. The CLI turns them into one line on stderr and an exit code, in one place."""
+"""Domain errors. The CLI turns them into one line on stderr and an exit code, in one place.
+
+A message may name settings as ``{name}`` placeholders (listed in ``settings``): the library shows
+the setting's name (``max_tokens 5``), the CLI the flag it comes from (``--max-tokens 5``).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 
 class CtxembedError(Exception):
@@ -8,9 +14,18 @@ class CtxembedError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
+    def __init__(self, message: str, *settings: str):
+        self.template = message
+        self.settings = settings
+        self.message = self.render(lambda name: name)
+        super().__init__(self.message)
+
+    def render(self, label: Callable[[str], str]) -> str:
+        """The message with each ``{name}`` of a setting replaced by ``label(name)``."""
+        message = self.template
+        for name in self.settings:
+            message = message.replace("{" + name + "}", label(name))
+        return message
 
 
 class DataError(CtxembedError):
@@ -23,3 +38,7 @@ class UsageError(CtxembedError):
     """The command line asked for something impossible or unsafe (exit 2)."""
 
     exit_code = 2
+
+
+class SettingError(UsageError, ValueError):
+    """A setting's value is impossible or conflicts with another setting (exit 2)."""

@@ -16,7 +16,7 @@ Configurations: ``static`` (a word's own vector, no attention) and any :class:`S
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,32 +24,10 @@ import numpy as np
 from ctxembed import explore
 from ctxembed.errors import DataError, UsageError
 from ctxembed.explore import Engine
-from ctxembed.settings import Settings, build_settings
+from ctxembed.settings import PRESETS, Settings, build_settings, ladder
 from ctxembed.store import VectorStore
 
-# The ingredient ladder: from the textbook to the default, one ingredient at a time.
-_DEFAULT_ATTENTION = build_settings("default").attention
-LADDER: dict[str, dict | None] = {
-    "static": None,
-    "textbook": {},
-    "textbook+abtt": {"abtt": 3},
-    "textbook+sif": {"sif": 1e-4},
-    "textbook+self-mask": {"exclude_self": True, "residual": True, "residual_scale": _DEFAULT_ATTENTION.residual_scale},
-    "abtt+sif": {"abtt": 3, "sif": 1e-4},
-    "abtt+self-mask": {
-        "abtt": 3,
-        "exclude_self": True,
-        "residual": True,
-        "residual_scale": _DEFAULT_ATTENTION.residual_scale,
-    },
-    "sif+self-mask": {
-        "sif": 1e-4,
-        "exclude_self": True,
-        "residual": True,
-        "residual_scale": _DEFAULT_ATTENTION.residual_scale,
-    },
-    "default": "default",
-}
+LADDER = ladder()
 CONFIG_NAMES = (*LADDER, "custom")
 
 
@@ -61,12 +39,12 @@ def named_settings(name: str, custom: Settings | None = None) -> Settings | None
         return custom
     if name not in LADDER:
         raise UsageError(f"unknown configuration {name!r}; choose from {', '.join(CONFIG_NAMES)}")
-    spec = LADDER[name]
-    if spec is None:
+    changes = LADDER[name]
+    if changes is None:
         return None
-    if spec == "default":
-        return build_settings("default")
-    return build_settings("textbook", **spec)
+    if name in PRESETS:
+        return PRESETS[name]
+    return replace(build_settings("textbook", **changes), preset=name)
 
 
 @dataclass

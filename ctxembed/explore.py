@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,20 +24,19 @@ from ctxembed.attention import (
     build_mask,
     encode,
     identity_params,
-    load_projections,
     normalize,
     project_heads,
     random_params,
     sinusoidal_positions,
     validate_params,
 )
-from ctxembed.errors import DataError, UsageError
+from ctxembed.config import DEFAULT_MAX_TOKENS, WEIGHTS_BUDGET, ReadOptions
+from ctxembed.errors import DataError, SettingError
+from ctxembed.projections import load_projections
 from ctxembed.settings import Settings
 from ctxembed.store import VectorStore
 from ctxembed.tokenize import Token, pretokenized, tokenize, vocabulary_key
 
-DEFAULT_MAX_TOKENS = 512  # attention keeps L * h * n^2 weights: 512 tokens = 2 MB per layer and head
-OOV_POLICIES = ("skip", "zero", "error")
 _EULER_GAMMA = 0.5772156649
 
 
@@ -164,16 +163,20 @@ class Engine:
     """Static vectors + settings -> contextual vectors. Build once, run on many sentences."""
 
     def __init__(
-        self, store: VectorStore, settings: Settings, *, oov: str = "skip", max_tokens: int = DEFAULT_MAX_TOKENS
+        self,
+        store: VectorStore,
+        settings: Settings,
+        *,
+        oov: str = "skip",
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        label: Callable[[str], str] = str,
     ):
-        if oov not in OOV_POLICIES:
-            raise UsageError(f"--oov must be one of {', '.join(OOV_POLICIES)}, not {oov!r}")
-        if max_tokens < 1:
-            raise UsageError(f"--max-tokens must be at least 1, not {max_tokens}")
+        options = ReadOptions(oov=oov, max_tokens=max_tokens)
         self.store = store
         self.settings = settings
-        self.oov = oov
-        self.max_tokens = max_tokens
+        self.oov = options.oov
+        self.max_tokens = options.max_tokens
+        self.label = label  # how error messages name a setting (the CLI: by its flag)
         self.dim = store.dim
         self._lookup = store.find  # a binary search: no start-up cost; bulk() swaps in a dict
         self.shift, self.top, self.projection = self._shared_projection()
@@ -183,7 +186,7 @@ class Engine:
                 self.params or identity_params(settings.attention), self.dim, settings.attention
             )
         except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            raise SettingError(str(exc)) from None
         # Zipf estimate of a word's probability from its frequency rank: p(r) = 1 / (r * H_N)
         self._harmonic = math.log(max(len(store), 1)) + _EULER_GAMMA
 
@@ -200,7 +203,11 @@ class Engine:
             return None, None, None
         n = min(s.abtt_words, len(self.store))
         if s.abtt >= self.dim or n < 2:
-            raise UsageError(f"--abtt {s.abtt} needs more than {s.abtt} dimensions and 2 words")
+            raise SettingError(
+                f"{{abtt}} {s.abtt} needs vectors of more than {s.abtt} dimensions and at least 2 words "
+                f"(these have {self.dim} and {len(self.store)})",
+                "abtt",
+            )
         mu, top = vocabulary_directions(self.store, n, s.abtt)  # (d,), (d, D)
         projection = np.eye(self.dim, dtype=np.float32) - top @ top.T  # (d, d) removes the top directions
         return mu, top, projection
@@ -212,11 +219,15 @@ class Engine:
         if s.projection == "random":
             d_out = s.d_out or self.dim // a.heads
             if d_out < 1:
-                raise UsageError(f"{a.heads} heads leave no dimensions per head; pass --d-out")
+                raise SettingError(
+                    f"{{heads}} {a.heads} leave no dimensions per head of the {self.dim}; give {{d_out}}",
+                    "heads",
+                    "d_out",
+                )
             try:
                 return random_params(self.dim, d_out, a, seed=s.seed, output_projection=s.output_projection)
             except ValueError as exc:
-                raise UsageError(str(exc)) from None
+                raise SettingError(str(exc)) from None
         try:
             return load_projections(s.weights_file, self.dim, a)
         except FileNotFoundError:
@@ -255,14 +266,24 @@ class Engine:
                 rows.append(-1 if row is None else row)
         if self.oov == "error" and not all(in_vocab):
             missing = ", ".join(repr(t.text) for t, ok in zip(tokens, in_vocab, strict=True) if not ok)
-            raise DataError(f"out of vocabulary: {missing} (--oov skip or zero to go on)")
+            raise DataError(f"out of vocabulary: {missing} ({{oov}} skip or zero to go on)", "oov")
         if not any(in_vocab):
             shown = " ".join(t.text for t in tokens[:8]) + (" ..." if len(tokens) > 8 else "")
             raise DataError(f"no token is in the vocabulary: {shown}")
         if len(used) > self.max_tokens:
             raise DataError(
-                f"sentence has {len(used)} tokens, more than --max-tokens {self.max_tokens} "
-                f"(attention keeps n^2 weights per head and layer)"
+                f"sentence has {len(used)} tokens, more than {{max_tokens}} {self.max_tokens} "
+                f"(attention keeps n^2 weights per head and layer)",
+                "max_tokens",
+            )
+        a = self.settings.attention
+        if a.layers * a.heads * len(used) ** 2 * 4 > WEIGHTS_BUDGET:
+            raise DataError(
+                f"a sentence of {len(used)} tokens with {{layers}} {a.layers} and {{heads}} {a.heads} would keep "
+                f"{a.layers * a.heads * len(used) ** 2 * 4 / 2**30:.1f} GB of attention weights; "
+                f"the limit is {WEIGHTS_BUDGET / 2**30:.0f} GB",
+                "layers",
+                "heads",
             )
         return Prepared(text, tokens, in_vocab, used, rows, keys, extra, store)
 

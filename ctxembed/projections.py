@@ -16,7 +16,7 @@ Matrices are stored as (d_in, d_out), the ``x @ W`` convention of the lecture no
 With one layer and one head the plain names ``W_query``, ``W_key``, ``W_value``, ``b_query``, ``b_key``,
 ``b_value``, ``W_out`` and ``b_out`` are accepted as well.
 
->>> from ctxembed.attention import AttentionConfig
+>>> from ctxembed.config import AttentionConfig
 >>> params = random_params(3, 2, AttentionConfig(heads=2), seed=0)
 >>> params[0].heads[1].W_key.shape
 (3, 2)
@@ -27,12 +27,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from os import PathLike
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # only for annotations: attention.py imports this module
-    from ctxembed.attention import AttentionConfig
+from ctxembed.config import AttentionConfig
 
 HEAD_ARRAYS = ("W_query", "W_key", "W_value", "b_query", "b_key", "b_value")
 LAYER_ARRAYS = ("W_out", "b_out")

@@ -58,7 +58,7 @@ def process_chunk(engine: Engine, chunk: list[tuple[int, bytes]], options: dict)
         try:
             prepared.append((len(records) - 1, engine.prepare(text)))
         except CtxembedError as exc:
-            record["error"] = exc.message
+            record["error"] = exc.render(engine.label)
     results = engine.run_many([p for _, p in prepared])
     for (index, _), result in zip(prepared, results, strict=True):
         _fill(records[index], result, options)

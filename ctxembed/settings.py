@@ -1,10 +1,10 @@
 """Named attention configurations (presets) and the settings every command runs with.
 
-A preset is a complete recipe; any command-line flag overrides one ingredient of it. The
-two presets that matter:
+A preset is a list of differences from the declared defaults; any command-line flag or API
+keyword overrides one setting of it. The presets that matter:
 
 - ``textbook``: softmax(X Xᵀ / sqrt(d)) X, the lecture notes' scaled dot-product
-  self-attention with no parameters.
+  self-attention with no parameters (every setting at its default).
 - ``default``: the textbook path plus three parameter-free ingredients that make the
   contextual vectors follow word senses (see README, "Meaning in context"):
   a shared affine projection of Q, K and V that removes the common mean and the dominant
@@ -12,16 +12,44 @@ two presets that matter:
   log(a / (a + p(w))) that down-weights frequent context words (smooth inverse frequency,
   Arora, Liang & Ma 2017); and a diagonal mask with a residual, so a word mixes its own
   vector with its context instead of attending mostly to itself.
+
+Every setting is declared once (:func:`ctxembed.config.setting`); :data:`SETTINGS` lists them all,
+flat, by name, and everything else here is generated from it.
+
+>>> build_settings("textbook", heads=2, causal=True).summary()
+'preset textbook | scores x.x/sqrt(d) | softmax | causal (before softmax) | 2 heads, 1 layer | projection identity'
+>>> build_settings("textbook", seed=3)
+Traceback (most recent call last):
+...
+ctxembed.errors.SettingError: seed is used only by projection random
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from ctxembed.attention import AttentionConfig
-from ctxembed.errors import UsageError
+from ctxembed.config import (
+    INGREDIENT_PANEL,
+    PROJECTION_PANEL,
+    AttentionConfig,
+    Projection,
+    Setting,
+    check_declared,
+    declarations,
+    setting,
+)
+from ctxembed.errors import SettingError
 
-PROJECTIONS = ("identity", "random", "file")
+
+def _projection(v: Mapping[str, Any]) -> str:
+    kind = v["projection"]
+    if kind == "random":
+        kind += f"(seed {v['seed']}, d_out {v['d_out'] or 'd/h'}{', W_out' if v['output_projection'] else ''})"
+    elif kind == "file":
+        kind += f"({v['weights_file']})"
+    return f"projection {kind}"
 
 
 @dataclass(frozen=True)
@@ -30,105 +58,245 @@ class Settings:
 
     preset: str = "default"
     attention: AttentionConfig = field(default_factory=AttentionConfig)
-    projection: str = "identity"  # identity | random (Xavier, from --seed) | file (--weights)
-    seed: int = 0  # seed of the random projections
-    d_out: int | None = None  # per-head size of random projections (None: d / heads)
-    weights_file: str | None = None  # .npz of projections when projection == "file"
-    output_projection: bool = False  # random projections get W_out back to d
-    abtt: int = 0  # remove the mean and this many top principal directions (0: off)
-    abtt_words: int = 200_000  # ... estimated from this many most frequent words
-    sif: float = 0.0  # key bias log(a / (a + p(w))) with this a (0: off)
-    pool: str = "token"  # the target vector: "token" its own output row (the only choice for now)
+    projection: str = setting(
+        Projection,
+        "identity",
+        "Queries, keys and values: identity (Q=K=V=X), random (Xavier, from --seed) or file (--weights).",
+        panel=PROJECTION_PANEL,
+        summary=_projection,
+    )
+    seed: int = setting(
+        int,
+        0,
+        "Seed of the random projections.",
+        minimum=0,
+        maximum=2**32 - 1,
+        panel=PROJECTION_PANEL,
+        requires=("projection", "random"),
+    )
+    # 4096 columns keep one head's random matrices at 3 x 4096 x d floats (~10 MB for d = 100).
+    d_out: int | None = setting(
+        int,
+        None,
+        "Per-head size of the random projections (default: d / heads).",
+        minimum=1,
+        maximum=4096,
+        optional=True,
+        panel=PROJECTION_PANEL,
+        requires=("projection", "random"),
+    )
+    weights_file: str | None = setting(
+        str,
+        None,
+        "Projections .npz (l0.h0.W_query, ...); selects the file projection.",
+        flag="--weights",
+        metavar="FILE.npz",
+        optional=True,
+        panel=PROJECTION_PANEL,
+        requires=("projection", "file"),
+    )
+    output_projection: bool = setting(
+        bool,
+        False,
+        "Random W_out from the heads back to d.",
+        panel=PROJECTION_PANEL,
+        requires=("projection", "random"),
+    )
+    abtt: int = setting(
+        int,
+        0,
+        "All-but-the-top: remove the mean and D top principal directions of the vocabulary (0 = off).",
+        minimum=0,
+        maximum=256,
+        metavar="D",
+        panel=INGREDIENT_PANEL,
+        summary="all-but-the-top D={abtt}",
+        explain="the vocabulary mean and its top {abtt} principal directions are removed first",
+        ingredient="abtt",
+        fits=lambda directions, dimensions, words: directions == 0 or (directions < dimensions and words >= 2),
+    )
+    abtt_words: int = setting(
+        int,
+        200_000,
+        "All-but-the-top statistics come from this many most frequent words.",
+        minimum=2,
+        maximum=10**8,
+        panel=INGREDIENT_PANEL,
+        ingredient="abtt",
+    )
+    sif: float = setting(
+        float,
+        0.0,
+        "SIF key bias log(a / (a + p(w))) with this a: frequent context words weigh less (0 = off).",
+        minimum=0.0,
+        maximum=1.0,
+        metavar="a",
+        panel=INGREDIENT_PANEL,
+        summary="SIF key bias a={sif:g}",
+        explain="each key's score gets log(a / (a + p(w))), a={sif:g}: frequent words weigh less",
+        ingredient="sif",
+    )
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+        if self.projection == "file" and not self.weights_file:
+            raise SettingError("{projection} file needs {weights_file}", "projection", "weights_file")
+        if self.weights_file and self.projection != "file":
+            raise SettingError(
+                "{weights_file} is read only by {projection} file, not " + self.projection,
+                "weights_file",
+                "projection",
+            )
+
+    def values(self) -> dict[str, Any]:
+        """Every declared setting by name, flat (attention settings included)."""
+        attention = {name: getattr(self.attention, name) for name in declarations(AttentionConfig)}
+        return attention | {name: getattr(self, name) for name in declarations(Settings)}
 
     def as_dict(self) -> dict:
-        data = asdict(self)
-        data["attention"] = asdict(self.attention)
-        return data
+        """The JSON settings: the preset, the attention core's settings, then the ingredients."""
+        return asdict(self)
 
     def summary(self) -> str:
         """One line naming every ingredient that is on, for table headers."""
-        a = self.attention
+        values = self.values()
         parts = [f"preset {self.preset}"]
-        parts.append(
-            f"scores x.x{'/sqrt(d)' if a.scale else ''}{f'/T={a.temperature:g}' if a.temperature != 1 else ''}"
-        )
-        parts.append(a.normalization)
-        projection = self.projection
-        if projection == "random":
-            projection += (
-                f"(seed {self.seed}, d_out {self.d_out or 'd/h'}{', W_out' if self.output_projection else ''})"
-            )
-        elif projection == "file":
-            projection += f"({self.weights_file})"
-        parts.append(f"projection {projection}")
-        if self.abtt:
-            parts.append(f"all-but-the-top D={self.abtt}")
-        if self.sif:
-            parts.append(f"SIF key bias a={self.sif:g}")
-        if a.exclude_self:
-            parts.append("self masked")
-        if a.residual:
-            parts.append(f"residual {a.residual_scale:.3g}·x + context")
-        if a.layer_norm:
-            parts.append("layer norm")
-        if a.causal:
-            parts.append(f"causal ({a.causal_mode} softmax)")
-        if a.positions:
-            parts.append("sinusoidal positions")
-        parts.append(f"{a.heads} head{'s' if a.heads > 1 else ''}, {a.layers} layer{'s' if a.layers > 1 else ''}")
+        parts += [text for spec in SETTINGS.values() if (text := spec.describe(spec.summary, values))]
         return " | ".join(parts)
 
+    def explain(self) -> list[str]:
+        """What each setting that is on did to the numbers, in declaration order, for ``--explain``."""
+        values = self.values()
+        return [text for spec in SETTINGS.values() if (text := spec.describe(spec.explain, values))]
 
-PRESETS: dict[str, Settings] = {
-    "textbook": Settings(preset="textbook", attention=AttentionConfig(scale=True)),
-    "notes": Settings(preset="notes", attention=AttentionConfig(scale=False)),
+
+SETTINGS: dict[str, Setting] = declarations(AttentionConfig) | declarations(Settings)
+
+
+def _make(preset: str, values: Mapping[str, Any]) -> Settings:
+    """Settings from flat values; names not given keep their declared default."""
+    attention = {k: v for k, v in values.items() if k in declarations(AttentionConfig)}
+    rest = {k: v for k, v in values.items() if k in declarations(Settings)}
+    return Settings(preset=preset, attention=AttentionConfig(**attention), **rest)
+
+
+# Each preset is its differences from the declared defaults.
+PRESET_CHANGES: dict[str, dict[str, Any]] = {
+    "textbook": {},
+    "notes": {"scale": False},
     # Tuned on WiC train (threshold and ingredients), confirmed on dev; see README "Meaning in context".
     # residual_scale 1/9 is the convex mix 0.1 * x + 0.9 * context up to a factor cosine ignores.
-    "default": Settings(
-        preset="default",
-        attention=AttentionConfig(scale=True, exclude_self=True, residual=True, residual_scale=1 / 9),
-        abtt=3,
-        abtt_words=200_000,
-        sif=1e-4,
-    ),
+    "default": {"exclude_self": True, "residual": True, "residual_scale": 1 / 9, "abtt": 3, "sif": 1e-4},
 }
+PRESETS: dict[str, Settings] = {name: _make(name, changes) for name, changes in PRESET_CHANGES.items()}
 PRESET_NAMES = tuple(PRESETS)
+PRESET_HELP = (
+    "Named recipe: default (separates senses), textbook (softmax(XXᵀ/√d)X), notes (unscaled); "
+    "the options below change one setting of it.  [default: default]"
+)
 
-_ATTENTION_FIELDS = {f.name for f in fields(AttentionConfig)}
-_SETTINGS_FIELDS = {f.name for f in fields(Settings)} - {"attention", "preset"}
 
+def build_settings(preset: str = "default", **overrides: Any) -> Settings:
+    """A preset with some settings overridden by name; ``None`` leaves the preset's choice.
 
-def build_settings(preset: str = "default", **overrides) -> Settings:
-    """A preset with some ingredients overridden; ``None`` values leave the preset's choice."""
+    A setting given here that only means something with another (``seed`` with the random
+    projection) is an error when that other setting says otherwise; ``weights_file`` alone
+    switches an identity preset to the file projection.
+    """
+    preset = getattr(preset, "value", preset)
     if preset not in PRESETS:
-        raise UsageError(f"unknown preset {preset!r}; choose one of {', '.join(PRESET_NAMES)}")
-    base = PRESETS[preset]
+        raise SettingError(f"unknown {{preset}} {preset!r}; choose one of {', '.join(PRESET_NAMES)}", "preset")
     chosen = {k: v for k, v in overrides.items() if v is not None}
-    unknown = set(chosen) - _ATTENTION_FIELDS - _SETTINGS_FIELDS
+    unknown = sorted(set(chosen) - set(SETTINGS))
     if unknown:
-        raise UsageError(f"unknown setting(s): {', '.join(sorted(unknown))}")
-    attention_changes = {k: v for k, v in chosen.items() if k in _ATTENTION_FIELDS}
-    try:
-        attention = replace(base.attention, **attention_changes)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    settings = replace(base, attention=attention, **{k: v for k, v in chosen.items() if k in _SETTINGS_FIELDS})
-    if settings.weights_file and settings.projection == "identity":
-        settings = replace(settings, projection="file")
-    _validate(settings)
-    return settings
+        raise SettingError(f"unknown setting(s): {', '.join(unknown)}; known: {', '.join(SETTINGS)}")
+    chosen = {k: SETTINGS[k].check(v) for k, v in chosen.items()}
+    values = PRESETS[preset].values() | chosen
+    if chosen.get("weights_file") and "projection" not in chosen and values["projection"] == "identity":
+        values["projection"] = "file"
+    for name in chosen:
+        needed = SETTINGS[name].requires
+        if needed and values[needed[0]] != needed[1]:
+            other, wanted = needed
+            raise SettingError(f"{{{name}}} is used only by {{{other}}} {wanted}", name, other)
+    return _make(preset, values)
 
 
-def _validate(s: Settings) -> None:
-    if s.projection not in PROJECTIONS:
-        raise UsageError(f"--projection must be one of {', '.join(PROJECTIONS)}, not {s.projection!r}")
-    if s.projection == "file" and not s.weights_file:
-        raise UsageError("--projection file needs --weights FILE.npz")
-    if s.d_out is not None and s.d_out < 1:
-        raise UsageError(f"--d-out must be at least 1, not {s.d_out}")
-    if s.abtt < 0:
-        raise UsageError(f"--abtt must be 0 (off) or a number of directions, not {s.abtt}")
-    if s.sif < 0:
-        raise UsageError(f"--sif must be 0 (off) or a positive a, not {s.sif}")
-    if s.abtt_words < 1:
-        raise UsageError(f"--abtt-words must be at least 1, not {s.abtt_words}")
+def fit_to_vectors(
+    settings: Settings, dimensions: int, words: int, *, keep: frozenset[str] = frozenset()
+) -> tuple[Settings, list[str]]:
+    """Step a preset's settings down to what vectors of this size allow.
+
+    A setting whose declaration says it does not fit (all-but-the-top needs more dimensions than
+    directions) goes back to its default, unless it was asked for by name (in ``keep``): then the
+    engine reports the conflict. Returns the settings and the names of the settings turned off.
+    """
+    values = settings.values()
+    changed = {
+        name: spec.default
+        for name, spec in SETTINGS.items()
+        if spec.fits is not None and name not in keep and not spec.fits(values[name], dimensions, words)
+    }
+    if not changed:
+        return settings, []
+    return _make(settings.preset, values | changed), list(changed)
+
+
+def ingredients() -> dict[str, dict[str, Any]]:
+    """The default preset's ingredients, each as its differences from the textbook (its own settings)."""
+    found: dict[str, dict[str, Any]] = {}
+    default, textbook = PRESETS["default"].values(), PRESETS["textbook"].values()
+    for name, spec in SETTINGS.items():
+        if spec.ingredient and default[name] != textbook[name]:
+            found.setdefault(spec.ingredient, {})[name] = default[name]
+    return found
+
+
+def ladder() -> dict[str, dict | None]:
+    """The ingredient ladder, built from the default preset's ingredients: ``static`` (no attention),
+    ``textbook``, the textbook plus each ingredient alone, the default without each ingredient (named
+    by the ingredients it keeps), and ``default``. Values are settings overriding the textbook."""
+    parts = ingredients()
+    rungs: dict[str, dict | None] = {"static": None, "textbook": {}}
+    for name, changes in parts.items():
+        rungs[f"textbook+{name}"] = dict(changes)
+    if len(parts) > 2:
+        for left_out in parts:
+            kept = [name for name in parts if name != left_out]
+            rungs["+".join(kept)] = {k: v for name in kept for k, v in parts[name].items()}
+    rungs["default"] = {k: v for changes in parts.values() for k, v in changes.items()}
+    return rungs
+
+
+def settings_schema() -> dict:
+    """The JSON Schema of the ``settings`` object of every document, generated from the declarations
+    (docs/schemas/common.schema.json carries it; scripts/settings_schema.py rewrites it)."""
+
+    def schema(spec: Setting) -> dict:
+        if spec.choices is not None:
+            found: dict[str, Any] = {"enum": list(spec.choices)}
+        else:
+            kind = {bool: "boolean", int: "integer", float: "number", str: "string"}[spec.kind]
+            found = {"type": [kind, "null"] if spec.optional else kind}
+        if spec.minimum is not None:
+            found["minimum"] = spec.minimum
+        if spec.maximum is not None:
+            found["maximum"] = spec.maximum
+        found["description"] = spec.help
+        return found
+
+    attention = declarations(AttentionConfig)
+    rest = declarations(Settings)
+    return {
+        "type": "object",
+        "required": ["preset", "attention", *rest],
+        "properties": {
+            "preset": {"type": "string", "description": "The preset the other settings change."},
+            "attention": {
+                "type": "object",
+                "required": list(attention),
+                "properties": {name: schema(spec) for name, spec in attention.items()},
+            },
+            **{name: schema(spec) for name, spec in rest.items()},
+        },
+    }

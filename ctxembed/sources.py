@@ -37,12 +37,21 @@ DEFAULT_SOURCE = "default"
 _GENSIM_DATA_NAME = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9.]+)+$")
 
 
-def default_store_path() -> Path:
-    """The shipped GloVe store: inside the installed package, or data/ in a source checkout."""
-    packaged = Path(__file__).resolve().parent / "data" / DEFAULT_STORE_NAME
+# Vector files shipped with ctxembed that can be named on their own (``--vectors notes-toy``).
+SHIPPED_NAMES = {"notes-toy": "notes_toy.txt"}  # the lecture notes' 3-d toy: apple, is, phone, the
+
+
+def shipped_path(file_name: str) -> Path:
+    """A shipped data file: inside the installed package, or data/ in a source checkout."""
+    packaged = Path(__file__).resolve().parent / "data" / file_name
     if packaged.exists():
         return packaged
-    return Path(__file__).resolve().parent.parent / "data" / DEFAULT_STORE_NAME
+    return Path(__file__).resolve().parent.parent / "data" / file_name
+
+
+def default_store_path() -> Path:
+    """The shipped GloVe store."""
+    return shipped_path(DEFAULT_STORE_NAME)
 
 
 def cache_dir() -> Path:
@@ -77,6 +86,8 @@ def resolve(spec: str | None) -> Source:
     path = Path(spec).expanduser()
     if os.path.lexists(path):
         return Source(spec, regular_file(path, spec), "file")
+    if spec in SHIPPED_NAMES:
+        return Source(spec, shipped_path(SHIPPED_NAMES[spec]), "file")
     if os.sep not in spec and _GENSIM_DATA_NAME.match(spec) and not Path(spec).suffix:
         return Source(spec, _gensim_data_file(spec), "gensim-data")
     raise DataError(f"{spec}: no such file (nor a gensim-data name such as glove-wiki-gigaword-50)")
@@ -207,7 +218,7 @@ def open_vectors(
 ) -> VectorStore:
     """Open the vectors named by ``spec`` (see :func:`resolve`), converting and caching once."""
     if limit is not None and limit < 1:
-        raise UsageError(f"--limit must be a positive number of words, not {limit}")
+        raise UsageError(f"{{limit}} must be a positive number of words, not {limit}", "limit")
     source = resolve(spec)
     if source.kind == "default":
         return _limited(open_shipped(source.path), limit)
@@ -399,3 +410,34 @@ def load_npz_checked(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]
     except OSError:
         pass
     return None
+
+
+def convert_to_store(spec: str, out: Path, *, limit: int | None, trust: bool, quantize: bool) -> dict:
+    """Write the vectors named by ``spec`` as a store at ``out``; returns what was written.
+
+    A store is copied (cut to ``limit``); an int8 store stays int8, never inflated to float32
+    by accident. Any other format is parsed once through gensim.
+    """
+    from ctxembed.formats import detect_format
+
+    out = Path(out)
+    resolved = resolve(spec)
+    fmt = "ctxembed-store" if resolved.kind == "default" else detect_format(resolved.path)
+    if out.exists() and out.is_dir():
+        raise UsageError(f"{out}: is a directory; give a file name for the store")
+    if fmt == "ctxembed-store":
+        store = _limited(VectorStore.open(resolved.path), limit)
+        keep_int8 = quantize or store.dtype == "int8"
+        write_store(out, store.words, store.matrix(), quantize=keep_int8, meta=dict(store.meta, format=fmt))
+    else:
+        convert(resolved.path, fmt, out, limit=limit, trust=trust, quantize=quantize)
+    store = VectorStore.open(out)
+    return {
+        "source": spec,
+        "format": fmt,
+        "out": str(out),
+        "words": len(store),
+        "dim": store.dim,
+        "dtype": store.dtype,
+        "bytes": out.stat().st_size,
+    }

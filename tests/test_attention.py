@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from ctxembed import attention as attention_module
+from ctxembed import config as config_module
 from ctxembed import projections as projections_module
+from ctxembed import settings as settings_module
 from ctxembed.attention import (
     AttentionConfig,
     HeadProjection,
@@ -25,16 +27,15 @@ from ctxembed.attention import (
     build_mask,
     encode,
     layer_norm,
-    load_projections,
     normalize,
     random_params,
-    save_projections,
     scale_scores,
     shared_projection,
     sinusoidal_positions,
     softmax,
     sum_normalize,
 )
+from ctxembed.projections import load_projections, save_projections
 
 TOY_PATH = Path(__file__).resolve().parents[1] / "data" / "notes_toy.txt"
 R3 = math.sqrt(3)  # sqrt(d_k) for the 3-dimensional toy vectors
@@ -597,6 +598,6 @@ def test_config_rejects_bad_values(field, value):
 
 
 def test_module_docstring_examples_run():
-    for module in (attention_module, projections_module):
+    for module in (attention_module, projections_module, config_module, settings_module):
         failures, tried = doctest.testmod(module)
         assert tried > 0 and failures == 0

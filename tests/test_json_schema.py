@@ -311,3 +311,10 @@ def test_vectors_convert_document_matches_schema(tmp_path):
     doc = run_json("vectors", "convert", TOY, tmp_path / "toy.ctxv", "--quantize", "--json")
     assert_valid(doc, "ctxembed.vectors-convert/1")
     assert Path(doc["out"]).stat().st_size == doc["bytes"]
+
+
+def test_settings_schema_is_generated_from_the_declarations():
+    from ctxembed.settings import settings_schema
+
+    # after adding or changing a setting: .venv/bin/python scripts/settings_schema.py
+    assert schema_file("common.schema.json")["$defs"]["settings"] == json.loads(json.dumps(settings_schema()))

@@ -1,0 +1,295 @@
+"""The Python API: an :class:`Explorer` turns sentences into results you can read, save and show.
+
+>>> import ctxembed
+>>> ex = ctxembed.Explorer(vectors="notes-toy", preset="notes")
+>>> a = ex.attend("apple is the phone")
+>>> a.tokens
+['apple', 'is', 'the', 'phone']
+>>> a.weights.shape  # (layers, heads, query, key)
+(1, 1, 4, 4)
+>>> a.to_dict()["schema"]
+'ctxembed.attend/1'
+
+Every setting is a keyword (``heads=2, causal=True``), named as in :mod:`ctxembed.settings`; the
+command line is a thin layer over this module, so ``a.to_dict()`` is the ``--json`` document.
+Results show themselves in Jupyter (``_repr_html_``) and in rich (``__rich__``).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from os import PathLike
+from typing import Any
+
+import numpy as np
+
+from ctxembed.config import DEFAULT_MAX_TOKENS
+from ctxembed.errors import UsageError
+from ctxembed.explore import Contextualized, Engine
+from ctxembed.settings import Settings, build_settings, fit_to_vectors
+from ctxembed.store import VectorStore
+
+__all__ = ["AttendResult", "CompareResult", "Explorer", "NeighborsResult"]
+
+
+def _stderr(message: str) -> None:
+    from ctxembed.output import say
+
+    say(message)
+
+
+class Explorer:
+    """Static vectors and settings, ready to make sentences contextual. Build once, use many times.
+
+    ``vectors``: a vector file, a gensim-data name, ``"notes-toy"``, or None for the shipped GloVe
+    vectors. ``preset``: a named recipe (``default``, ``textbook``, ``notes``); any setting given as a
+    keyword overrides it. ``limit`` keeps the most frequent words; ``trust`` allows gensim's pickled
+    files; ``oov`` and ``max_tokens`` decide how sentences are read. Notes for people (a foreign file
+    converted once, a preset ingredient the vectors are too small for) go to ``on_note``
+    (default: stderr); ``label`` names a setting in notes and in batch error records (the CLI
+    passes its flags).
+    """
+
+    def __init__(
+        self,
+        vectors: str | PathLike | None = None,
+        preset: str = "default",
+        *,
+        limit: int | None = None,
+        trust: bool = False,
+        oov: str = "skip",
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        on_note: Callable[[str], None] | None = None,
+        label: Callable[[str], str] = str,
+        **settings: Any,
+    ):
+        from ctxembed.sources import open_vectors
+
+        note = on_note or _stderr
+        requested = build_settings(preset, **settings)  # settings are checked before any file is read
+        self.source = str(vectors) if vectors is not None else "default"
+        self.store: VectorStore = open_vectors(
+            None if vectors is None else str(vectors), limit=limit, trust=trust, on_convert=note
+        )
+        given = frozenset(name for name, value in settings.items() if value is not None)
+        self.settings: Settings
+        self.settings, turned_off = fit_to_vectors(requested, self.store.dim, len(self.store), keep=given)
+        if turned_off:
+            values = requested.values()
+            listed = ", ".join(f"{label(name)} {values[name]}" for name in turned_off)
+            note(
+                f"note: the {requested.preset} preset's {listed} turned off: these vectors are too small for it "
+                f"({self.store.dim} dimensions, {len(self.store):,} words)"
+            )
+        self.engine = Engine(self.store, self.settings, oov=oov, max_tokens=max_tokens, label=label)
+
+    def __repr__(self) -> str:
+        return f"Explorer({self.source!r}, {self.settings.summary()!r})"
+
+    @property
+    def vectors(self) -> dict:
+        """What the documents say about the vectors: source, name, words, dim."""
+        store = self.store
+        return {
+            "source": self.source,
+            "name": store.meta.get("name", store.path.name),
+            "words": len(store),
+            "dim": store.dim,
+        }
+
+    def contextualize(self, sentences: Sequence[str]) -> list[Contextualized]:
+        """Attention over several sentences at once; one result per sentence, in order."""
+        engine = self.engine
+        return engine.run([engine.prepare(text) for text in sentences])
+
+    def attend(self, text: str) -> AttendResult:
+        """The attention weights of one sentence and its static and contextual vectors."""
+        [result] = self.contextualize([text])
+        return AttendResult(self, result)
+
+    def compare(self, sentences: Sequence[str], word: str | None = None) -> CompareResult:
+        """Static against contextual cosine of ``word`` (default: every shared word) across sentences."""
+        from ctxembed.report import compare_document
+
+        sentences = list(sentences)
+        if len(sentences) < 2:
+            raise UsageError(f"compare needs at least two sentences, got {len(sentences)}")
+        results = self.contextualize(sentences)
+        return CompareResult(compare_document(results, word, self.settings, self.vectors))
+
+    def neighbors(self, text: str, word: str, k: int = 10) -> NeighborsResult:
+        """Nearest vocabulary words of ``word``'s contextual vector in ``text``, beside its static ones."""
+        from ctxembed.report import neighbors_document
+
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
+            raise UsageError(f"k must be an integer in [1, 1000], not {k!r}")
+        [result] = self.contextualize([text])
+        return NeighborsResult(neighbors_document(self.engine, result, word, k, self.vectors))
+
+    def embed_lines(self, lines: Iterable[str], **keywords: Any):
+        """Batch records (dicts) for many sentences, one per line, in order: see ``ctxembed.embed_lines``."""
+        import ctxembed
+
+        embed = getattr(ctxembed, "embed_lines", None)
+        if embed is None:
+            raise NotImplementedError("embed_lines arrives with the batch API")
+        return embed(lines, explorer=self, **keywords)
+
+
+class _Shown:
+    """Results' shared faces: a JSON dict, a saved file, an HTML view, a rich view."""
+
+    _renderer = ""
+
+    def document(self) -> dict:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict:
+        """The JSON document, exactly as ``--json`` prints it (JSON types only)."""
+        import orjson
+
+        from ctxembed.output import dumps
+
+        return orjson.loads(dumps(self.document()))
+
+    def save(self, path: str | PathLike) -> None:
+        """Write the result to ``path``; the suffix picks the format (.json, .html, .svg, .png)."""
+        from ctxembed.export import save_document
+
+        save_document(self.document(), path)
+
+    def _repr_html_(self) -> str:
+        from ctxembed.export import html_fragment
+
+        return html_fragment(self.document())
+
+    def render(self, console) -> None:
+        from ctxembed import render
+
+        getattr(render, self._renderer)(console, self.document())
+
+    def __rich__(self):
+        return _Rendered(self)
+
+
+@dataclass
+class _Rendered:
+    """A rich renderable drawing a result with ctxembed's renderer at the width rich offers."""
+
+    result: _Shown
+
+    def __rich_console__(self, console, options):
+        from rich.console import Console
+        from rich.text import Text
+
+        buffer = io.StringIO()
+        inner = Console(
+            file=buffer,
+            width=options.max_width,
+            color_system=console.color_system,
+            force_terminal=console.color_system is not None,
+            no_color=console.no_color,
+            highlight=False,
+        )
+        self.result.render(inner)
+        yield Text.from_ansi(buffer.getvalue().rstrip("\n"))
+
+
+@dataclass(eq=False)
+class AttendResult(_Shown):
+    """One sentence after attention. Arrays follow :attr:`tokens` (the tokens that took part)."""
+
+    explorer: Explorer = field(repr=False)
+    result: Contextualized = field(repr=False)
+    top: int = 3
+    with_vectors: bool = False
+
+    @property
+    def tokens(self) -> list[str]:
+        return [t.text for t in self.result.used_tokens()]
+
+    @property
+    def weights(self) -> np.ndarray:
+        """(layers, heads, query, key) attention weights; rows sum to 1 unless fully masked."""
+        return self.result.weights
+
+    @property
+    def static(self) -> np.ndarray:
+        """(T, d) static vectors of the tokens."""
+        return self.result.static
+
+    @property
+    def contextual(self) -> np.ndarray:
+        """(T, d_out) contextual vectors: the last layer's output."""
+        return self.result.contextual
+
+    def document(self) -> dict:
+        from ctxembed.report import attend_document
+
+        return attend_document(
+            self.result, self.explorer.settings, self.explorer.vectors, with_vectors=self.with_vectors, top=self.top
+        )
+
+    def render(self, console, **view: Any) -> None:
+        from ctxembed.render import render_attend
+
+        layers = self.weights.shape[0]
+        view = {"layer": layers - 1, "head": None, "all_heads": False, "max_display": 24} | view
+        render_attend(console, self.document(), self.result, **view)
+
+    def __repr__(self) -> str:
+        return f"AttendResult(tokens={self.tokens}, weights={self.weights.shape})"
+
+
+@dataclass(eq=False)
+class CompareResult(_Shown):
+    """A word's cosine across sentences: :attr:`static` and :attr:`contextual` are N x N matrices."""
+
+    doc: dict = field(repr=False)
+    _renderer = "render_compare"
+
+    @property
+    def word(self) -> str:
+        return self.doc["word"]
+
+    @property
+    def static(self) -> np.ndarray:
+        return self.doc["static_similarity"]
+
+    @property
+    def contextual(self) -> np.ndarray:
+        return self.doc["contextual_similarity"]
+
+    def document(self) -> dict:
+        return self.doc
+
+    def __repr__(self) -> str:
+        return f"CompareResult(word={self.word!r}, sentences={len(self.doc['sentences'])})"
+
+
+@dataclass(eq=False)
+class NeighborsResult(_Shown):
+    """A word's nearest vocabulary words: :attr:`static` and :attr:`contextual` lists of (word, cosine)."""
+
+    doc: dict = field(repr=False)
+    _renderer = "render_neighbors"
+
+    @property
+    def word(self) -> str:
+        return self.doc["word"]
+
+    @property
+    def static(self) -> list[tuple[str, float]]:
+        return [(n["word"], n["similarity"]) for n in self.doc["static"]]
+
+    @property
+    def contextual(self) -> list[tuple[str, float]]:
+        return [(n["word"], n["similarity"]) for n in self.doc["contextual"]]
+
+    def document(self) -> dict:
+        return self.doc
+
+    def __repr__(self) -> str:
+        return f"NeighborsResult(word={self.word!r}, contextual={[w for w, _ in self.contextual]})"

@@ -1,0 +1,142 @@
+"""eval wic, eval senses, eval pairs: how well contextual vectors separate word senses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ctxembed.cli import app, reports_errors, show
+from ctxembed.cli.options import JsonOpt, with_attention_options
+from ctxembed.output import say
+
+eval_app = typer.Typer(help="Measure how well contextual vectors separate word senses.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+
+def _config_help() -> str:
+    from ctxembed.settings import ladder
+
+    return (
+        f"A configuration of the ladder ({', '.join(ladder())}) or 'custom' (the attention options given here). "
+        "Repeatable; default: the whole ladder."
+    )
+
+
+ConfigOpt = Annotated[list[str] | None, typer.Option("--config", "-c", help=_config_help())]
+
+
+def _sweep(names: list[str] | None, explorer, default: tuple[str, ...], evaluate: Callable) -> list[dict]:
+    """Evaluate each chosen configuration (default: ``default``); "custom" is the command line's settings."""
+    from ctxembed.evaluate import named_settings
+
+    chosen = names or list(default)
+    custom = explorer().settings if "custom" in chosen else None
+    rows = []
+    for name in chosen:
+        settings = named_settings(name, custom)
+        rows.append({"name": name, "settings": settings.as_dict() if settings else None, **evaluate(name, settings)})
+    return rows
+
+
+@eval_app.command("wic", epilog="Example: ctxembed eval wic WiC_dataset/ -c textbook -c default")
+@reports_errors
+@with_attention_options
+def eval_wic(
+    directory: Annotated[Path, typer.Argument(help="Folder with SPLIT.data.txt and SPLIT.gold.txt (WiC format).")],
+    tune_on: Annotated[str, typer.Option("--tune-on", help="Split whose labels choose the threshold.")] = "train",
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+    explorer=None,
+) -> None:
+    """Word-in-Context accuracy: same sense or not, by thresholding the cosine of the target's vectors."""
+    from ctxembed.evaluate import LADDER, evaluate_wic, read_wic
+
+    splits = read_wic(directory)
+    store = explorer().store
+
+    def evaluate(name, settings):
+        say(f"evaluating {name} on {', '.join(s.name for s in splits)} ...")
+        return evaluate_wic(store, splits, settings, tune_on)
+
+    rows = _sweep(config, explorer, tuple(LADDER), evaluate)
+    primary = next((r for r in rows if r["name"] == "default"), rows[0])
+    doc = {
+        "schema": "ctxembed.eval-wic/1",
+        "vectors": explorer().vectors,
+        "directory": str(directory),
+        "tuned_on": tune_on,
+        "config": primary["name"],
+        "threshold": primary["threshold"],
+        "splits": primary["splits"],
+        "configs": rows,
+    }
+    show(doc, json_out, "render_eval_wic")
+
+
+@eval_app.command("senses", epilog="Example: ctxembed eval senses -c textbook -c default")
+@reports_errors
+@with_attention_options
+def eval_senses(
+    path: Annotated[
+        Path | None, typer.Argument(help="word<TAB>sense<TAB>sentence file (default: the shipped polysemy suite).")
+    ] = None,
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+    explorer=None,
+) -> None:
+    """The share of ambiguous words whose same-sense pairs all beat their cross-sense pairs."""
+    from ctxembed.evaluate import LADDER, default_senses_path, evaluate_senses, read_senses
+
+    rows_in = read_senses(path or default_senses_path())
+    store = explorer().store
+    rows = _sweep(config, explorer, tuple(LADDER), lambda name, settings: evaluate_senses(store, rows_in, settings))
+    doc = {
+        "schema": "ctxembed.eval-senses/1",
+        "vectors": explorer().vectors,
+        "file": str(path or default_senses_path()),
+        "configs": rows,
+    }
+    show(doc, json_out, "render_eval_senses")
+
+
+@eval_app.command("pairs", epilog="Example: ctxembed eval pairs simlex999")
+@reports_errors
+@with_attention_options
+def eval_pairs(
+    path: Annotated[
+        str,
+        typer.Argument(
+            help="SCWS-layout file (contexts with <b> word </b>), or a word-pair "
+            "file (word1 TAB word2 TAB score), or wordsim353 / simlex999."
+        ),
+    ],
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+    explorer=None,
+) -> None:
+    """Graded similarity: Spearman ρ in context (SCWS), or gensim's Pearson and Spearman for word pairs."""
+    from ctxembed.evaluate import evaluate_scws, evaluate_word_pairs, is_scws, read_scws, resolve_pairs_file
+
+    file = resolve_pairs_file(path)
+    store = explorer().store
+    if is_scws(file):
+        items = read_scws(file)
+        rows = _sweep(
+            config,
+            explorer,
+            ("static", "textbook", "default"),
+            lambda name, settings: evaluate_scws(store, items, settings),
+        )
+        doc = {"schema": "ctxembed.eval-pairs/1", "layout": "scws", "file": str(file), "configs": rows}
+    else:
+        doc = {
+            "schema": "ctxembed.eval-pairs/1",
+            "layout": "word-pairs",
+            "file": str(file),
+            "configs": [{"name": "static", **evaluate_word_pairs(store, file)}],
+        }
+    doc["vectors"] = explorer().vectors
+    show(doc, json_out, "render_eval_pairs")

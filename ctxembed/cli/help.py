@@ -1,0 +1,56 @@
+"""Plain-text help with the conventions users expect: options grouped in panels, full command
+summaries. Plain (no rich) so that help is cheap and reads the same in a pipe."""
+
+from __future__ import annotations
+
+from typer.core import TyperCommand, TyperGroup
+
+
+class PanelCommand(TyperCommand):
+    """A command whose help lists its options under their help panels (``rich_help_panel``)."""
+
+    def format_options(self, ctx, formatter) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                title = "Arguments"
+            else:
+                panel = getattr(param, "rich_help_panel", None)
+                title = f"{panel} options" if panel else "Options"
+            sections.setdefault(title, []).append(record)
+        order = ["Arguments", "Options"]
+        for title in order + [t for t in sections if t not in order]:
+            if title in sections:
+                with formatter.section(title):
+                    formatter.write_dl(sections[title])
+
+
+class FullSummaryGroup(TyperGroup):
+    """A group whose command list shows each command's whole first line, never cut with "…"."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _adopt(self)
+
+    def format_commands(self, ctx, formatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _adopt(group: TyperGroup) -> None:
+    """Give typer's plain commands and groups (built before we see them) the help above."""
+    for command in group.commands.values():
+        if type(command) is TyperCommand:
+            command.__class__ = PanelCommand  # only how help is formatted differs
+        elif type(command) is TyperGroup:
+            command.__class__ = FullSummaryGroup
+            _adopt(command)

@@ -1,0 +1,157 @@
+"""Command-line options generated from the setting declarations; nothing here names a setting.
+
+:func:`with_attention_options` gives a command every declared setting as an option (grouped by
+help panel, choices as ``[softmax|sum]``, limits in the help), plus the preset and where the
+vectors come from. The command receives them as one ``explorer`` callable that builds a
+:class:`ctxembed.api.Explorer` when first called.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import inspect
+from typing import Annotated, Any
+
+import typer
+
+from ctxembed.config import INPUT_PANEL, ReadOptions, Setting, declarations
+from ctxembed.errors import CtxembedError
+from ctxembed.settings import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS
+
+Preset = enum.Enum("Preset", {name: name for name in PRESET_NAMES}, type=str)  # [default|textbook|notes]
+
+# Options that are not settings: where the vectors come from.
+VectorsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--vectors",
+        envvar="CTXEMBED_VECTORS",
+        help="A vector file (word2vec text/binary, GloVe, fastText .vec/.bin, .gz/.bz2, a ctxembed store), "
+        "a gensim-data name such as glove-wiki-gigaword-50, or notes-toy (the lecture notes' 3-d toy "
+        "vectors). Default: the shipped GloVe 6B 100d.",
+        show_default=False,
+        rich_help_panel=INPUT_PANEL,
+    ),
+]
+LimitOpt = Annotated[
+    int | None, typer.Option("--limit", min=1, help="Keep only the N most frequent words.", rich_help_panel=INPUT_PANEL)
+]
+TrustOpt = Annotated[
+    bool,
+    typer.Option(
+        "--trust", help="Allow gensim's native .kv/.model files, which are pickles.", rich_help_panel=INPUT_PANEL
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
+_OTHER_FLAGS = {"vectors": "--vectors", "limit": "--limit", "trust": "--trust", "preset": "--preset"}
+READ_OPTIONS = declarations(ReadOptions)
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a setting (or of a source option) named in a library error."""
+    spec = SETTINGS.get(name) or READ_OPTIONS.get(name)
+    return spec.option if spec is not None else _OTHER_FLAGS.get(name, name)
+
+
+def error_message(exc: CtxembedError) -> str:
+    """A library error in command-line terms: its settings become their flags."""
+    return exc.render(flag)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "none" if value is None else f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _help(spec: Setting) -> str:
+    text = spec.help
+    if spec.limits():
+        text += f"  [{spec.limits()}]"
+    if spec.name in SETTINGS:
+        text += f"  [default preset: {_shown(PRESETS['default'].values()[spec.name])}]"
+    else:
+        text += f"  [default: {spec.default}]"
+    return text
+
+
+def option(spec: Setting, default: Any = None) -> tuple[Any, Any]:
+    """The typer annotation and default of one declared setting."""
+    if spec.kind is bool:
+        off = spec.off_flag or "--no-" + spec.option[2:]
+        declared = typer.Option(
+            f"{spec.option}/{off}", help=_help(spec), show_default=False, rich_help_panel=spec.panel
+        )
+        return Annotated[bool | None, declared], default
+    kind = spec.kind
+    metavar = f"[{'|'.join(spec.choices)}]" if spec.choices else spec.metavar
+    extra = {} if metavar is None else {"metavar": metavar}
+    declared = typer.Option(spec.option, help=_help(spec), show_default=False, rich_help_panel=spec.panel, **extra)
+    return Annotated[kind | None, declared], default
+
+
+def _parameters() -> list[inspect.Parameter]:
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    preset = Annotated[
+        Preset,
+        typer.Option(
+            "--preset",
+            help=PRESET_HELP,
+            metavar=f"[{'|'.join(PRESET_NAMES)}]",
+            show_default=False,
+            rich_help_panel=SETTINGS["scale"].panel,
+        ),
+    ]
+    found = [inspect.Parameter("preset", keyword, annotation=preset, default=Preset("default"))]
+    for name, spec in SETTINGS.items():
+        annotation, default = option(spec)
+        found.append(inspect.Parameter(name, keyword, annotation=annotation, default=default))
+    for name, spec in READ_OPTIONS.items():
+        annotation, _ = option(spec)
+        found.append(inspect.Parameter(name, keyword, annotation=annotation, default=None))
+    found += [
+        inspect.Parameter("vectors", keyword, annotation=VectorsOpt, default=None),
+        inspect.Parameter("limit", keyword, annotation=LimitOpt, default=None),
+        inspect.Parameter("trust", keyword, annotation=TrustOpt, default=False),
+    ]
+    return found
+
+
+_PARAMETERS = _parameters()
+_NAMES = [p.name for p in _PARAMETERS]
+
+
+def with_attention_options(command):
+    """Give a command every attention option; it receives them as ``explorer``, a callable that builds
+    (once) the :class:`ctxembed.api.Explorer` they describe."""
+    signature = inspect.signature(command, eval_str=True)  # __signature__ is not evaluated again
+    own = [p for p in signature.parameters.values() if p.name != "explorer"]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs):
+        options = {name: kwargs.pop(name) for name in _NAMES}
+        kwargs["explorer"] = functools.cache(lambda: build_explorer(options))
+        return command(**kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=own + _PARAMETERS)
+    return wrapper
+
+
+def build_explorer(options: dict[str, Any]):
+    from ctxembed.api import Explorer
+    from ctxembed.output import say
+
+    options = dict(options)
+    preset = options.pop("preset")
+    settings = {name: options.pop(name) for name in SETTINGS}
+    return Explorer(
+        options.pop("vectors"),
+        getattr(preset, "value", preset),
+        limit=options.pop("limit"),
+        trust=options.pop("trust"),
+        on_note=say,
+        label=flag,
+        **{k: v for k, v in options.items() if v is not None},
+        **settings,
+    )

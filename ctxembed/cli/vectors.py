@@ -1,0 +1,57 @@
+"""vectors info, vectors convert: look at a vector source, and turn it into a fast store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ctxembed.cli import app, reports_errors
+from ctxembed.cli.options import JsonOpt, LimitOpt, TrustOpt
+from ctxembed.output import emit_json, say, stdout_console
+
+vectors_app = typer.Typer(help="Inspect and convert vector files.", no_args_is_help=True)
+app.add_typer(vectors_app, name="vectors")
+
+
+@vectors_app.command("info", epilog="Example: ctxembed vectors info glove.6B.300d.txt --json")
+@reports_errors
+def vectors_info(
+    source: Annotated[str | None, typer.Argument(help="Vector file or gensim-data name (default: shipped).")] = None,
+    limit: LimitOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show a vector source's format, size, dimension, and cache state."""
+    from ctxembed.sources import describe
+
+    info = describe(source, limit=limit)
+    if json_out:
+        emit_json({"schema": "ctxembed.vectors-info/1", **info})
+        return
+    from ctxembed.render import render_info
+
+    render_info(stdout_console(), info)
+
+
+@vectors_app.command("convert", epilog="Example: ctxembed vectors convert wiki-news-300d-1M.vec news.ctxv --quantize")
+@reports_errors
+def vectors_convert(
+    source: Annotated[str, typer.Argument(help="Vector file or gensim-data name.")],
+    out: Annotated[Path, typer.Argument(help="Where to write the ctxembed store (.ctxv).")],
+    limit: LimitOpt = None,
+    trust: TrustOpt = False,
+    quantize: Annotated[bool, typer.Option("--quantize", help="Store int8 with one scale per row.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Convert any supported vector file into a ctxembed store that opens in milliseconds."""
+    from ctxembed.sources import convert_to_store
+
+    result = convert_to_store(source, out, limit=limit, trust=trust, quantize=quantize)
+    if json_out:
+        emit_json({"schema": "ctxembed.vectors-convert/1", **result})
+    else:
+        say(
+            f"wrote {out}: {result['words']:,} words x {result['dim']} dimensions "
+            f"({result['dtype']}, {result['bytes']:,} bytes)"
+        )

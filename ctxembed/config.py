@@ -1,0 +1,345 @@
+"""One declaration per setting, and the attention core's configuration.
+
+Every setting that changes the contextual vectors is declared once, as dataclass field metadata
+(:func:`setting`): its type or choices, its limits, its help text and help panel, how the one-line
+summary and ``--explain`` describe it, and which ingredient of the default preset it belongs to.
+Everything else is generated from these declarations: the command-line options, the Python API's
+keywords, :func:`ctxembed.settings.build_settings`, the summary line, the JSON settings and the
+eval ladder. Adding an ingredient means one declaration here (or in :mod:`ctxembed.settings`)
+and its maths, nothing in the CLI.
+
+>>> config = AttentionConfig(heads=2, causal=True)
+>>> config.heads, config.normalization
+(2, 'softmax')
+>>> AttentionConfig(temperature=float("nan"))
+Traceback (most recent call last):
+...
+ctxembed.errors.SettingError: temperature must be a finite number in [0.001, 1000], not nan
+
+This module imports nothing from the rest of ctxembed but its errors: the attention core, the
+projections and the settings all build on it.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from functools import cache
+from numbers import Integral, Real
+from os import PathLike
+from typing import Any
+
+from ctxembed.errors import SettingError
+
+# Help panels: the command-line help groups options by them.
+ATTENTION_PANEL = "Attention"
+PROJECTION_PANEL = "Projections"
+INGREDIENT_PANEL = "Ingredients of the default preset"
+INPUT_PANEL = "Vectors and tokens"
+
+
+class Normalization(str, enum.Enum):
+    """How scores become weights."""
+
+    softmax = "softmax"  # exp(s) / sum exp(s)
+    sum = "sum"  # max(s, 0) / sum max(s, 0)
+
+
+class CausalMode(str, enum.Enum):
+    """Where the causal mask is applied."""
+
+    before = "before"  # -inf, then normalise
+    after = "after"  # normalise, zero the future, renormalise
+
+
+class Projection(str, enum.Enum):
+    """Where queries, keys and values come from."""
+
+    identity = "identity"  # Q = K = V = X
+    random = "random"  # Xavier-uniform, from the seed
+    file = "file"  # an .npz of trained matrices
+
+
+Summary = str | Callable[[Mapping[str, Any]], str | None] | None
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The one declaration of a setting. ``kind`` is bool, int, float, str or an Enum of choices.
+
+    ``summary`` and ``explain`` are format strings over every setting's value (``{heads}``), shown when
+    this setting is truthy, or functions of those values returning a string or None (not shown).
+    ``requires`` names another setting's value this one needs when given explicitly (``seed`` needs
+    ``projection="random"``). ``ingredient`` groups the settings of one ingredient of the default
+    preset for the eval ladder. ``fits`` says whether a value works on vectors of a given dimension
+    and vocabulary size; a preset's value that does not fit is stepped down to the default.
+    """
+
+    kind: type
+    default: Any
+    help: str
+    name: str = ""
+    flag: str | None = None  # default: --name-with-dashes; booleans get --x/--no-x
+    minimum: float | None = None
+    maximum: float | None = None
+    optional: bool = False  # None is a value of its own (no file, d / heads)
+    panel: str = ATTENTION_PANEL
+    summary: Summary = None
+    explain: Summary = None
+    requires: tuple[str, str] | None = None
+    ingredient: str | None = None
+    fits: Callable[[Any, int, int], bool] | None = None
+    metavar: str | None = None
+    off_flag: str | None = None  # the negative of a boolean flag, when not --no-x
+
+    @property
+    def choices(self) -> tuple[str, ...] | None:
+        return (
+            tuple(c.value for c in self.kind)
+            if isinstance(self.kind, type) and issubclass(self.kind, enum.Enum)
+            else None
+        )
+
+    @property
+    def option(self) -> str:
+        """The command-line flag: ``--d-out`` for ``d_out`` unless declared otherwise."""
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    def limits(self) -> str:
+        """The allowed range as help text shows it, e.g. ``1<=x<=64``; empty without limits."""
+        low, high = self.minimum, self.maximum
+        if low is None and high is None:
+            return ""
+        left = "" if low is None else f"{_number(low)}<="
+        right = "" if high is None else f"<={_number(high)}"
+        return f"{left}x{right}"
+
+    def check(self, value: Any) -> Any:
+        """The value in its plain form (an Enum's string, a path's string), or SettingError."""
+        if value is None and self.optional:
+            return None
+        kind, name = self.kind, self.name
+        if self.choices is not None:
+            value = value.value if isinstance(value, enum.Enum) else value
+            if value not in self.choices:
+                raise SettingError(f"{{{name}}} must be one of {', '.join(self.choices)}, not {value!r}", name)
+            return str(value)
+        if kind is bool:
+            if not isinstance(value, bool) and type(value).__name__ != "bool_":  # numpy's bool too
+                raise SettingError(f"{{{name}}} must be True or False, not {value!r}", name)
+            return bool(value)
+        if kind is str:
+            if not isinstance(value, str | PathLike) or not str(value):
+                raise SettingError(f"{{{name}}} must be a non-empty string or path, not {value!r}", name)
+            return str(value)
+        if kind is int:
+            if isinstance(value, bool) or not isinstance(value, Integral):
+                raise SettingError(f"{{{name}}} must be an integer{self._range_text()}, not {value!r}", name)
+            value = int(value)
+        else:
+            if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+                raise SettingError(f"{{{name}}} must be a finite number{self._range_text()}, not {value!r}", name)
+            value = float(value)
+        low, high = self.minimum, self.maximum
+        if (low is not None and value < low) or (high is not None and value > high):
+            what = "an integer" if kind is int else "a finite number"
+            raise SettingError(f"{{{name}}} must be {what}{self._range_text()}, not {value!r}", name)
+        return value
+
+    def _range_text(self) -> str:
+        low, high = self.minimum, self.maximum
+        low_text = "" if low is None else _number(low)
+        high_text = "" if high is None else _number(high)
+        if low is not None and high is not None:
+            return f" in [{low_text}, {high_text}]"
+        if low is not None:
+            return f" >= {low_text}"
+        return "" if high is None else f" <= {high_text}"
+
+    def describe(self, text: Summary, values: Mapping[str, Any]) -> str | None:
+        """Render a ``summary`` or ``explain`` declaration over every setting's value."""
+        if text is None:
+            return None
+        if callable(text):
+            return text(values)
+        return text.format(**values) if values[self.name] else None
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
+
+
+def setting(kind: type, default: Any, help: str, **declaration: Any) -> Any:
+    """Declare a dataclass field as a setting; see :class:`Setting` for the keywords."""
+    return field(default=default, metadata={"setting": Setting(kind, default, help, **declaration)})
+
+
+@cache
+def declarations(cls: type) -> dict[str, Setting]:
+    """The declared settings of a dataclass, by field name, in field order."""
+    found = {}
+    for f in fields(cls):
+        spec = f.metadata.get("setting")
+        if spec is not None:
+            found[f.name] = Setting(**{**spec.__dict__, "name": f.name})
+    return found
+
+
+def check_declared(instance: object) -> None:
+    """Validate and normalise every declared field of a frozen dataclass in place (for __post_init__)."""
+    for name, spec in declarations(type(instance)).items():
+        object.__setattr__(instance, name, spec.check(getattr(instance, name)))
+
+
+def _scores(v: Mapping[str, Any]) -> str:
+    divisor = ("/sqrt(d)" if v["scale"] else "") + (f"/T={v['temperature']:g}" if v["temperature"] != 1 else "")
+    return f"scores x.x{divisor}"
+
+
+def _shape(v: Mapping[str, Any]) -> str:
+    heads, layers = v["heads"], v["layers"]
+    return f"{heads} head{'s' if heads > 1 else ''}, {layers} layer{'s' if layers > 1 else ''}"
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Which attention ingredients are on: the attention core's whole configuration.
+
+    Limits keep memory bounded: the weights alone take layers x heads x T² floats per sentence
+    (see ``max_tokens`` in :mod:`ctxembed.settings`), so 48 layers x 64 heads allow ~16 MB per
+    sentence of 16 tokens, and the product is checked again per sentence.
+    """
+
+    scale: bool = setting(
+        bool,
+        True,
+        "Divide scores by sqrt(d_k) (Vaswani et al.); off = the notes' raw dot products.",
+        summary=_scores,
+        explain="scores are divided by sqrt(d_k), so they do not grow with the dimension",
+    )
+    temperature: float = setting(
+        float,
+        1.0,
+        "Divide scores by T: > 1 flattens the weights, < 1 sharpens them.",
+        minimum=1e-3,
+        maximum=1e3,
+        metavar="T",
+        explain=lambda v: (
+            f"scores are divided by the temperature T={v['temperature']:g}" if v["temperature"] != 1 else None
+        ),
+    )
+    normalization: str = setting(
+        Normalization,
+        "softmax",
+        "How scores become weights: softmax, or sum (negatives clamped to 0, divided by the row sum).",
+        summary="{normalization}",
+        explain=lambda v: (
+            "weights = softmax of the scores"
+            if v["normalization"] == "softmax"
+            else "weights = max(score, 0) / row sum"
+        ),
+    )
+    causal: bool = setting(
+        bool,
+        False,
+        "Attend only to earlier tokens (and the token itself).",
+        summary="causal ({causal_mode} softmax)",
+        explain="causal mask: a token attends only to itself and earlier tokens",
+    )
+    causal_mode: str = setting(
+        CausalMode,
+        "before",
+        "Where the causal mask goes: before (-inf, then normalise) or after (normalise, zero, renormalise).",
+    )
+    exclude_self: bool = setting(
+        bool,
+        False,
+        "Mask the diagonal: a token attends only to the other tokens.",
+        off_flag="--include-self",
+        summary="self masked",
+        explain="self masked: a token does not attend to itself",
+        ingredient="self-mask",
+    )
+    heads: int = setting(
+        int,
+        1,
+        "Attention heads; the identity projection gives each an equal slice of the vector.",
+        minimum=1,
+        maximum=64,
+        summary=_shape,
+    )
+    layers: int = setting(int, 1, "Stacked layers; each layer's output is the next one's input.", minimum=1, maximum=48)
+    residual: bool = setting(
+        bool,
+        False,
+        "Residual connection: out = λ·x + attention(x).",
+        summary="residual {residual_scale:.3g}·x + context",
+        explain="output = {residual_scale:g}·x + context",
+        ingredient="self-mask",
+    )
+    residual_scale: float = setting(
+        float,
+        1.0,
+        "λ of the residual: 1 is the transformer's plain sum.",
+        minimum=-100.0,
+        maximum=100.0,
+        metavar="λ",
+        ingredient="self-mask",
+    )
+    layer_norm: bool = setting(
+        bool,
+        False,
+        "Post-norm: each output vector to mean 0, variance 1 (no learned gain or bias).",
+        summary="layer norm",
+        explain="then layer norm",
+    )
+    positions: bool = setting(
+        bool,
+        False,
+        "Add sinusoidal position encodings to the input (breaks permutation symmetry).",
+        summary="sinusoidal positions",
+        explain="sinusoidal position encodings are added to the inputs",
+    )
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+
+class Oov(str, enum.Enum):
+    """What happens to a token without a vector."""
+
+    skip = "skip"  # leave it out of attention
+    zero = "zero"  # attend over a zero vector
+    error = "error"  # refuse the sentence
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How sentences become rows of static vectors: the settings that are not about attention."""
+
+    oov: str = setting(
+        Oov,
+        "skip",
+        "Out-of-vocabulary tokens: skip them, use a zero vector, or refuse the sentence.",
+        panel=INPUT_PANEL,
+    )
+    # One layer and head keep T² float32 weights: 4096 tokens are 64 MB; the product with
+    # layers and heads is checked per sentence against WEIGHTS_BUDGET.
+    max_tokens: int = setting(
+        int,
+        512,
+        "Longest sentence accepted, in tokens (attention keeps layers x heads x n² weights).",
+        minimum=1,
+        maximum=4096,
+        metavar="N",
+        panel=INPUT_PANEL,
+    )
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+
+DEFAULT_MAX_TOKENS = ReadOptions.max_tokens
+WEIGHTS_BUDGET = 1 << 30  # bytes of attention weights one sentence may keep (layers x heads x T² x 4)
