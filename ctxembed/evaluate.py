@@ -95,7 +95,7 @@ def target_vectors(
     return vectors, found, coverage
 
 
-def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def rounded_row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cosine of each row pair (n, d), (n, d) -> (n,), in float64 and rounded to 1e-10, so identical
     vectors tie at exactly 1 instead of scattering around it by float32 rounding."""
     cosines = explore.row_cosines(a.astype(np.float64), b.astype(np.float64))  # (n,)
@@ -191,7 +191,7 @@ def evaluate_wic(store: VectorStore, splits: list[WicSplit], settings: Settings 
         firsts, seconds = zip(*split.pairs, strict=True)
         v1, ok1, cov1 = target_vectors(store, settings, list(firsts))
         v2, ok2, cov2 = target_vectors(store, settings, list(seconds))
-        cos = row_cosines(v1, v2)
+        cos = rounded_row_cosines(v1, v2)
         covered = ok1 & ok2
         scores[split.name] = (cos, covered)
         coverage[split.name] = {k: cov1[k] + cov2[k] for k in cov1} | {"pairs_without_vector": int((~covered).sum())}
@@ -273,7 +273,7 @@ def evaluate_scws(store: VectorStore, items, settings: Settings | None) -> dict:
     v1, ok1, _ = target_vectors(store, settings, list(firsts))
     v2, ok2, _ = target_vectors(store, settings, list(seconds))
     covered = ok1 & ok2
-    cos = row_cosines(v1, v2)[covered]
+    cos = rounded_row_cosines(v1, v2)[covered]
     gold = np.array(ratings)[covered]
     return {"n": len(items), "covered": int(covered.sum()), "spearman": spearman(cos, gold) if len(cos) > 2 else None}
 
@@ -368,7 +368,7 @@ def evaluate_senses(store: VectorStore, rows: list[SenseSentence], settings: Set
         same, cross = [], []
         for x, i in enumerate(members):
             for j in members[x + 1 :]:
-                value = float(row_cosines(vectors[i : i + 1], vectors[j : j + 1])[0])
+                value = float(rounded_row_cosines(vectors[i : i + 1], vectors[j : j + 1])[0])
                 (same if rows[i].sense == rows[j].sense else cross).append(value)
         separated = bool(same and cross and min(same) > max(cross))
         margin = float(np.mean(same) - np.mean(cross)) if same and cross else None

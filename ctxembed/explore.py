@@ -5,7 +5,7 @@
     [result] = engine.run([sentence])                                # attention over the tokens
     result.contextual[result.index_of("bank")]                       # (d,) the contextual "bank"
 
-Data flows one way: text -> :mod:`tokenize` -> store rows -> shared projection (if any)
+Data flows one way: text -> :mod:`tokenize` -> store rows -> all-but-the-top removal (if any)
 -> :func:`ctxembed.attention.encode` -> :class:`Contextualized`.
 """
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ctxembed.abtt import TopRemoval, statistics
 from ctxembed.attention import (
     add_key_bias,
     attention_scores,
@@ -26,13 +27,13 @@ from ctxembed.attention import (
     identity_params,
     normalize,
     project_heads,
-    random_params,
     sinusoidal_positions,
     validate_params,
 )
 from ctxembed.config import DEFAULT_MAX_TOKENS, WEIGHTS_BUDGET, ReadOptions
 from ctxembed.errors import DataError, SettingError
-from ctxembed.projections import load_projections
+from ctxembed.projections import projection_params
+from ctxembed.search import nearest
 from ctxembed.settings import Settings
 from ctxembed.store import VectorStore
 from ctxembed.tokenize import Token, pretokenized, tokenize, vocabulary_key
@@ -44,8 +45,7 @@ _EULER_GAMMA = 0.5772156649
 class Prepared:
     """A sentence ready for attention: every token, and the ones that take part.
 
-    Static vectors are gathered from the store when first asked for, so that a batch of
-    sentences is gathered in one operation by :meth:`Engine.run`."""
+    It holds store rows, not vectors: :meth:`Engine.run` gathers a whole batch in one operation."""
 
     text: str
     tokens: list[Token]
@@ -55,7 +55,6 @@ class Prepared:
     keys: list[str | None]  # per token: the vocabulary word looked up
     extra: dict[int, np.ndarray]  # index into used -> a vector that is no store row (subwords, zeros)
     store: VectorStore = field(repr=False)
-    _static: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def ranks(self) -> np.ndarray:
@@ -63,13 +62,11 @@ class Prepared:
 
     @property
     def static(self) -> np.ndarray:
-        """(T, d) float32 static vectors of the used tokens (zeros for --oov zero)."""
-        if self._static is None:
-            static = self.store.rows(np.maximum(self.ranks, 0))  # (T, d)
-            for index, vector in self.extra.items():
-                static[index] = vector
-            self._static = static
-        return self._static
+        """(T, d) float32 static vectors of the used tokens (zeros for oov "zero"), gathered now."""
+        static = self.store.rows(np.maximum(self.ranks, 0))  # (T, d)
+        for index, vector in self.extra.items():
+            static[index] = vector
+        return static
 
     @property
     def skipped(self) -> list[Token]:
@@ -82,14 +79,11 @@ class Contextualized:
     """One sentence after attention. Rows of every array follow ``prepared.used``."""
 
     prepared: Prepared
-    inputs: np.ndarray  # (T, d) what attention saw: static vectors after the shared projection
+    static: np.ndarray  # (T, d) the static vectors of the used tokens
+    inputs: np.ndarray  # (T, d) what attention saw: static vectors after all-but-the-top removal
     contextual: np.ndarray  # (T, d_out) the last layer's output
     weights: np.ndarray  # (L, h, T, T) attention weights of every layer and head
     layer_inputs: list[np.ndarray] = field(default_factory=list)  # L arrays (T, d_l), positions included
-
-    @property
-    def static(self) -> np.ndarray:
-        return self.prepared.static
 
     def used_tokens(self) -> list[Token]:
         return [self.prepared.tokens[p] for p in self.prepared.used]
@@ -129,36 +123,6 @@ def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
     return np.clip(unit @ unit.T, -1.0, 1.0)  # (n, n)
 
 
-def vocabulary_directions(store: VectorStore, n_words: int, n_directions: int) -> tuple[np.ndarray, np.ndarray]:
-    """Mean (d,) and top principal directions (d, D) of the n most frequent words, float32.
-
-    Reading a 200k-word store costs ~0.1 s, so the result is cached next to the vector cache,
-    keyed by the store file's path, size and mtime.
-    """
-    from ctxembed.sources import load_npz_checked, stats_cache_path
-
-    cache = stats_cache_path(store, f"abtt-{n_words}-{n_directions}")
-    saved = load_npz_checked(cache, ("mean", "directions")) if cache is not None else None
-    if saved is not None:
-        return saved["mean"], saved["directions"]
-    mean = np.zeros(store.dim, dtype=np.float64)  # (d,)
-    scatter = np.zeros((store.dim, store.dim), dtype=np.float64)  # (d, d) sum of x xᵀ
-    for start, block in store.iter_blocks():
-        block = block[: max(0, n_words - start)].astype(np.float64)  # (b, d)
-        mean += block.sum(axis=0)
-        scatter += block.T @ block  # (d, b) x (b, d) -> (d, d)
-    mean /= n_words
-    covariance = scatter / n_words - np.outer(mean, mean)  # (d, d)
-    _, eigenvectors = np.linalg.eigh(covariance)  # ascending eigenvalues
-    directions = eigenvectors[:, ::-1][:, :n_directions]  # (d, D) largest first
-    mean, directions = mean.astype(np.float32), np.ascontiguousarray(directions, dtype=np.float32)
-    if cache is not None:
-        from ctxembed.sources import save_npz_atomic
-
-        save_npz_atomic(cache, mean=mean, directions=directions)
-    return mean, directions
-
-
 class Engine:
     """Static vectors + settings -> contextual vectors. Build once, run on many sentences."""
 
@@ -179,8 +143,8 @@ class Engine:
         self.label = label  # how error messages name a setting (the CLI: by its flag)
         self.dim = store.dim
         self._lookup = store.find  # a binary search: no start-up cost; bulk() swaps in a dict
-        self.shift, self.top, self.projection = self._shared_projection()
-        self.params = self._params()
+        self.removal = top_removal(store, settings)  # all-but-the-top, or None
+        self.params = projection_params(settings, self.dim)
         try:
             self.out_dim = validate_params(
                 self.params or identity_params(settings.attention), self.dim, settings.attention
@@ -194,46 +158,6 @@ class Engine:
         """Prepare for many sentences: look words up in a dict (built once, ~50 ms for 200k words)."""
         self._lookup = self.store.index.get
         return self
-
-    # ------------------------------------------------------------------ set-up
-    def _shared_projection(self) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
-        """All-but-the-top: x -> (x - mu) @ P with P = I - U Uᵀ, U the top principal directions."""
-        s = self.settings
-        if not s.abtt:
-            return None, None, None
-        n = min(s.abtt_words, len(self.store))
-        if s.abtt >= self.dim or n < 2:
-            raise SettingError(
-                f"{{abtt}} {s.abtt} needs vectors of more than {s.abtt} dimensions and at least 2 words "
-                f"(these have {self.dim} and {len(self.store)})",
-                "abtt",
-            )
-        mu, top = vocabulary_directions(self.store, n, s.abtt)  # (d,), (d, D)
-        projection = np.eye(self.dim, dtype=np.float32) - top @ top.T  # (d, d) removes the top directions
-        return mu, top, projection
-
-    def _params(self):
-        s, a = self.settings, self.settings.attention
-        if s.projection == "identity":
-            return None
-        if s.projection == "random":
-            d_out = s.d_out or self.dim // a.heads
-            if d_out < 1:
-                raise SettingError(
-                    f"{{heads}} {a.heads} leave no dimensions per head of the {self.dim}; give {{d_out}}",
-                    "heads",
-                    "d_out",
-                )
-            try:
-                return random_params(self.dim, d_out, a, seed=s.seed, output_projection=s.output_projection)
-            except ValueError as exc:
-                raise SettingError(str(exc)) from None
-        try:
-            return load_projections(s.weights_file, self.dim, a)
-        except FileNotFoundError:
-            raise DataError(f"{s.weights_file}: no such file") from None
-        except (ValueError, OSError) as exc:
-            raise DataError(f"{s.weights_file}: {exc}") from None
 
     # ------------------------------------------------------------------ sentences
     def prepare(self, text: str, *, words: Sequence[str] | None = None) -> Prepared:
@@ -296,10 +220,8 @@ class Engine:
         return np.log(a / (a + p)).astype(np.float32)  # (T,) <= 0
 
     def project_inputs(self, static: np.ndarray) -> np.ndarray:
-        """(..., d) static vectors -> attention inputs (shared affine projection when on)."""
-        if self.projection is None:
-            return static
-        return (static - self.shift) @ self.projection  # (..., d) x (d, d) -> (..., d)
+        """(..., d) static vectors -> attention inputs (all-but-the-top removal when on)."""
+        return static if self.removal is None else self.removal(static)  # (..., d)
 
     def run(self, sentences: Sequence[Prepared]) -> list[Contextualized]:
         """Attention over many sentences at once (padded batch); one result per sentence, in order."""
@@ -319,8 +241,6 @@ class Engine:
         for b, sentence in enumerate(sentences):
             for index, vector in sentence.extra.items():
                 static[b, index] = vector
-            if sentence._static is None:
-                sentence._static = static[b, : lengths[b]]
         inputs = self.project_inputs(static)  # (B, T, d)
         bias = self.key_bias(ranks)  # (B, T) or None
         result = encode(inputs, self.settings.attention, self.params, lengths=lengths, key_bias=bias)
@@ -334,6 +254,7 @@ class Engine:
             out.append(
                 Contextualized(
                     prepared=sentence,
+                    static=static[b, :n],
                     inputs=inputs[b, :n],
                     contextual=result.contextual[b, :n],
                     weights=result.weights[:, b, :, :n, :n],
@@ -351,9 +272,6 @@ class Engine:
             for i, result in zip(chunk, self.run([sentences[i] for i in chunk]), strict=True):
                 results[i] = result
         return results
-
-    def contextualize(self, text: str) -> Contextualized:
-        return self.run([self.prepare(text)])[0]
 
     # ------------------------------------------------------------------ explain
     def explain(self, result: Contextualized, *, layer: int = 0, head: int = 0) -> dict:
@@ -386,30 +304,25 @@ class Engine:
             "weights": weights,
             "context": context,
             "output": result.contextual if layer == a.layers - 1 else None,
-            "shared_projection": self.projection is not None and layer == 0,
+            "shared_projection": self.removal is not None and layer == 0,
         }
 
     # ------------------------------------------------------------------ neighbours
     def neighbors(self, vector: np.ndarray, *, k: int, exclude: set[str], space: str) -> list[tuple[str, float]]:
         """Nearest vocabulary words of ``vector``. ``space="static"`` compares with the store as is;
-        ``"input"`` with the vocabulary after the shared projection (where contextual vectors live)."""
-        if space == "static" or self.projection is None:
-            return self.store.most_similar(vector, k=k, exclude=exclude)
-        store = self.store
-        # With P = I - U Uᵀ: (m - mu) P . c = m . Pc - mu . Pc and |(m - mu) P|² = |m - mu|² - |Uᵀ(m - mu)|²,
-        # so one pass of small matrix products over the store replaces projecting every word.
-        mu, top = self.shift.astype(np.float64), self.top.astype(np.float64)  # (d,), (d, D)
-        direction = self.projection.astype(np.float64) @ vector  # (d,)
-        probes = np.column_stack([direction, mu, top]).astype(np.float32)  # (d, 2 + D)
-        mu_top = mu @ top  # (D,)
-        dots = np.empty(len(store), dtype=np.float64)  # (N,)
-        squares = np.empty(len(store), dtype=np.float64)  # (N,)
-        for start, block in store.iter_blocks():
-            stop = start + len(block)
-            products = (block @ probes).astype(np.float64)  # (b, d) x (d, 2 + D) -> (b, 2 + D)
-            dots[start:stop] = products[:, 0] - mu @ direction
-            centred = store.norms[start:stop].astype(np.float64) ** 2 - 2 * products[:, 1] + mu @ mu  # |m - mu|²
-            squares[start:stop] = centred - ((products[:, 2:] - mu_top) ** 2).sum(axis=1)
-        denom = np.sqrt(np.maximum(squares, 0)) * np.linalg.norm(vector)  # (N,)
-        sims = np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 1e-9)  # (N,)
-        return store.top_words(sims, k, exclude)
+        ``"input"`` with the vocabulary after all-but-the-top removal (where contextual vectors live)."""
+        return nearest(self.store, vector, k=k, exclude=exclude, removal=None if space == "static" else self.removal)
+
+
+def top_removal(store: VectorStore, settings: Settings) -> TopRemoval | None:
+    """All-but-the-top removal of ``settings.abtt`` directions, or None when it is off."""
+    if not settings.abtt:
+        return None
+    n = min(settings.abtt_words, len(store))
+    if settings.abtt >= store.dim or n < 2:
+        raise SettingError(
+            f"{{abtt}} {settings.abtt} needs vectors of more than {settings.abtt} dimensions and at least 2 words "
+            f"(these have {store.dim} and {len(store)})",
+            "abtt",
+        )
+    return TopRemoval.from_statistics(statistics(store, n), settings.abtt)

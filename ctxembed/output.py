@@ -7,7 +7,6 @@ null (they should not occur, and a test checks that they do not).
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from typing import TYPE_CHECKING, Any
@@ -17,10 +16,7 @@ import numpy as np
 if TYPE_CHECKING:  # rich costs ~15 ms to import; JSON output never needs it
     from rich.console import Console
 
-try:  # fast and exact for float32 arrays; the standard library is the fallback
-    import orjson
-except ImportError:  # pragma: no cover
-    orjson = None
+import orjson  # fast, and exact for float32 arrays
 
 
 def stdout_console() -> Console:
@@ -67,10 +63,8 @@ def jsonable(value: Any, *, keep_arrays: bool = False) -> Any:
 
 def dumps(document: dict, *, indent: int | None = None) -> str:
     """JSON text; float32 arrays print their shortest float32 form (0.74, not 0.7403098344802856)."""
-    if orjson is not None:
-        option = orjson.OPT_SERIALIZE_NUMPY | (orjson.OPT_INDENT_2 if indent else 0)
-        return orjson.dumps(jsonable(document, keep_arrays=True), option=option).decode()
-    return json.dumps(jsonable(document), ensure_ascii=False, allow_nan=False, indent=indent)
+    option = orjson.OPT_SERIALIZE_NUMPY | (orjson.OPT_INDENT_2 if indent else 0)
+    return orjson.dumps(jsonable(document, keep_arrays=True), option=option).decode()
 
 
 def emit_json(document: dict) -> None:

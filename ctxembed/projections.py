@@ -27,10 +27,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from os import PathLike
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ctxembed.config import AttentionConfig
+
+if TYPE_CHECKING:  # settings are a layer above: only read, never imported at run time
+    from ctxembed.settings import Settings
 
 HEAD_ARRAYS = ("W_query", "W_key", "W_value", "b_query", "b_key", "b_value")
 LAYER_ARRAYS = ("W_out", "b_out")
@@ -304,3 +308,29 @@ def save_projections(path: str | PathLike, params: list[LayerParams]) -> None:
                 arrays[f"l{layer}.{kind}"] = np.asarray(value)
     with open(path, "wb") as file:  # an open file keeps the name exactly as given (no ".npz" appended)
         np.savez(file, **arrays)
+
+
+def projection_params(settings: Settings, d_in: int) -> list[LayerParams] | None:
+    """The query/key/value projections ``settings`` ask for on d_in-dimensional vectors:
+    None for the identity, Xavier matrices from the seed, or the arrays of a weights file."""
+    from ctxembed.errors import DataError, SettingError
+
+    a = settings.attention
+    if settings.projection == "identity":
+        return None
+    if settings.projection == "random":
+        d_out = settings.d_out or d_in // a.heads
+        if d_out < 1:
+            raise SettingError(
+                f"{{heads}} {a.heads} leave no dimensions per head of the {d_in}; give {{d_out}}", "heads", "d_out"
+            )
+        try:
+            return random_params(d_in, d_out, a, seed=settings.seed, output_projection=settings.output_projection)
+        except ValueError as exc:
+            raise SettingError(str(exc)) from None
+    try:
+        return load_projections(settings.weights_file, d_in, a)
+    except FileNotFoundError:
+        raise DataError(f"{settings.weights_file}: no such file") from None
+    except (ValueError, OSError) as exc:
+        raise DataError(f"{settings.weights_file}: {exc}") from None

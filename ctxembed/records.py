@@ -9,14 +9,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import orjson  # encodes numpy arrays directly, ~10x faster than json
 
 from ctxembed.errors import CtxembedError
 from ctxembed.explore import Engine
-
-try:  # orjson encodes numpy arrays directly and is ~10x faster than json; optional
-    import orjson
-except ImportError:  # pragma: no cover - exercised when the extra is not installed
-    orjson = None
 
 
 def parse_line(number: int, raw: bytes) -> tuple[str | None, dict]:
@@ -88,11 +84,4 @@ def _fill(record: dict, result, options: dict) -> None:
 
 
 def _encode(record: dict) -> bytes:
-    if orjson is not None:
-        return orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE)
-    plain = {
-        k: (np.round(v.astype(np.float64), 7).tolist() if isinstance(v, np.ndarray) else v) for k, v in record.items()
-    }
-    if isinstance(plain.get("word"), dict):
-        plain["word"] = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in plain["word"].items()}
-    return (json.dumps(plain, ensure_ascii=False, allow_nan=False) + "\n").encode()
+    return orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE)

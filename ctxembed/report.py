@@ -151,7 +151,7 @@ def neighbors_document(engine: Engine, result: Contextualized, word: str, k: int
         "static_contextual_cosine": cosine(result.inputs[row], contextual)
         if result.inputs.shape[1] == contextual.shape[0]
         else None,
-        "space": "after the shared projection" if engine.projection is not None else "static",
+        "space": "after the shared projection" if engine.removal is not None else "static",
         "static": [{"word": w, "similarity": s} for w, s in static_list],
         "contextual": [{"word": w, "similarity": s} for w, s in contextual_list],
     }

