@@ -1,54 +1,241 @@
-"""``ctxembed batch``: sentences in, one JSON line out per input line, in order, in constant memory.
+"""``ctxembed batch``: sentences in, one JSON line out per input line, in order, in bounded memory.
 
 Input lines are plain sentences, or JSON objects (a line starting with ``{``) with a ``text``
 field and an optional ``id`` that is echoed back. A line that cannot be used (bad UTF-8,
 broken JSON, no text, empty, no known word, too long) becomes ``{"line": k, "error": "..."}``:
 no line is ever dropped. Lines are numbered from 1.
 
-Work goes in chunks: each chunk is tokenised, its sentences grouped by length and run through
-attention as padded batches, and its records encoded together. With more than one worker the
-chunks are spread over processes (forked, so the memory-mapped store is shared) and written
-back in input order; at most two chunks per worker are in flight, so memory stays bounded.
+Guarantees of this driver (tests/test_batch_driver.py pins each one):
+
+- **Bounded input.** Lines are read in pieces of 64 KiB; a line longer than
+  :func:`line_limit` bytes is never held whole: it becomes an error record as soon as it passes
+  the limit and the rest of it is skipped. A chunk also stops growing at 8 MiB of input.
+- **Streaming.** A chunk is handed on when it is full, or as soon as the input has nothing more
+  to give right now (a slow producer's line is answered within ~50 ms); each chunk's records are
+  written, unbuffered, as soon as they and all earlier ones are ready.
+- **Workers.** Processes are forked by hand (not multiprocessing.Pool, whose parent waits forever
+  on dead workers): one chunk at a time each, over pipes. Workers ignore SIGINT, die silently on
+  SIGTERM, and exit when the parent goes away. A worker that dies has its chunk redone once by a
+  fresh worker, then reported line by line. An exception inside a chunk redoes it line by line,
+  and a line that still fails becomes an ``internal error`` record.
+- **Signals.** SIGINT and SIGTERM stop the batch at once: the workers are killed (SIGKILL, then
+  reaped), and the output ends at a record boundary (signals wait while a block is written).
+- **Full disk.** ENOSPC becomes a DataError, and a partly written block is cut back to its last
+  complete line, so the output ends at a line boundary.
 """
 
 from __future__ import annotations
 
+import errno
 import gc
-import itertools
 import os
+import pickle
+import select
+import signal
 import sys
 from collections import deque
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ctxembed.errors import DataError
 from ctxembed.explore import Engine
-from ctxembed.records import process_chunk
+from ctxembed.records import LongLine, error_record, process_chunk
 
 SCHEMA = "ctxembed.batch/1"
-_engine: Engine | None = None  # the worker processes' engine, inherited through fork
-_options: dict = {}
 # From this many input lines on, one word -> row dict of the vocabulary (built in ~50 ms for 200k
 # words) beats a binary search per token lookup (~10 µs each); past a million words the dict
 # would cost hundreds of MB, so big vocabularies keep the binary search.
 _INDEX_AFTER_LINES = 512
 _INDEX_MAX_WORDS = 1_000_000
+_READ_BYTES = 1 << 16  # one read from the input
+_CHUNK_BYTES = 8 << 20  # a chunk stops growing here, whatever its line count
+_IDLE_SECONDS = 0.05  # input silent this long: hand on the lines read so far
+_BYTES_PER_TOKEN = 1024  # line limit = this x --max-tokens (at least _MIN_LINE_BYTES)
+_MIN_LINE_BYTES = 64 << 10
 
 
-def _worker(chunk: list[tuple[int, bytes]]) -> bytes:
-    return process_chunk(_engine, chunk, _options)
+def line_limit(max_tokens: int) -> int:
+    """The longest input line read, in bytes: generous for any sentence --max-tokens allows
+    (1 KiB a token), small enough that a runaway line costs no memory or time."""
+    return max(_MIN_LINE_BYTES, _BYTES_PER_TOKEN * max_tokens)
 
 
-def read_chunks(stream, size: int) -> Iterator[list[tuple[int, bytes]]]:
-    chunk: list[tuple[int, bytes]] = []
-    for number, raw in enumerate(stream, start=1):
-        chunk.append((number, raw))
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+# ------------------------------------------------------------------------------ reading
+class LineSource:
+    """Numbered input lines, read in bounded pieces, cut into chunks that never wait on a slow producer.
+
+    ``stream`` is a binary file object; with a real file descriptor, idle input is detected
+    with select() so that the lines read so far are handed on instead of waiting for a full chunk.
+    """
+
+    def __init__(self, stream, limit: int):
+        self.stream = stream
+        self.limit = limit
+        try:
+            self.fd: int | None = stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            self.fd = None
+        self.buffer = bytearray()
+        self.number = 0  # lines numbered so far
+        self.skipping = False  # inside a line already refused as too long
+        self.eof = False
+        self.lines: deque = deque()  # complete lines waiting: (number, bytes | LongLine)
+        self.pending_bytes = 0
+
+    def _read(self) -> None:
+        """One read; completes lines into self.lines."""
+        if self.fd is not None:
+            try:
+                data = os.read(self.fd, _READ_BYTES)
+            except OSError as exc:
+                raise DataError(f"cannot read the input ({exc.strerror})") from None
+        else:
+            data = self.stream.read(_READ_BYTES)
+        if not data:
+            self.eof = True
+            if self.buffer and not self.skipping:
+                self._add(bytes(self.buffer))
+            self.buffer.clear()
+            return
+        start = 0
+        while start < len(data):
+            newline = data.find(b"\n", start)
+            end = len(data) if newline < 0 else newline + 1
+            if not self.skipping:
+                self.buffer += data[start:end]
+                if len(self.buffer) > self.limit:
+                    # refuse now; the rest of the line is read and dropped, never kept
+                    self.number += 1
+                    self.lines.append((self.number, LongLine(self.limit)))
+                    self.buffer.clear()
+                    self.skipping = newline < 0
+                elif newline >= 0:
+                    self._add(bytes(self.buffer))
+                    self.buffer.clear()
+            elif newline >= 0:
+                self.skipping = False
+            start = end
+
+    def _add(self, raw: bytes) -> None:
+        self.number += 1
+        self.lines.append((self.number, raw))
+        self.pending_bytes += len(raw)
+
+    def input_waiting(self, timeout: float) -> bool:
+        """True when a read would not block (always for files and streams without a descriptor)."""
+        if self.fd is None or self.eof:
+            return True
+        try:
+            ready, _, _ = select.select([self.fd], [], [], timeout)
+        except (OSError, ValueError):  # not selectable (e.g. some special files): plain reads
+            return True
+        return bool(ready)
+
+    def next_chunk(self, size: int, *, wait: bool = True) -> list | None:
+        """The next chunk, or None at the end of input (or, with ``wait=False``, when none is ready).
+
+        A chunk is full at ``size`` lines or _CHUNK_BYTES; a partial chunk is handed on when the
+        input has been idle for _IDLE_SECONDS, or at its end."""
+        while True:
+            if len(self.lines) >= size or self.pending_bytes >= _CHUNK_BYTES or (self.eof and self.lines):
+                return self._take(size)
+            if self.eof:
+                return None
+            if self.lines:
+                if not self.input_waiting(_IDLE_SECONDS):
+                    return self._take(size)
+            elif not wait and not self.input_waiting(0):
+                return None
+            self._read()
+
+    def _take(self, size: int) -> list:
+        chunk, taken = [], 0
+        while self.lines and len(chunk) < size and taken < _CHUNK_BYTES:
+            number, raw = self.lines.popleft()
+            chunk.append((number, raw))
+            taken += len(raw) if isinstance(raw, bytes) else 0
+        self.pending_bytes -= taken
+        return chunk
 
 
+# ------------------------------------------------------------------------------ writing
+class Output:
+    """Whole blocks of records to stdout: unbuffered, never cut mid-line by a signal or a full disk."""
+
+    def __init__(self):
+        stream = sys.stdout
+        stream.flush()
+        try:
+            self.fd: int | None = stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            self.fd = None  # e.g. a test runner's captured stdout
+        self.stream = stream
+
+    def write(self, block: bytes) -> None:
+        if not block:
+            return
+        if self.fd is None:
+            target = getattr(self.stream, "buffer", None)
+            if target is not None:
+                target.write(block)
+            else:
+                self.stream.write(block.decode())
+            self.stream.flush()
+            return
+        with _signals_deferred():
+            self._write_all(block)
+
+    def _write_all(self, block: bytes) -> None:
+        view, done = memoryview(block), 0
+        start = self._position()
+        while done < len(view):
+            try:
+                done += os.write(self.fd, view[done:])
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                    self._cut_to_line(start, block, done)
+                    raise DataError(f"cannot write the output: {exc.strerror}") from None
+                raise
+
+    def _position(self) -> int | None:
+        try:
+            import fcntl
+
+            if fcntl.fcntl(self.fd, fcntl.F_GETFL) & os.O_APPEND:
+                return os.fstat(self.fd).st_size
+            return os.lseek(self.fd, 0, os.SEEK_CUR)
+        except (OSError, ImportError):
+            return None  # a pipe or a terminal: a full disk cannot happen there
+
+    def _cut_to_line(self, start: int | None, block: bytes, done: int) -> None:
+        """After a partial write, drop the incomplete last line (truncating frees space, never needs it)."""
+        if start is None or done == 0:
+            return
+        keep = block.rfind(b"\n", 0, done) + 1  # bytes of complete lines written
+        try:
+            os.ftruncate(self.fd, start + keep)
+            os.lseek(self.fd, start + keep, os.SEEK_SET)
+        except OSError:
+            pass
+
+
+@contextmanager
+def _signals_deferred():
+    """Hold SIGINT and SIGTERM while a block is written, so a record is never cut in half; a
+    signal that arrives meanwhile is delivered (and raises) right after."""
+    mask = {signal.SIGINT, signal.SIGTERM}
+    try:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, mask)
+    except (AttributeError, ValueError, OSError):  # no sigmask here (not Unix, not the main thread)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+# ------------------------------------------------------------------------------ the driver
 def run_batch(
     engine: Engine,
     source: str,
@@ -62,30 +249,27 @@ def run_batch(
     """Stream ``source`` (a path or "-") to stdout; return the number of lines written."""
     options = {"with_vectors": with_vectors, "weights": weights, "word": word}
     if source == "-":
-        stream, total_bytes = sys.stdin.buffer, None
+        stream, total_bytes = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else sys.stdin, None
     else:
         try:
             stream = open(source, "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
             raise DataError(f"{source}: no such file") from None
+        except IsADirectoryError:
+            raise DataError(f"{source}: is a directory, not a file of sentences") from None
         except OSError as exc:
             raise DataError(f"{source}: cannot read ({exc.strerror})") from None
         total_bytes = os.fstat(stream.fileno()).st_size
-    out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
+    lines = LineSource(stream, line_limit(engine.max_tokens))
+    out = Output()
     progress = _Progress(total_bytes) if sys.stderr.isatty() else None
     written = 0
     try:
-        chunks = read_chunks(stream, chunk)
-        for block in _ordered_results(engine, chunks, options, workers):
-            if out is not None:
-                out.write(block)
-            else:
-                sys.stdout.write(block.decode())
+        for block in _results(engine, lines, options, chunk, workers):
+            out.write(block)
             written += block.count(b"\n")
             if progress:
                 progress.advance(written, stream)
-        if out is not None:
-            out.flush()
     finally:
         if progress:
             progress.stop()
@@ -94,40 +278,255 @@ def run_batch(
     return written
 
 
-def _ordered_results(engine: Engine, chunks: Iterator, options: dict, workers: int) -> Iterator[bytes]:
-    first = next(chunks, None)
-    if first is None:
-        return
-    second = next(chunks, None)
-    if second is not None or len(first) >= _INDEX_AFTER_LINES:
-        _build_vocabulary_index(engine)  # before the fork, so the workers share it
-    count = workers or (min(os.cpu_count() or 1, 2) if second is not None else 1)
-    # chain, not a tuple: (first, second, *chunks) would read the whole input into memory
-    blocks = itertools.chain((first,) if second is None else (first, second), chunks)
-    if count <= 1 or "fork" not in _start_methods():
-        for block in blocks:
-            yield process_chunk(engine, block, options)
-        return
-    import multiprocessing
+def _results(engine: Engine, lines: LineSource, options: dict, size: int, workers: int) -> Iterator[bytes]:
+    """Encoded records of every chunk, in order: in this process until the input proves big
+    (a full chunk with more to come), then over worker processes if fork is available."""
+    indexed = False
+    while (block := lines.next_chunk(size)) is not None:
+        full = len(block) >= size or lines.pending_bytes > 0 or bool(lines.lines)
+        if not indexed and (len(block) >= _INDEX_AFTER_LINES or (full and not lines.eof)):
+            _build_vocabulary_index(engine)  # before any fork, so the workers share it
+            indexed = True
+        count = workers or (min(os.cpu_count() or 1, 2) if full and not lines.eof else 1)
+        if count > 1 and hasattr(os, "fork"):
+            yield from _WorkerPool(engine, options, count).run(block, lines, size)
+            return
+        yield safe_process(engine, block, options)
 
-    global _engine, _options
-    _engine, _options = engine, options
-    pending: deque = deque()
-    # Frozen objects are skipped by the workers' garbage collector, so the workers neither spend
-    # time on what they inherit nor copy its pages (~7% of a 20,000-line run). The parent thaws
-    # its own objects as soon as the workers exist.
-    gc.freeze()
+
+def safe_process(engine: Engine, block: list, options: dict) -> bytes:
+    """process_chunk, but an unexpected exception redoes the chunk line by line, and a line that
+    still fails becomes an ``internal error`` record: one bad line never costs the others."""
     try:
-        pool = multiprocessing.get_context("fork").Pool(count)
-    finally:
-        gc.unfreeze()
-    with pool:
-        for block in blocks:
-            pending.append(pool.apply_async(_worker, (block,)))
-            if len(pending) >= 2 * count:
-                yield pending.popleft().get()
-        while pending:
-            yield pending.popleft().get()
+        return process_chunk(engine, block, options)
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except Exception:  # noqa: BLE001 - a bug for one line must not lose the chunk
+        if len(block) == 1:
+            number, _ = block[0]
+            exc = sys.exc_info()[1]
+            return error_record(number, f"internal error: {type(exc).__name__}: {exc}")
+        return b"".join(safe_process(engine, [item], options) for item in block)
+
+
+class _Worker:
+    def __init__(self, pid: int, tasks: int, results: int):
+        self.pid, self.tasks, self.results = pid, tasks, results
+        self.job: tuple[int, list, int] | None = None  # (sequence number, chunk, attempt)
+        self.received = bytearray()
+
+
+class _WorkerPool:
+    """Forked workers fed one chunk at a time over pipes; the parent never blocks on a dead one."""
+
+    def __init__(self, engine: Engine, options: dict, count: int):
+        self.engine, self.options, self.count = engine, options, count
+        self.workers: list[_Worker] = []
+        self.done: dict[int, bytes] = {}
+        self.queue: list[tuple[int, list, int]] = []  # chunks to (re)send: (seq, chunk, attempt)
+
+    def run(self, first: list, lines: LineSource, size: int) -> Iterator[bytes]:
+        # Frozen objects are skipped by the workers' garbage collector, so the workers neither spend
+        # time on what they inherit nor copy its pages (~7% of a 20,000-line run).
+        gc.freeze()
+        try:
+            for _ in range(self.count):
+                self._spawn()
+        finally:
+            gc.unfreeze()
+        try:
+            yield from self._loop(first, lines, size)
+        finally:
+            self._stop()
+
+    def _loop(self, first: list, lines: LineSource, size: int) -> Iterator[bytes]:
+        self.queue.append((0, first, 1))
+        sent, next_out = 1, 0  # sequence numbers handed out, and the next one to write
+        while True:
+            for worker in self.workers:
+                if worker.job is None and self.queue:
+                    self._send(worker, self.queue.pop(0))
+            while next_out in self.done:
+                yield self.done.pop(next_out)
+                next_out += 1
+            idle = any(worker.job is None for worker in self.workers)
+            busy = any(worker.job is not None for worker in self.workers)
+            if lines.eof and not lines.lines and not busy and not self.queue:
+                return
+            # read on only while a worker is free and little is waiting to be written: no look-ahead
+            more = lines.lines or not lines.eof
+            want_input = idle and more and not self.queue and len(self.done) < 2 * self.count
+            if want_input:
+                block = lines.next_chunk(size, wait=False)
+                if block is not None:
+                    self.queue.append((sent, block, 1))
+                    sent += 1
+                    continue
+            self._wait(want_input and not lines.eof and lines.fd is not None, lines)
+
+    def _wait(self, with_input: bool, lines: LineSource) -> None:
+        busy = [w for w in self.workers if w.job is not None]
+        fds = [w.results for w in busy] + ([lines.fd] if with_input else [])
+        if not fds:
+            return
+        ready, _, _ = select.select(fds, [], [], 1.0)
+        for worker in busy:
+            if worker.results in ready:
+                self._receive(worker)
+
+    def _spawn(self) -> None:
+        task_read, task_write = os.pipe()
+        result_read, result_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker: never returns into the parent's code
+            code = 0
+            try:
+                os.close(task_write)
+                os.close(result_read)
+                for other in self.workers:  # the other workers' pipe ends: EOF must reach them
+                    os.close(other.tasks)
+                    os.close(other.results)
+                _serve(self.engine, self.options, task_read, result_write)
+            except BaseException:  # noqa: BLE001 - a worker never prints a traceback
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(task_read)
+        os.close(result_write)
+        self.workers.append(_Worker(pid, task_write, result_read))
+
+    def _send(self, worker: _Worker, job: tuple[int, list, int]) -> None:
+        worker.job = job
+        worker.received.clear()
+        payload = pickle.dumps(job[1], protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            _write_frame(worker.tasks, payload)
+        except OSError:  # it died before reading: _receive sees the EOF and redoes the job
+            pass
+
+    def _receive(self, worker: _Worker) -> None:
+        data = os.read(worker.results, 1 << 20)
+        if not data:
+            self._lost(worker)
+            return
+        worker.received += data
+        received = worker.received
+        if len(received) >= 8:
+            length = int.from_bytes(received[:8], "little")
+            if len(received) >= 8 + length:
+                seq = worker.job[0]
+                self.done[seq] = bytes(received[8 : 8 + length])
+                del received[: 8 + length]
+                worker.job = None
+
+    def _lost(self, worker: _Worker) -> None:
+        """A worker died: reap it, start another, redo its chunk once, then report it line by line."""
+        status = _reap(worker.pid)
+        self.workers.remove(worker)
+        os.close(worker.tasks)
+        os.close(worker.results)
+        seq, block, attempt = worker.job
+        if attempt < 2:
+            self.queue.insert(0, (seq, block, attempt + 1))
+        else:
+            reason = f"the worker process died ({_describe_status(status)}) while processing this line's chunk"
+            self.done[seq] = b"".join(error_record(number, reason) for number, _ in block)
+        self._spawn()
+
+    def _stop(self) -> None:
+        """Close the task pipes (workers exit on EOF); anything still alive after a moment is killed."""
+        for worker in self.workers:
+            for fd in (worker.tasks, worker.results):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        interrupted = sys.exc_info()[0] is not None
+        for worker in self.workers:
+            if interrupted:
+                _kill(worker.pid)
+            _reap(worker.pid, patience=0.5)
+        self.workers.clear()
+
+
+def _serve(engine: Engine, options: dict, tasks: int, results: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # die silently
+    import warnings
+
+    warnings.simplefilter("ignore")
+    while True:
+        payload = _read_frame(tasks)
+        if payload is None:
+            return  # the parent closed the pipe (done, or gone)
+        block = pickle.loads(payload)
+        _write_frame(results, safe_process(engine, block, options))
+
+
+def _write_frame(fd: int, payload: bytes) -> None:
+    data = memoryview(len(payload).to_bytes(8, "little") + payload)
+    done = 0
+    while done < len(data):
+        done += os.write(fd, data[done:])
+
+
+def _read_frame(fd: int) -> bytes | None:
+    head = _read_exactly(fd, 8)
+    if head is None:
+        return None
+    body = _read_exactly(fd, int.from_bytes(head, "little"))
+    return body
+
+
+def _read_exactly(fd: int, n: int) -> bytes | None:
+    parts, got = [], 0
+    while got < n:
+        data = os.read(fd, min(n - got, 1 << 20))
+        if not data:
+            return None
+        parts.append(data)
+        got += len(data)
+    return b"".join(parts)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(pid: int, patience: float = 0.0) -> int | None:
+    """waitpid without ever hanging: wait up to ``patience`` seconds, then SIGKILL and reap."""
+    import time
+
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if done:
+            return status
+        if time.monotonic() >= deadline:
+            _kill(pid)
+            try:
+                return os.waitpid(pid, 0)[1]
+            except ChildProcessError:
+                return None
+        time.sleep(0.01)
+
+
+def _describe_status(status: int | None) -> str:
+    if status is None:
+        return "unknown cause"
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            return f"killed by {signal.Signals(number).name}"
+        except ValueError:
+            return f"killed by signal {number}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
 
 
 def _build_vocabulary_index(engine: Engine) -> None:
@@ -138,12 +537,6 @@ def _build_vocabulary_index(engine: Engine) -> None:
         engine.bulk()
     except DataError:  # a vocabulary that is not valid UTF-8: keep the binary search, which copes
         pass
-
-
-def _start_methods() -> list[str]:
-    import multiprocessing
-
-    return multiprocessing.get_all_start_methods()
 
 
 class _Progress:

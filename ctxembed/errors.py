@@ -42,3 +42,17 @@ class UsageError(CtxembedError):
 
 class SettingError(UsageError, ValueError):
     """A setting's value is impossible or conflicts with another setting (exit 2)."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM: stop now. A BaseException so that no ``except Exception`` (ours, click's)
+    swallows it on the way out; the CLI prints ``ctxembed: interrupted`` and exits 128 + signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+        self.exit_code = 128 + signum
+
+
+class OutputClosed(BaseException):
+    """stdout's reader went away (EPIPE), as with ``| head``: not an error, exit 0 silently."""

@@ -23,7 +23,15 @@ def stdout_console() -> Console:
     from rich.console import Console
 
     # A pipe gets a fixed generous width, so tables are not squeezed to 80 columns.
-    return Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 160)
+    console = Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 160)
+    console.on_broken_pipe = _output_closed  # rich would exit 1; a closed pipe is no error (exit 0)
+    return console
+
+
+def _output_closed() -> None:
+    from ctxembed.errors import OutputClosed
+
+    raise OutputClosed()
 
 
 def stderr_console() -> Console:

@@ -7,6 +7,8 @@ this module turns one chunk into bytes (parse, tokenise and look up, attention, 
 from __future__ import annotations
 
 import json
+import math
+from typing import NamedTuple
 
 import numpy as np
 import orjson  # encodes numpy arrays directly, ~10x faster than json
@@ -15,31 +17,93 @@ from ctxembed.errors import CtxembedError
 from ctxembed.explore import Engine
 
 
-def parse_line(number: int, raw: bytes) -> tuple[str | None, dict]:
-    """(text or None, the record's fixed fields) for one input line."""
+class LongLine(NamedTuple):
+    """Stands for an input line refused unread because it passed ``limit`` bytes."""
+
+    limit: int
+
+
+def parse_line(number: int, raw: bytes | LongLine) -> tuple[str | None, dict]:
+    """(text or None, the record's fixed fields) for one input line; never raises.
+
+    Whatever the line holds (invalid UTF-8, lone surrogates, JSON nested a thousand deep, an id
+    no JSON encoder can write back), the record it gives can be encoded: the problem becomes
+    its "error"."""
     record: dict = {"line": number}
+    if isinstance(raw, LongLine):
+        record["error"] = f"line is longer than {raw.limit:,} bytes: skipped (raise --max-tokens for longer lines)"
+        return None, record
     try:
         line = raw.decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError as exc:
         record["error"] = f"line is not valid UTF-8 (byte {exc.start + 1})"
         return None, record
-    if line.lstrip().startswith("{"):
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            record["error"] = f"invalid JSON: {exc.msg} at column {exc.colno}"
+    if line.startswith("\ufeff") and number == 1:
+        line = line[1:]  # a byte-order mark at the start of the file
+    if not line.lstrip().startswith("{"):
+        return line, record
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        record["error"] = f"invalid JSON: {exc.msg} at column {exc.colno}"
+        return None, record
+    except RecursionError:
+        record["error"] = "invalid JSON: nested too deeply"
+        return None, record
+    if not isinstance(obj, dict):
+        record["error"] = "a JSON line must be an object with a 'text' field"
+        return None, record
+    if "id" in obj:
+        problem = _unwritable(obj["id"])
+        if problem:
+            record["error"] = f"the 'id' cannot be echoed back: {problem}"
             return None, record
-        if not isinstance(obj, dict):
-            record["error"] = "a JSON line must be an object with a 'text' field"
-            return None, record
-        if "id" in obj:
-            record["id"] = obj["id"]
-        text = obj.get("text")
-        if not isinstance(text, str):
-            record["error"] = "the JSON object has no string 'text' field"
-            return None, record
-        return text, record
-    return line, record
+        record["id"] = obj["id"]
+    text = obj.get("text")
+    if not isinstance(text, str):
+        record["error"] = "the JSON object has no string 'text' field"
+        return None, record
+    if _has_surrogate(text):
+        record["error"] = "the text holds a lone surrogate escape (such as \\ud800), which is not a character"
+        return None, record
+    return text, record
+
+
+_MAX_ID_DEPTH = 64
+_INT64_RANGE = (-(2**63), 2**64 - 1)
+
+
+def _unwritable(value, depth: int = 0) -> str | None:
+    """Why ``value`` cannot be written back as JSON (by orjson or json), or None."""
+    if depth > _MAX_ID_DEPTH:
+        return f"nested deeper than {_MAX_ID_DEPTH} levels"
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return None if _INT64_RANGE[0] <= value <= _INT64_RANGE[1] else "an integer outside the 64-bit range"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "not a finite number"
+    if isinstance(value, str):
+        return "a lone surrogate escape" if _has_surrogate(value) else None
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, list):
+        return next((p for p in (_unwritable(v, depth + 1) for v in value) if p), None)
+    return f"a {type(value).__name__}"
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def error_record(number: int, message: str) -> bytes:
+    """One encoded error record: ``{"line": k, "error": message}`` and a newline."""
+    message = message.encode("utf-8", "replace").decode("utf-8")
+    return (json.dumps({"line": number, "error": message}, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def process_chunk(engine: Engine, chunk: list[tuple[int, bytes]], options: dict) -> bytes:
@@ -58,7 +122,7 @@ def process_chunk(engine: Engine, chunk: list[tuple[int, bytes]], options: dict)
     results = engine.run_many([p for _, p in prepared])
     for (index, _), result in zip(prepared, results, strict=True):
         _fill(records[index], result, options)
-    return b"".join(_encode(record) for record in records)
+    return b"".join(_encode_or_error(record) for record in records)
 
 
 def _fill(record: dict, result, options: dict) -> None:
@@ -81,6 +145,14 @@ def _fill(record: dict, result, options: dict) -> None:
             if row is None
             else {"word": word, "position": result.used_tokens()[row].position, "contextual": result.contextual[row]}
         )
+
+
+def _encode_or_error(record: dict) -> bytes:
+    """The record encoded, or an error record for its line if it cannot be (never a lost line)."""
+    try:
+        return _encode(record)
+    except (TypeError, ValueError) as exc:  # orjson.JSONEncodeError is a TypeError
+        return error_record(record["line"], f"cannot encode the record ({exc})")
 
 
 def _encode(record: dict) -> bytes:

@@ -139,25 +139,3 @@ def test_empty_input_gives_no_output():
 
 def test_missing_file_is_a_data_error(tmp_path):
     assert "no such file" in fails(1, "batch", tmp_path / "none.txt")
-
-
-def test_batch_reads_its_input_lazily_so_memory_stays_constant():
-    from ctxembed.batch import _ordered_results
-    from ctxembed.explore import Engine
-    from ctxembed.settings import build_settings
-    from ctxembed.sources import open_vectors
-
-    consumed = []
-
-    def chunks():
-        for i in range(50):
-            consumed.append(i)
-            yield [(2 * i + 1, b"the river bank\n"), (2 * i + 2, b"the money bank\n")]
-
-    engine = Engine(open_vectors(), build_settings("textbook"))
-    options = {"with_vectors": False, "weights": False, "word": None}
-    results = _ordered_results(engine, chunks(), options, workers=1)
-    first = next(results)
-    assert first.count(b"\n") == 2
-    assert len(consumed) <= 3  # not the whole input: a chunk is produced as soon as it is read
-    assert sum(block.count(b"\n") for block in results) == 98

@@ -10,8 +10,10 @@ batch; ``vectors``; ``eval``), registered on :data:`app` when the package is imp
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
+import signal
 import sys
 from typing import Annotated
 
@@ -20,7 +22,7 @@ import typer
 from ctxembed import __version__
 from ctxembed.cli.help import FullSummaryGroup
 from ctxembed.cli.options import JsonOpt, error_message
-from ctxembed.errors import CtxembedError, DataError, UsageError
+from ctxembed.errors import CtxembedError, DataError, Interrupted, OutputClosed, UsageError
 from ctxembed.output import emit_json, say, stdout_console
 
 # click's exception base, wherever this typer keeps click (recent typers vendor it).
@@ -28,11 +30,33 @@ _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "C
 
 
 class _OneLineErrors(FullSummaryGroup):
-    """Report click's usage errors as one line on stderr (exit 2) instead of a boxed panel."""
+    """Report click's usage errors as one line on stderr (exit 2) instead of a boxed panel.
+
+    Interrupts and a closed stdout are turned into exceptions click does not catch (it would
+    exit 130 silently on Ctrl-C and 1 on EPIPE), and handled here: ``ctxembed: interrupted`` with
+    exit 130 or 143, and a silent exit 0 when the reader of our output has gone."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise Interrupted(signal.SIGINT) from None
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                raise OutputClosed() from None
+            raise
 
     def main(self, *args, standalone_mode: bool = True, **kwargs):
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
+        except Interrupted as exc:
+            if not standalone_mode:
+                raise
+            _exit_interrupted(exc)
+        except OutputClosed:
+            if not standalone_mode:
+                raise
+            _exit_output_closed()
         except _ClickException as exc:
             if not standalone_mode:
                 raise
@@ -134,18 +158,40 @@ from ctxembed.cli import explore as _explore  # noqa: E402, F401
 from ctxembed.cli import vectors as _vectors  # noqa: E402, F401
 
 
+def _exit_interrupted(exc: Interrupted) -> None:
+    say("ctxembed: interrupted")
+    sys.exit(exc.exit_code)
+
+
+def _exit_output_closed() -> None:
+    """The reader left (``| head``): not an error of ours. Later writes and the final flush go to
+    /dev/null, so Python does not complain about the closed pipe at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(0)
+
+
+def _terminate(signum, frame) -> None:
+    raise Interrupted(signum)
+
+
 def main() -> None:
     """Console-script entry point: one line per unexpected error, never a traceback."""
     try:
+        signal.signal(signal.SIGTERM, _terminate)  # stop like Ctrl-C, with exit 143
+    except (ValueError, OSError):  # not the main thread
+        pass
+    try:
         app()
-    except BrokenPipeError:
-        # `ctxembed batch ... | head`: the reader left; that is not an error of ours.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        sys.exit(0)
+    except Interrupted as exc:
+        _exit_interrupted(exc)
     except KeyboardInterrupt:
-        say("ctxembed: interrupted")
-        sys.exit(130)
+        _exit_interrupted(Interrupted(signal.SIGINT))
+    except (BrokenPipeError, OutputClosed):
+        _exit_output_closed()
     except MemoryError:
         say("ctxembed: error: out of memory (try fewer tokens or a smaller --limit)")
         sys.exit(1)

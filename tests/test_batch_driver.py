@@ -1,0 +1,261 @@
+"""The batch driver's guarantees: no line lost whatever it holds, bounded reading, streaming,
+workers that die or fail, signals, a closed pipe and a full disk. (Fast: ~10 s in all.)"""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ctxembed.batch import LineSource, Output, _results, line_limit
+from ctxembed.records import LongLine
+from tests.cli_helpers import invoke
+
+BAD_LINES = [
+    b'{"text": "bank \\ud800"}',  # a lone surrogate
+    b'{"id": 18446744073709551616, "text": "the bank"}',  # an id of 2^64
+    b'{"id": -9223372036854775809, "text": "the bank"}',  # below int64
+    b'{"text": ' + b"[" * 1000 + b"]" * 1000 + b"}",  # nested 1,000 deep
+    b"{" * 100_000,  # deeper than any parser goes
+    b'{"id": ' + b"[" * 200 + b"]" * 200 + b', "text": "the bank"}',  # an id orjson cannot nest
+    b'{"id": "\\udfff", "text": "the bank"}',  # a surrogate in the id
+    b"caf\xe9 \xff\xfe",  # invalid UTF-8
+    b"\x00\x01\x02",  # control bytes
+    b"the bank " * 100_000,  # 900 kB: longer than the line limit
+    b'["the bank"]',  # JSON but not an object: read as plain text, "[" and "]" are not words
+    b'{"text": 5}',
+    b"",
+    b"\r",
+    b"{not json",
+]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from ctxembed.explore import Engine
+    from ctxembed.settings import build_settings
+    from ctxembed.sources import open_vectors
+
+    return Engine(open_vectors(), build_settings("textbook"), max_tokens=64)
+
+
+def run_lines(engine, data: bytes, *, chunk: int = 4, workers: int = 1, word: str | None = None) -> list[dict]:
+    options = {"with_vectors": False, "weights": True, "word": word}
+    source = LineSource(io.BytesIO(data), line_limit(engine.max_tokens))
+    out = b"".join(_results(engine, source, options, chunk, workers))
+    assert out == b"" or out.endswith(b"\n")
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_every_bad_kind_becomes_its_own_record_and_the_batch_carries_on(engine):
+    lines = [b"the river bank"] + BAD_LINES + [b'{"id": 7, "text": "the money bank"}']
+    records = run_lines(engine, b"\n".join(lines) + b"\n")
+    assert [r["line"] for r in records] == list(range(1, len(lines) + 1))
+    assert "error" not in records[0] and "error" not in records[-1] and records[-1]["id"] == 7
+    for record in records[1:-1]:
+        assert "error" in record or record["text"] == '["the bank"]', record
+    messages = " ".join(r.get("error", "") for r in records[1:-1])
+    for expected in ("surrogate", "64-bit range", "nested too deeply", "not valid UTF-8", "longer than"):
+        assert expected in messages
+
+
+def test_a_bad_line_in_the_middle_of_a_big_chunk_costs_nothing(engine):
+    lines = [b"the river bank"] * 300
+    lines[150] = BAD_LINES[0]
+    records = run_lines(engine, b"\n".join(lines), chunk=256)
+    assert len(records) == 300 and [r["line"] for r in records] == list(range(1, 301))
+    assert ["error" in r for r in records].count(True) == 1
+
+
+def test_byte_order_mark_is_accepted(engine):
+    records = run_lines(engine, b"\xef\xbb\xbfthe river bank\n")
+    assert records[0]["tokens"] == ["the", "river", "bank"]
+
+
+def test_a_huge_line_is_refused_without_being_kept():
+    limit = 1 << 16
+    source = LineSource(io.BytesIO(b"short\n" + b"x" * (5 << 20) + b"\nafter"), limit)
+    peak = 0
+    chunks = []
+    while (chunk := source.next_chunk(10)) is not None:
+        chunks.extend(chunk)
+        peak = max(peak, len(source.buffer))
+    assert chunks == [(1, b"short\n"), (2, LongLine(limit)), (3, b"after")]
+    # the long line was dropped while reading it, never held whole
+    assert peak <= limit + (1 << 16)
+
+
+def test_line_limit_follows_max_tokens():
+    assert line_limit(512) == 512 * 1024
+    assert line_limit(1) == 64 * 1024
+
+
+def test_an_exception_for_one_line_becomes_its_record(engine, monkeypatch):
+    real = engine.prepare
+
+    def prepare(text, **kwargs):
+        if "boom" in text:
+            raise RuntimeError("a bug")
+        return real(text, **kwargs)
+
+    monkeypatch.setattr(engine, "prepare", prepare)
+    records = run_lines(engine, b"the bank\nboom bank\nthe river\n", chunk=8)
+    assert [r["line"] for r in records] == [1, 2, 3]
+    assert records[1]["error"] == "internal error: RuntimeError: a bug"
+    assert "error" not in records[0] and "error" not in records[2]
+
+
+def test_a_dying_worker_has_its_chunk_redone(engine, monkeypatch, tmp_path):
+    real = engine.prepare
+    marker = tmp_path / "died-once"
+
+    def prepare(text, **kwargs):
+        if text == "die once" and not marker.exists():
+            marker.write_text("x")
+            os._exit(3)
+        if text == "die always":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(text, **kwargs)
+
+    monkeypatch.setattr(engine, "prepare", prepare)
+    lines = [b"the river bank"] * 20
+    lines[5] = b"die once"
+    records = run_lines(engine, b"\n".join(lines) + b"\n", chunk=4, workers=2)
+    assert [r["line"] for r in records] == list(range(1, 21)) and marker.exists()
+    assert all("error" not in r or r["line"] == 6 for r in records)  # redone: "die once" is just OOV
+    lines[13] = b"die always"
+    records = run_lines(engine, b"\n".join(lines) + b"\n", chunk=4, workers=2)
+    assert [r["line"] for r in records] == list(range(1, 21))
+    reported = [r["line"] for r in records if "died" in r.get("error", "")]
+    assert reported == [13, 14, 15, 16]  # its chunk, line by line
+    assert "SIGKILL" in records[12]["error"]
+
+
+def test_workers_give_the_same_records_as_one_process(engine):
+    data = b"\n".join([b"the river bank", BAD_LINES[1], b"the money bank", b""] * 30)
+    assert run_lines(engine, data, chunk=7, workers=2) == run_lines(engine, data, chunk=7, workers=1)
+
+
+def test_full_disk_cuts_the_output_back_to_a_line_boundary(tmp_path, monkeypatch):
+    target = tmp_path / "out.jsonl"
+    with open(target, "wb") as fh:
+        output = Output.__new__(Output)
+        output.fd, output.stream = fh.fileno(), fh
+        output.write(b'{"line":1}\n')
+        real_write = os.write
+        calls = []
+
+        def write(fd, data):
+            calls.append(len(data))
+            if len(calls) == 1:
+                return real_write(fd, bytes(data[:15]))  # a partial write: the disk fills up
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "write", write)
+        from ctxembed.errors import DataError
+
+        with pytest.raises(DataError, match="No space left on device"):
+            output.write(b'{"line":2}\n{"line":3}\n')
+    assert target.read_bytes() == b'{"line":1}\n{"line":2}\n'
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_full_disk_is_one_line_and_exit_1(tmp_path):
+    (tmp_path / "in.txt").write_text("the river bank\n" * 50)
+    with open("/dev/full", "wb") as full:
+        done = _ctxembed(["batch", str(tmp_path / "in.txt"), "--preset", "textbook"], stdout=full)
+    assert done.returncode == 1
+    assert done.stderr.decode() == "ctxembed: error: cannot write the output: No space left on device\n"
+
+
+# ------------------------------------------------------------------------------ real processes
+CLI = [sys.executable, "-m", "ctxembed"]
+
+
+def _ctxembed(args, **kwargs):
+    return subprocess.run([*CLI, *args], stderr=subprocess.PIPE, timeout=60, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def big_input(tmp_path_factory):
+    path = tmp_path_factory.mktemp("batch") / "big.txt"
+    path.write_text("the river bank is wide and the money bank is closed\n" * 30_000)
+    return path
+
+
+def test_closed_pipe_exits_0_silently(big_input):
+    proc = subprocess.Popen(
+        [*CLI, "batch", str(big_input), "--preset", "textbook"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    first = proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    assert proc.wait(timeout=60) == 0
+    assert proc.stderr.read() == b""
+    assert json.loads(first)["line"] == 1
+
+
+@pytest.mark.parametrize("how", ["group-SIGINT", "parent-SIGINT", "SIGTERM"])
+def test_signals_stop_batch_at_once_with_one_line_and_a_clean_prefix(big_input, tmp_path, how):
+    out_path = tmp_path / "out.jsonl"
+    with open(out_path, "wb") as out:
+        proc = subprocess.Popen(
+            [*CLI, "batch", str(big_input), "--chunk", "128", "--preset", "textbook"],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 30
+        while out_path.stat().st_size == 0 and time.monotonic() < deadline:  # mid-run: records flowing
+            time.sleep(0.05)
+        sent = time.monotonic()
+        if how == "group-SIGINT":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGINT if how == "parent-SIGINT" else signal.SIGTERM)
+        code = proc.wait(timeout=10)
+        took = time.monotonic() - sent
+    assert code == (143 if how == "SIGTERM" else 130)
+    assert proc.stderr.read() == b"ctxembed: interrupted\n"
+    assert took < 5  # the target is < 1 s (measured in the report); a loaded test machine gets slack
+    data = out_path.read_bytes()
+    assert data.endswith(b"\n")
+    assert [json.loads(line)["line"] for line in data.splitlines()] == list(range(1, data.count(b"\n") + 1))
+    time.sleep(0.2)
+    assert subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True).stdout == b""  # no worker left
+
+
+def test_records_stream_from_a_slow_producer():
+    proc = subprocess.Popen(
+        [*CLI, "batch", "--no-weights", "--preset", "textbook"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        proc.stdin.write(b"the river bank\n")
+        proc.stdin.flush()
+        first = proc.stdout.readline()  # arrives while stdin is still open
+        assert json.loads(first)["line"] == 1
+        proc.stdin.write(b"the money bank\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["line"] == 2
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    assert proc.returncode == 0 and proc.stdout.read() == b""
+
+
+def test_cli_batch_with_every_bad_kind(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"\n".join([b"the river bank", *BAD_LINES, b"the bank"]) + b"\n")
+    result = invoke("batch", path, "--no-weights", "--preset", "textbook")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout_bytes.splitlines()
+    assert [json.loads(line)["line"] for line in lines] == list(range(1, len(BAD_LINES) + 3))
