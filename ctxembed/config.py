@@ -93,6 +93,7 @@ class Setting:
     fits: Callable[[Any, int, int], bool] | None = None
     metavar: str | None = None
     off_flag: str | None = None  # the negative of a boolean flag, when not --no-x
+    order: int = 0  # where the summary line and explain put it: by order, then by declaration
 
     @property
     def choices(self) -> tuple[str, ...] | None:
@@ -241,41 +242,22 @@ class AttentionConfig:
             else "weights = max(score, 0) / row sum"
         ),
     )
-    causal: bool = setting(
-        bool,
-        False,
-        "Attend only to earlier tokens (and the token itself).",
-        summary="causal ({causal_mode} softmax)",
-        explain="causal mask: a token attends only to itself and earlier tokens",
-    )
-    causal_mode: str = setting(
-        CausalMode,
-        "before",
-        "Where the causal mask goes: before (-inf, then normalise) or after (normalise, zero, renormalise).",
-    )
     exclude_self: bool = setting(
         bool,
         False,
         "Mask the diagonal: a token attends only to the other tokens.",
         off_flag="--include-self",
         summary="self masked",
+        order=2,
         explain="self masked: a token does not attend to itself",
         ingredient="self-mask",
     )
-    heads: int = setting(
-        int,
-        1,
-        "Attention heads; the identity projection gives each an equal slice of the vector.",
-        minimum=1,
-        maximum=64,
-        summary=_shape,
-    )
-    layers: int = setting(int, 1, "Stacked layers; each layer's output is the next one's input.", minimum=1, maximum=48)
     residual: bool = setting(
         bool,
         False,
         "Residual connection: out = λ·x + attention(x).",
         summary="residual {residual_scale:.3g}·x + context",
+        order=2,
         explain="output = {residual_scale:g}·x + context",
         ingredient="self-mask",
     )
@@ -293,15 +275,41 @@ class AttentionConfig:
         False,
         "Post-norm: each output vector to mean 0, variance 1 (no learned gain or bias).",
         summary="layer norm",
+        order=2,
         explain="then layer norm",
+    )
+    causal: bool = setting(
+        bool,
+        False,
+        "Attend only to earlier tokens (and the token itself).",
+        summary="causal ({causal_mode} softmax)",
+        order=2,
+        explain="causal mask: a token attends only to itself and earlier tokens",
+    )
+    causal_mode: str = setting(
+        CausalMode,
+        "before",
+        "Where the causal mask goes: before (-inf, then normalise) or after (normalise, zero, renormalise).",
     )
     positions: bool = setting(
         bool,
         False,
         "Add sinusoidal position encodings to the input (breaks permutation symmetry).",
         summary="sinusoidal positions",
+        order=2,
         explain="sinusoidal position encodings are added to the inputs",
     )
+
+    heads: int = setting(
+        int,
+        1,
+        "Attention heads; the identity projection gives each an equal slice of the vector.",
+        minimum=1,
+        maximum=64,
+        summary=_shape,
+        order=3,
+    )
+    layers: int = setting(int, 1, "Stacked layers; each layer's output is the next one's input.", minimum=1, maximum=48)
 
     def __post_init__(self) -> None:
         check_declared(self)

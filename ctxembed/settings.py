@@ -17,7 +17,7 @@ Every setting is declared once (:func:`ctxembed.config.setting`); :data:`SETTING
 flat, by name, and everything else here is generated from it.
 
 >>> build_settings("textbook", heads=2, causal=True).summary()
-'preset textbook | scores x.x/sqrt(d) | softmax | causal (before softmax) | 2 heads, 1 layer | projection identity'
+'preset textbook | scores x.x/sqrt(d) | softmax | projection identity | causal (before softmax) | 2 heads, 1 layer'
 >>> build_settings("textbook", seed=3)
 Traceback (most recent call last):
 ...
@@ -64,6 +64,7 @@ class Settings:
         "Queries, keys and values: identity (Q=K=V=X), random (Xavier, from --seed) or file (--weights).",
         panel=PROJECTION_PANEL,
         summary=_projection,
+        order=1,
     )
     seed: int = setting(
         int,
@@ -111,6 +112,7 @@ class Settings:
         metavar="D",
         panel=INGREDIENT_PANEL,
         summary="all-but-the-top D={abtt}",
+        order=1,
         explain="the vocabulary mean and its top {abtt} principal directions are removed first",
         ingredient="abtt",
         fits=lambda directions, dimensions, words: directions == 0 or (directions < dimensions and words >= 2),
@@ -133,6 +135,7 @@ class Settings:
         metavar="a",
         panel=INGREDIENT_PANEL,
         summary="SIF key bias a={sif:g}",
+        order=1,
         explain="each key's score gets log(a / (a + p(w))), a={sif:g}: frequent words weigh less",
         ingredient="sif",
     )
@@ -161,16 +164,17 @@ class Settings:
         """One line naming every ingredient that is on, for table headers."""
         values = self.values()
         parts = [f"preset {self.preset}"]
-        parts += [text for spec in SETTINGS.values() if (text := spec.describe(spec.summary, values))]
+        parts += [text for spec in _IN_ORDER if (text := spec.describe(spec.summary, values))]
         return " | ".join(parts)
 
     def explain(self) -> list[str]:
         """What each setting that is on did to the numbers, in declaration order, for ``--explain``."""
         values = self.values()
-        return [text for spec in SETTINGS.values() if (text := spec.describe(spec.explain, values))]
+        return [text for spec in _IN_ORDER if (text := spec.describe(spec.explain, values))]
 
 
 SETTINGS: dict[str, Setting] = declarations(AttentionConfig) | declarations(Settings)
+_IN_ORDER = sorted(SETTINGS.values(), key=lambda spec: spec.order)  # stable: declaration order within
 
 
 def _make(preset: str, values: Mapping[str, Any]) -> Settings:

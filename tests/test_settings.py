@@ -116,8 +116,8 @@ def test_the_ladder_is_built_from_the_default_preset():
 def test_summary_and_explain_come_from_the_declarations():
     settings = build_settings("textbook", causal=True, causal_mode="after", heads=2, temperature=2.0)
     assert settings.summary() == (
-        "preset textbook | scores x.x/sqrt(d)/T=2 | softmax | causal (after softmax) | 2 heads, 1 layer"
-        " | projection identity"
+        "preset textbook | scores x.x/sqrt(d)/T=2 | softmax | projection identity | causal (after softmax)"
+        " | 2 heads, 1 layer"
     )
     assert "scores are divided by the temperature T=2" in settings.explain()
     assert not any("self masked" in line for line in settings.explain())

@@ -1,0 +1,92 @@
+"""The Python API: docs/api.md runs as written, results equal the CLI's documents, import stays light."""
+
+from __future__ import annotations
+
+import doctest
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import ctxembed
+from ctxembed import api as api_module
+from tests.cli_helpers import run_json
+from tests.conftest import REPO
+
+
+def test_docs_api_md_runs_as_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the examples write file.vec and apple.html here
+    flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    failures, tried = doctest.testfile(str(REPO / "docs" / "api.md"), module_relative=False, optionflags=flags)
+    assert tried > 20 and failures == 0
+
+
+def test_api_module_docstring_runs():
+    failures, tried = doctest.testmod(api_module)
+    assert tried > 0 and failures == 0
+
+
+@pytest.fixture(scope="module")
+def explorer():
+    return ctxembed.Explorer()
+
+
+def test_attend_to_dict_equals_the_json_document(explorer):
+    text = "Apple makes phones"
+    assert explorer.attend(text).to_dict() == run_json("attend", text, "--json")
+
+
+def test_compare_to_dict_equals_the_json_document(explorer):
+    sentences = ["we sat on the river bank", "I paid the bank"]
+    c = explorer.compare(sentences, word="bank")
+    assert c.to_dict() == run_json("compare", *sentences, "--word", "bank", "--json")
+    assert c.static.shape == c.contextual.shape == (2, 2)
+
+
+def test_neighbors_to_dict_equals_the_json_document(explorer):
+    n = explorer.neighbors("Apple makes phones", word="apple", k=8)
+    assert n.to_dict() == run_json("neighbors", "Apple makes phones", "--word", "apple", "-k", "8", "--json")
+    assert [w for w, _ in n.contextual] == [x["word"] for x in n.to_dict()["contextual"]]
+
+
+def test_settings_keywords_equal_the_cli_options():
+    kwargs = {"preset": "textbook", "heads": 3, "causal": True, "causal_mode": "after", "temperature": 2.0}
+    a = ctxembed.Explorer(vectors="notes-toy", **kwargs).attend("apple is the phone")
+    doc = run_json(
+        "attend", "apple is the phone", "--vectors", "notes-toy", "--preset", "textbook", "--heads", "1",
+        "--causal", "--causal-mode", "after", "--temperature", "2", "--json",
+    )  # fmt: skip
+    assert a.to_dict()["settings"]["attention"]["heads"] == 3 and doc["settings"]["attention"]["heads"] == 1
+    assert {k: v for k, v in a.to_dict()["settings"]["attention"].items() if k != "heads"} == {
+        k: v for k, v in doc["settings"]["attention"].items() if k != "heads"
+    }
+    np.testing.assert_array_equal(a.weights[0].sum(axis=0) > 0, np.tril(np.ones((4, 4))) > 0)
+
+
+def test_results_render_in_rich(explorer):
+    from rich.console import Console
+
+    console = Console(width=120, color_system=None, record=True)
+    console.print(explorer.attend("the river bank"))
+    text = console.export_text()
+    assert "attention weights" in text and "river" in text
+
+
+def test_unknown_keyword_is_a_setting_error():
+    with pytest.raises(ctxembed.SettingError, match="unknown setting"):
+        ctxembed.Explorer(colour=True)
+
+
+def test_import_ctxembed_loads_no_heavy_module():
+    code = (
+        "import sys, ctxembed; ctxembed.__version__; "
+        "heavy = [m for m in ('gensim', 'rich', 'matplotlib', 'numpy', 'scipy') if m in sys.modules]; print(heavy)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
+
+
+def test_dir_lists_the_api():
+    assert {"Explorer", "AttendResult", "build_settings", "__version__"} <= set(dir(ctxembed))
+    with pytest.raises(AttributeError):
+        ctxembed.no_such_thing  # noqa: B018
