@@ -235,9 +235,7 @@ class AttendResult(_Shown):
     def render(self, console, **view: Any) -> None:
         from ctxembed.render import render_attend
 
-        layers = self.weights.shape[0]
-        view = {"layer": layers - 1, "head": None, "all_heads": False, "max_display": 24} | view
-        render_attend(console, self.document(), self.result, **view)
+        render_attend(console, self.document(), **view)
 
     def __repr__(self) -> str:
         return f"AttendResult(tokens={self.tokens}, weights={self.weights.shape})"

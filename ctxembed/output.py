@@ -8,6 +8,7 @@ null (they should not occur, and a test checks that they do not).
 from __future__ import annotations
 
 import math
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -18,12 +19,21 @@ if TYPE_CHECKING:  # rich costs ~15 ms to import; JSON output never needs it
 
 import orjson  # fast, and exact for float32 arrays
 
+PIPE_WIDTH = 160  # a pipe without COLUMNS: generous, so tables are not squeezed to 80 columns
+
+
+def output_width() -> int | None:
+    """Columns for tables: COLUMNS when set (also in a pipe), else the terminal's, else PIPE_WIDTH."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.strip().isdigit() and int(columns) > 0:
+        return int(columns)
+    return None if sys.stdout.isatty() else PIPE_WIDTH
+
 
 def stdout_console() -> Console:
     from rich.console import Console
 
-    # A pipe gets a fixed generous width, so tables are not squeezed to 80 columns.
-    console = Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 160)
+    console = Console(file=sys.stdout, highlight=False, width=output_width())
     console.on_broken_pipe = _output_closed  # rich would exit 1; a closed pipe is no error (exit 0)
     return console
 

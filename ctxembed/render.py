@@ -58,12 +58,21 @@ def _fmt(value: float, digits: int = 2) -> str:
     return "nan" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
 
 
+def _print_settings(console: Console, doc: dict) -> None:
+    """The settings line, broken only between settings."""
+    from ctxembed.layout import wrap_parts
+
+    parts = doc["settings_summary"].split(" | ")
+    for line in wrap_parts("settings ", parts, console.width):
+        console.print(Text(line), overflow="fold", crop=False)
+
+
 def _header(console: Console, doc: dict) -> None:
     v = doc["vectors"]
     console.print(
         Text(f"vectors  {v['name']} ({v['words']:,} words, {v['dim']}d, source: {v['source']})", style="bold")
     )
-    console.print(Text(f"settings {doc['settings_summary']}"))
+    _print_settings(console, doc)
     skipped = doc.get("skipped")
     if skipped and isinstance(skipped[0], dict):
         shown = ", ".join(f"{s['text']!r}@{s['position']}" for s in skipped)
@@ -84,9 +93,9 @@ def matrix_table(
 ) -> Group:
     """A title line over a labelled matrix; with ``heat`` each cell is shaded by its value."""
     table = Table(show_lines=False, pad_edge=False)
-    table.add_column("", style="bold", no_wrap=True)
+    table.add_column("", style="bold", overflow="fold")
     for col in cols:
-        table.add_column(col, justify="right", no_wrap=True)
+        table.add_column(col, justify="right", overflow="fold")  # squeezed cells fold, never end in "…"
     for label, row in zip(rows, values, strict=True):
         cells = []
         for value in row:
@@ -102,59 +111,147 @@ def _vector_text(vector: np.ndarray, shown: int = 6) -> str:
 
 
 # ------------------------------------------------------------------------------ attend
+# Heat levels 1..8 as backgrounds from indigo to amber with a contrasting foreground: level 0 (a weight
+# of exactly 0) and masked cells keep the terminal's own colours, so they never outshine real weights
+# on a dark or a light terminal.
+_HEAT_BACKGROUNDS = ("#3b2f80", "#5a2d8c", "#7e2f8e", "#a3357f", "#c8456a", "#e6654c", "#f5913a", "#fbc93a")
+_SEGMENT_STYLES = {
+    "label": Style(bold=True),
+    "header": Style(bold=True),
+    "title": Style(bold=True),
+    "masked": Style(dim=True),
+    "zero": Style(),
+    "": Style(),
+    **{
+        f"heat{level}": Style(bgcolor=bg, color="white" if level <= 5 else "black")
+        for level, bg in enumerate(_HEAT_BACKGROUNDS, start=1)
+    },
+}
+
+
+def _segments_text(line) -> Text:
+    text = Text()
+    for piece, style in line:
+        text.append(piece, style=_SEGMENT_STYLES.get(style, Style()))
+    return text
+
+
+def _print_lines(console: Console, lines: list[str], style: str = "") -> None:
+    for line in lines:
+        console.print(Text(line, style=style), overflow="fold", crop=False)
+
+
 def render_attend(
-    console: Console, doc: dict, result, *, layer: int, head: int | None, all_heads: bool, max_display: int
+    console: Console,
+    doc: dict,
+    *,
+    layer: int | None = None,
+    head: int | None = None,
+    all_heads: bool = False,
+    focus: int | None = None,
+    max_display: int | None = None,
+    start: int = 0,
 ) -> None:
+    """The attention matrix of one layer laid out to fit the console, then the per-token table.
+
+    ``focus`` (a row index, see :func:`ctxembed.report.focus_row`) shows that token's row and column
+    instead of the matrix; ``start`` and ``max_display`` ask for a window."""
+    from ctxembed.figures import View, attention_masks, attention_view, token_labels
+    from ctxembed.layout import choose_layout, draw, legend_lines
+
+    width = console.width
     _header(console, doc)
     status = Text("tokens   ")
     for token in doc["tokens"]:
         status.append(token["text"], style="green" if token["in_vocab"] else "red strike")
         status.append(" " if token["in_vocab"] else "(oov) ")
-    console.print(status)
-    labels = [t.text for t in result.used_tokens()]
+    console.print(status, overflow="fold")
+    labels, positions = token_labels(doc)
     n = len(labels)
-    shown = min(n, max_display)
-    weights = result.weights[layer]  # (h, T, T)
-    heads = weights.shape[0]
-    if all_heads and heads > 1:
-        panels = [(f"layer {layer}, head {h}", weights[h]) for h in range(heads)]
-    elif head is not None:
-        panels = [(f"layer {layer}, head {head}", weights[head])]
-    elif heads > 1:
-        panels = [(f"layer {layer}, mean of {heads} heads", weights.mean(axis=0))]
+    title, panels = attention_view(doc, View(layer=layer, head=head, all_heads=all_heads))
+    masked = attention_masks(doc, n)
+    top = max(float(np.max(values, initial=0.0)) for _, values in panels)
+    if focus is not None:
+        _render_focus(console, labels, positions, title, panels, masked, focus, top)
     else:
-        panels = [(f"layer {layer}", weights[0])]
-    for title, matrix in panels:
-        console.print(
-            matrix_table(
-                f"attention weights, {title} (rows: weights over the columns, sum 1 unless fully masked)",
-                labels[:shown],
-                labels[:shown],
-                matrix[:shown, :shown],
-            )
+        colour = console.color_system is not None
+        layout = choose_layout(
+            labels,
+            width,
+            numbers=positions,
+            titles=[t for t, _ in panels],
+            colour=colour,
+            start=start,
+            limit=max_display,
         )
-    if shown < n:
         console.print(
-            Text(
-                f"showing the first {shown} of {n} tokens in the matrix (--max-display; --json has all)", style="yellow"
-            )
+            Text(f"attention weights, {title} (row: how much that token attends to each column)", style="bold"),
+            overflow="fold",
         )
+        for line in draw(layout, labels, positions, [(t, v, masked) for t, v in panels], top):
+            console.print(_segments_text(line), overflow="ignore", crop=False, no_wrap=True)
+        shown = slice(layout.start, layout.start + layout.count)
+        if layout.legend:
+            _print_lines(console, legend_lines(labels[shown], positions[shown], width))
+        key = []
+        if layout.cells == "glyphs" or layout.with_glyph:
+            key.append(f"▁▂▃▄▅▆▇█ eighths of the largest weight shown ({top:.2f})")
+        key.append("0 unshaded" if layout.cells != "glyphs" else "blank = 0")
+        if masked.any():
+            key.append("· masked")
+        console.print(Text("; ".join(key), style="dim"), overflow="fold")
+        if layout.windowed:
+            first, last = positions[layout.start], positions[layout.start + layout.count - 1]
+            console.print(
+                Text(
+                    f"window: tokens #{first} to #{last} of {n} (rows and columns). --start N moves it; "
+                    "--focus WORD shows one token's row and column whole; --save page.html or --json has every weight",
+                    style="yellow",
+                ),
+                overflow="fold",
+            )
     console.print(Text("per token (last layer, mean over heads)", style="bold"))
     table = Table()
-    table.add_column("#", justify="right")
-    table.add_column("token", style="bold")
-    table.add_column("attends most to")
-    table.add_column("cos(static, contextual)", justify="right")
+    table.add_column("#", justify="right", overflow="fold")
+    table.add_column("token", style="bold", overflow="fold")
+    table.add_column("attends most to", overflow="fold")
+    table.add_column("cos(static, contextual)", justify="right", overflow="fold")
     moved = doc["static_contextual_cosine"]
-    for row, (token, tops) in enumerate(zip(result.used_tokens(), doc["top_attended"], strict=True)):
+    for row, (label, position, tops) in enumerate(zip(labels, positions, doc["top_attended"], strict=True)):
         listed = ", ".join(f"{t['text']} {t['weight']:.2f}" for t in tops)
-        table.add_row(
-            str(token.position),
-            token.text,
-            listed,
-            Text(_fmt(moved[row], 3), style=_diverging(moved[row]) if np.isfinite(moved[row]) else ""),
-        )
+        cos = moved[row]
+        finite = cos is not None and np.isfinite(cos)
+        table.add_row(str(position), label, listed, Text(_fmt(cos, 3), style=_diverging(cos) if finite else ""))
     console.print(table)
+
+
+_BAR_EIGHTHS = "▏▎▍▌▋▊▉"
+
+
+def _bar(value: float, top: float, width: int = 10) -> str:
+    """A horizontal bar of ``width`` cells for ``value`` out of ``top``, in eighths of a cell."""
+    eighths = round(8 * width * value / top) if top > 0 and value > 0 else 0
+    full, rest = divmod(eighths, 8)
+    return "█" * full + (_BAR_EIGHTHS[rest - 1] if rest else "")
+
+
+def _render_focus(console, labels, positions, title, panels, masked, row, top) -> None:
+    word = labels[row]
+    for panel_title, values in panels:
+        heading = f"{title}{', ' + panel_title if panel_title else ''}"
+        console.print(Text(f"attention of {word!r} (#{positions[row]}), {heading}", style="bold"), overflow="fold")
+        table = Table()
+        table.add_column("#", justify="right", overflow="fold")
+        table.add_column("token", style="bold", overflow="fold")
+        table.add_column(f"{word} attends to it", overflow="fold")
+        table.add_column(f"it attends to {word}", overflow="fold")
+        for j, (label, position) in enumerate(zip(labels, positions, strict=True)):
+            cells = []
+            for value, is_masked in ((values[row, j], masked[row, j]), (values[j, row], masked[j, row])):
+                cells.append("·" if is_masked else f"{value:.3f} {_bar(value, top)}")
+            table.add_row(str(position), Text(label, style="reverse" if j == row else ""), *cells)
+        console.print(table)
+    console.print(Text("bars: share of the largest weight shown; · masked", style="dim"))
 
 
 def render_explain(console: Console, steps: dict, result) -> None:
@@ -267,7 +364,7 @@ def _header_compare(console: Console, doc: dict) -> None:
     console.print(
         Text(f"vectors  {v['name']} ({v['words']:,} words, {v['dim']}d, source: {v['source']})", style="bold")
     )
-    console.print(Text(f"settings {doc['settings_summary']}"))
+    _print_settings(console, doc)
     for i, (sentence, skipped) in enumerate(zip(doc["sentences"], doc["skipped"], strict=True)):
         note = f"  (skipped: {', '.join(s['text'] for s in skipped)})" if skipped else ""
         console.print(Text(f"S{i + 1}  {sentence}{note}"))

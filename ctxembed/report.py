@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ctxembed.attention import AttentionConfig
-from ctxembed.errors import DataError
+from ctxembed.errors import DataError, UsageError
 from ctxembed.explore import Contextualized, Engine, cosine, cosine_matrix
 from ctxembed.settings import Settings
 
@@ -62,6 +62,31 @@ def attend_document(
         doc["static"] = result.static
         doc["contextual"] = result.contextual
     return doc
+
+
+def focus_row(doc: dict, word: str) -> int:
+    """Row (query index) of ``--focus``: ``#N`` is the token at position N, else the first token whose
+    text or vocabulary key equals ``word`` (case-insensitive)."""
+    positions = list(doc["attended_positions"])
+    tokens = doc["tokens"]
+    if word.startswith("#") and word[1:].isdigit():
+        position = int(word[1:])
+        if position in positions:
+            return positions.index(position)
+        raise UsageError(f"--focus {word}: no token at position {position} took part in attention")
+    wanted = word.lower()
+    for row, position in enumerate(positions):
+        token = tokens[position]
+        if token["text"].lower() == wanted or (token["key"] or "").lower() == wanted:
+            return row
+    shown = ", ".join(tokens[p]["text"] for p in positions)
+    raise UsageError(f"--focus {word!r} is not among the tokens ({shown})")
+
+
+def row_at_position(doc: dict, position: int) -> int:
+    """Row of the first attended token at or after ``position`` (the last row when there is none)."""
+    positions = list(doc["attended_positions"])
+    return next((row for row, p in enumerate(positions) if p >= position), len(positions) - 1)
 
 
 def shared_words(results: list[Contextualized]) -> list[str]:

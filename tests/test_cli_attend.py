@@ -29,6 +29,24 @@ def toy(*args) -> list[str]:
     return ["--vectors", TOY, *args]
 
 
+GLYPH_CHARS = "▁▂▃▄▅▆▇█"
+
+
+def grid(stdout: str, title: str) -> tuple[list[str], list[list[str]]]:
+    """The full-layout heatmap printed after a line containing ``title``: (column labels, rows of
+    [label, cell, ...]) with the glyphs that end each cell stripped."""
+    lines = stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if title in line)
+    header = lines[at + 1].split()
+    rows = []
+    for line in lines[at + 2 :]:
+        cells = line.translate({ord(g): " " for g in GLYPH_CHARS}).split()
+        if len(cells) != len(header) + 1:
+            break
+        rows.append(cells)
+    return header, rows
+
+
 def sigmoid(x: float) -> float:
     return 1 / (1 + math.exp(-x))
 
@@ -55,10 +73,10 @@ def test_tokens_line_marks_out_of_vocabulary_tokens():
 def test_matrix_has_token_labels_and_the_weights():
     # scores / (sqrt(3) * 10): apple row [29, 10], phone row [10, 25]
     stdout = succeeds("attend", "apple phone", *toy("--preset", "textbook", "--temperature", "10")).stdout
-    header, rows = table(stdout, "attention weights, layer 0")
+    header, rows = grid(stdout, "attention weights, layer 0")
     apple = sigmoid((29 - 10) / (SQRT3 * 10))
     phone = sigmoid((25 - 10) / (SQRT3 * 10))
-    assert header == ["", "apple", "phone"]
+    assert header == ["apple", "phone"]
     assert numbers(rows) == [["apple", approx(apple), approx(1 - apple)], ["phone", approx(1 - phone), approx(phone)]]
     assert round(apple, 2) == 0.75  # the hand computation itself, in case both sides drift
 
@@ -234,18 +252,23 @@ def test_with_positions_word_order_changes_the_weights():
 
 
 # ------------------------------------------------------------------------------ what is shown
-def test_all_heads_shows_one_matrix_per_head():
+def test_all_heads_shows_the_heads_side_by_side():
     stdout = succeeds("attend", "apple phone", *toy("--preset", "notes", "--heads", "3", "--all-heads")).stdout
-    titles = re.findall(r"attention weights, (layer \d+, head \d+)", stdout)
-    assert titles == ["layer 0, head 0", "layer 0, head 1", "layer 0, head 2"]
-    assert numbers(table(stdout, "layer 0, head 0")[1])[1] == ["phone", approx(0.5), approx(0.5)]
+    assert "attention weights, layer 0, every head" in stdout
+    lines = stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if "every head" in line)
+    assert lines[at + 1].split() == ["head", "0", "head", "1", "head", "2"]
+    assert lines[at + 2].split() == ["apple", "phone"] * 3
+    phone = lines[at + 4].translate({ord(g): " " for g in GLYPH_CHARS}).split()
+    # head 0 [0.5, 0.5], head 1 [0, 1], head 2 [0.5, 0.5]
+    assert numbers([phone]) == [["phone", approx(0.5), approx(0.5), 0, approx(1), approx(0.5), approx(0.5)]]
 
 
 def test_head_selects_one_head():
     stdout = succeeds("attend", "apple phone", *toy("--preset", "notes", "--heads", "3", "--head", "1")).stdout
     assert re.findall(r"attention weights, ([^(]+)\(", stdout) == ["layer 0, head 1 "]
     # head 1 sees the second components, apple 2 and phone 5: scores [4, 10] and [10, 25]
-    rows = numbers(table(stdout, "attention weights")[1])
+    rows = numbers(grid(stdout, "attention weights")[1])
     assert rows == [["apple", approx(sigmoid(-6)), approx(sigmoid(6))], ["phone", approx(0), approx(1)]]
 
 
@@ -253,7 +276,7 @@ def test_without_head_the_mean_of_heads_is_shown():
     stdout = succeeds("attend", "apple phone", *toy("--preset", "notes", "--heads", "3")).stdout
     assert "attention weights, layer 0, mean of 3 heads" in stdout
     # phone: head 0 [0.5, 0.5], head 1 [0, 1], head 2 (0 and 0) [0.5, 0.5] -> mean [0.33, 0.67]
-    assert numbers(table(stdout, "attention weights")[1])[1] == ["phone", approx(1 / 3), approx(2 / 3)]
+    assert numbers(grid(stdout, "attention weights")[1])[1] == ["phone", approx(1 / 3), approx(2 / 3)]
 
 
 def test_layer_selects_a_layer():
@@ -270,17 +293,17 @@ def test_head_out_of_range_is_a_usage_error():
     assert "--head 3" in fails(2, "attend", "apple phone", *toy("--preset", "notes", "--heads", "3", "--head", "3"))
 
 
-def test_long_sentence_matrix_is_cut_with_a_note():
+def test_max_display_shows_a_window_with_a_note():
     sentence = " ".join(["the river bank was wide"] * 8)
     assert len(sentence.split()) == 40
-    stdout = succeeds("attend", sentence, "--preset", "textbook", "--max-display", "10").stdout
-    header, rows = table(stdout, "attention weights")
-    assert len(header) == 11 and len(rows) == 10
-    assert "showing the first 10 of 40 tokens in the matrix (--max-display; --json has all)" in stdout
+    stdout = succeeds("attend", sentence, "--preset", "textbook", "--max-display", "10", "--start", "5").stdout
+    assert "window: tokens #5 to #14 of 40 (rows and columns)" in stdout
+    labels = [line.split()[0] for line in stdout.splitlines() if re.match(r"^\s*\d+ \w+ ", line)]
+    assert labels[:10] == [str(n) for n in range(5, 15)]
 
 
-def test_short_sentence_has_no_cut_note():
-    assert "showing the first" not in succeeds("attend", SENTENCE, "--preset", "textbook").stdout
+def test_short_sentence_has_no_window_note():
+    assert "window:" not in succeeds("attend", SENTENCE, "--preset", "textbook").stdout
 
 
 # ------------------------------------------------------------------------------ --explain
@@ -375,9 +398,9 @@ def test_no_ansi_codes_with_no_color_even_when_forced():
 def test_force_color_shades_heatmap_cells_by_value():
     env = {"FORCE_COLOR": "1", "NO_COLOR": None, "TERM": "xterm-256color", "COLORTERM": "truecolor"}
     stdout = succeeds("attend", "apple phone", *toy("--preset", "textbook", "--temperature", "10"), env=env).stdout
-    # white (255,255,255) to blue (50,100,255): weight 0.75 -> (101,138,255), weight 0.25 -> (203,216,255)
-    assert re.search(r"\x1b\[[0-9;]*48;2;101;138;255m +0\.75\d*\x1b\[0m", stdout)
-    assert re.search(r"\x1b\[[0-9;]*48;2;203;216;255m +0\.25\d*\x1b\[0m", stdout)
+    # eighths of the largest weight (0.75): 0.75 is level 8 (#fbc93a), 0.25 level 3 (#7e2f8e)
+    assert re.search(r"\x1b\[[0-9;]*48;2;251;201;58m +0\.75\x1b\[0m", stdout)
+    assert re.search(r"\x1b\[[0-9;]*48;2;126;47;142m +0\.25\x1b\[0m", stdout)
 
 
 # ------------------------------------------------------------------------------ errors

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ctxembed.cli import app, read_sentence, read_stdin, reports_errors, show
-from ctxembed.cli.options import JsonOpt, with_attention_options
+from ctxembed.cli.options import JsonOpt, SaveOpt, check_saves, save_all, with_attention_options
 from ctxembed.errors import UsageError
 from ctxembed.output import emit_json, stdout_console
 
@@ -28,13 +28,28 @@ def attend(
     explain: Annotated[bool, typer.Option("--explain", help="Print every step with its numbers.")] = False,
     layer: Annotated[int | None, typer.Option("--layer", min=0, help="Layer to show (default: the last).")] = None,
     head: Annotated[int | None, typer.Option("--head", min=0, help="Head to show (default: mean of heads).")] = None,
-    all_heads: Annotated[bool, typer.Option("--all-heads", help="One matrix per head (small multiples).")] = False,
+    all_heads: Annotated[
+        bool, typer.Option("--all-heads", help="One matrix per head, side by side when they fit (small multiples).")
+    ] = False,
+    focus: Annotated[
+        str | None,
+        typer.Option("--focus", help="Show one token's row and column whole: a word, or #N for position N."),
+    ] = None,
+    start: Annotated[
+        int, typer.Option("--start", min=0, help="First token (position) of the matrix when it shows a window.")
+    ] = 0,
     top: Annotated[int, typer.Option("--top", min=1, help="Most-attended tokens listed per token.")] = 3,
-    max_display: Annotated[int, typer.Option("--max-display", min=2, help="Tokens shown in the matrix.")] = 24,
+    max_display: Annotated[
+        int | None, typer.Option("--max-display", min=1, help="At most N tokens in the matrix (default: all that fit).")
+    ] = None,
+    save: SaveOpt = None,
     explorer=None,
 ) -> None:
     """Show the attention weights of a sentence and how far context moved each token."""
+    from ctxembed.report import focus_row, row_at_position
+
     text = read_sentence(sentence, "attend")
+    check_saves(save)
     ex = explorer()
     a = ex.settings.attention
     if layer is not None and layer >= a.layers:
@@ -44,18 +59,31 @@ def attend(
     result = ex.attend(text)
     result.top, result.with_vectors = top, with_vectors
     shown = a.layers - 1 if layer is None else layer
+    doc = result.document()
+    focus_at = focus_row(doc, focus) if focus is not None else None
+    if explain:
+        doc["explain"] = explain_document(ex.engine, result.result, shown, head)
+    save_all(doc, save, layer=layer, head=head, all_heads=all_heads)
     if json_out:
-        doc = result.document()
-        if explain:
-            doc["explain"] = explain_document(ex.engine, result.result, shown, head)
         emit_json(doc)
         return
+    from ctxembed.render import render_attend
+
     console = stdout_console()
-    result.render(console, layer=shown, head=head, all_heads=all_heads, max_display=max_display)
+    render_attend(
+        console,
+        doc,
+        layer=shown,
+        head=head,
+        all_heads=all_heads,
+        focus=focus_at,
+        max_display=max_display,
+        start=row_at_position(doc, start),
+    )
     if explain:
         from ctxembed.render import render_explain
 
-        render_explain(console, explain_document(ex.engine, result.result, shown, head), result.result)
+        render_explain(console, doc["explain"], result.result)
 
 
 def explain_document(engine, result, layer: int, head: int | None) -> dict:
@@ -77,6 +105,7 @@ def compare(
         str | None, typer.Option("--word", "-w", help="The word to compare (default: every shared word).")
     ] = None,
     json_out: JsonOpt = False,
+    save: SaveOpt = None,
     explorer=None,
 ) -> None:
     """Static against contextual cosine of a word across sentences: an N×N matrix each."""
@@ -85,7 +114,10 @@ def compare(
         sentences = [line.strip() for line in lines if line.strip()]
     if len(sentences) < 2:
         raise UsageError(f"compare needs at least two sentences, got {len(sentences)}")
-    show(explorer().compare(sentences, word).document(), json_out, "render_compare")
+    check_saves(save)
+    doc = explorer().compare(sentences, word).document()
+    save_all(doc, save)
+    show(doc, json_out, "render_compare")
 
 
 @app.command(epilog="Example: ctxembed neighbors 'we sat on the river bank' --word bank -k 8")
@@ -96,11 +128,15 @@ def neighbors(
     word: Annotated[str, typer.Option("--word", "-w", help="The word whose neighbours to list.")] = ...,
     k: Annotated[int, typer.Option("-k", "--k", min=1, max=1000, help="How many neighbours.")] = 10,
     json_out: JsonOpt = False,
+    save: SaveOpt = None,
     explorer=None,
 ) -> None:
     """Nearest vocabulary words of a word's contextual vector, beside those of its static vector."""
     text = read_sentence(sentence, "neighbors")
-    show(explorer().neighbors(text, word, k).document(), json_out, "render_neighbors")
+    check_saves(save)
+    doc = explorer().neighbors(text, word, k).document()
+    save_all(doc, save)
+    show(doc, json_out, "render_neighbors")
 
 
 @app.command(epilog="Example: ctxembed batch sentences.txt --word bank --no-weights > out.jsonl")

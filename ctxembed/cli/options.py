@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -44,6 +45,33 @@ TrustOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
+SaveOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--save",
+        help="Also write the result to PATH; the suffix picks the format: .svg, .html (interactive, offline), "
+        ".png (needs ctxembed[plot]) or .json. Repeatable.",
+        show_default=False,
+    ),
+]
+
+
+def check_saves(paths: list[Path] | None) -> None:
+    """Refuse unknown suffixes, missing folders and a missing PNG extra before any work is done."""
+    if paths:
+        from ctxembed.export import check_path
+
+        for path in paths:
+            check_path(path)
+
+
+def save_all(doc: dict, paths: list[Path] | None, **view) -> None:
+    """Write ``doc`` to every --save path (``view``: --layer, --head, --all-heads)."""
+    if paths:
+        from ctxembed.export import save_document
+
+        for path in paths:
+            save_document(doc, path, **view)
 _OTHER_FLAGS = {"vectors": "--vectors", "limit": "--limit", "trust": "--trust", "preset": "--preset"}
 READ_OPTIONS = declarations(ReadOptions)
 

@@ -1,0 +1,202 @@
+/* ctxembed's interactive view: no network, no library. `root` holds the document as JSON. */
+(function (root) {
+  "use strict";
+  var doc = JSON.parse(root.querySelector("script.ctxembed-data").textContent);
+  var view = JSON.parse(root.getAttribute("data-view") || "{}");
+  var NS = "http://www.w3.org/2000/svg";
+
+  function el(tag, attrs, text, ns) {
+    var node = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
+    for (var k in attrs || {}) node.setAttribute(k, attrs[k]);
+    if (text !== undefined && text !== null) node.textContent = text;
+    return node;
+  }
+  function blue(share) {  /* white to dark blue, as the SVG's sequential scale */
+    var stops = [[247, 251, 255], [198, 219, 239], [107, 174, 214], [33, 113, 181], [8, 48, 107]];
+    share = Math.max(0, Math.min(1, share)) * 4;
+    var i = Math.min(3, Math.floor(share)), t = share - i, a = stops[i], b = stops[i + 1];
+    return "rgb(" + [0, 1, 2].map(function (c) { return Math.round(a[c] + (b[c] - a[c]) * t); }).join(",") + ")";
+  }
+
+  if (doc.schema === "ctxembed.attend/1") attention(); else generic();
+
+  /* ------------------------------------------------------------------ any figure: hover or click a cell */
+  function generic() {
+    var readout = root.querySelector(".readout");
+    var pinned = null;
+    function show(cell) {
+      readout.textContent = cell ? cell.getAttribute("data-label") + ": " + cell.getAttribute("data-value") : "";
+    }
+    root.querySelectorAll(".cell").forEach(function (cell) {
+      cell.addEventListener("mouseenter", function () { show(cell); });
+      cell.addEventListener("mouseleave", function () { show(pinned); });
+      cell.addEventListener("click", function () {
+        if (pinned) pinned.classList.remove("sel");
+        pinned = pinned === cell ? null : cell;
+        if (pinned) pinned.classList.add("sel");
+        show(pinned || cell);
+      });
+    });
+  }
+
+  /* ------------------------------------------------------------------ attention: bertviz-like head view */
+  function attention() {
+    var weights = doc.weights;  /* [layer][head][query][key] */
+    var L = weights.length, H = weights[0].length;
+    var tokens = doc.attended_positions.map(function (p) { return doc.tokens[p].text; });
+    var T = tokens.length;
+    var att = doc.settings.attention || {};
+    var state = {
+      layer: view.layer === null || view.layer === undefined ? L - 1 : view.layer,
+      head: view.head === null || view.head === undefined ? (H > 1 ? "mean" : 0) : view.head,
+      side: null, index: null, pinned: false
+    };
+    var app = root.querySelector(".app");
+    app.appendChild(el("h2", {}, "attention weights"));
+    app.appendChild(el("div", { "class": "meta" }, doc.text));
+    app.appendChild(el("div", { "class": "meta" }, "settings: " + doc.settings_summary));
+    var controls = app.appendChild(el("div", { "class": "controls" }));
+    if (L > 1) {
+      var layerSelect = el("select", { "class": "layer" });
+      for (var l = 0; l < L; l++) layerSelect.appendChild(el("option", { value: l }, "layer " + l));
+      layerSelect.value = state.layer;
+      layerSelect.addEventListener("change", function () { state.layer = +layerSelect.value; draw(); });
+      var label = el("label", {}, "layer ");
+      label.appendChild(layerSelect); controls.appendChild(label);
+    }
+    if (H > 1) {
+      var headSelect = el("select", { "class": "head" });
+      headSelect.appendChild(el("option", { value: "mean" }, "mean of " + H + " heads"));
+      for (var h = 0; h < H; h++) headSelect.appendChild(el("option", { value: h }, "head " + h));
+      headSelect.value = state.head;
+      headSelect.addEventListener("change", function () {
+        state.head = headSelect.value === "mean" ? "mean" : +headSelect.value; draw();
+      });
+      var hl = el("label", {}, "head ");
+      hl.appendChild(headSelect); controls.appendChild(hl);
+    }
+    controls.appendChild(el("span", { "class": "hint" },
+      "hover a token to see its weights; click to pin (left: what it attends to, right: what attends to it)"));
+    var panes = app.appendChild(el("div", { "class": "panes" }));
+    var rowH = 22, width = 420;
+    var longest = Math.max.apply(null, tokens.map(function (t) { return t.length; }));
+    var colW = Math.min(200, 12 + 8 * longest);
+    var svg = el("svg", { "class": "lines", width: width + 2 * colW, height: rowH * T + 30 }, null, NS);
+    panes.appendChild(svg);
+    var info = panes.appendChild(el("div", { "class": "info" }));
+    var matrix = app.appendChild(el("table", { "class": "matrix" }));
+
+    function masked(i, j) { return (att.exclude_self && i === j) || (att.causal && j > i); }
+    function matrixNow() {  /* (T, T) of the chosen layer and head (or the mean of heads) */
+      var layer = weights[state.layer];
+      if (state.head !== "mean") return layer[state.head];
+      return layer[0].map(function (row, i) {
+        return row.map(function (_, j) {
+          var s = 0; for (var h = 0; h < H; h++) s += layer[h][i][j]; return s / H;
+        });
+      });
+    }
+    var lines = [], left = [], right = [], highlights = [];
+    for (var i = 0; i < T; i++) {
+      var y = 20 + i * rowH;
+      [["q", colW - 6, "end", left], ["k", width + colW + 6, "start", right]].forEach(function (spec) {
+        var hlRect = el("rect", { "class": "hl", x: spec[0] === "q" ? 0 : width + colW, y: y - 15, width: colW,
+          height: rowH - 2, visibility: "hidden" }, null, NS);
+        svg.appendChild(hlRect); highlights.push(hlRect);
+        var text = el("text", { "class": "tok " + spec[0], x: spec[1], y: y, "text-anchor": spec[2], "data-i": i },
+          tokens[i], NS);
+        text.hlRect = hlRect;
+        svg.appendChild(text); spec[3].push(text);
+      });
+    }
+    for (var a = 0; a < T; a++) {
+      lines.push([]);
+      for (var b = 0; b < T; b++) {
+        var line = el("line", { x1: colW, y1: 15 + a * rowH, x2: width + colW, y2: 15 + b * rowH,
+          "data-q": a, "data-k": b }, null, NS);
+        svg.appendChild(line); lines[a].push(line);
+      }
+    }
+    function select(side, index, pin) {
+      if (pin) {
+        var same = state.pinned && state.side === side && state.index === index;
+        state.pinned = !same;
+        state.side = same ? null : side; state.index = same ? null : index;
+      } else if (!state.pinned) { state.side = side; state.index = index; }
+      draw();
+    }
+    left.forEach(function (t, i) {
+      t.addEventListener("mouseenter", function () { select("q", i, false); });
+      t.addEventListener("click", function () { select("q", i, true); });
+    });
+    right.forEach(function (t, j) {
+      t.addEventListener("mouseenter", function () { select("k", j, false); });
+      t.addEventListener("click", function () { select("k", j, true); });
+    });
+    svg.addEventListener("mouseleave", function () { if (!state.pinned) { state.side = null; state.index = null; draw(); } });
+
+    function draw() {
+      var w = matrixNow();
+      var top = 0;
+      w.forEach(function (row) { row.forEach(function (v) { if (v > top) top = v; }); });
+      top = top || 1;
+      for (var i = 0; i < T; i++) for (var j = 0; j < T; j++) {
+        var on = state.side === null || (state.side === "q" ? i === state.index : j === state.index);
+        var line = lines[i][j], v = w[i][j];
+        line.setAttribute("stroke-width", on ? 1 + 5 * v / top : 1);
+        line.setAttribute("stroke-opacity", on ? (v / top).toFixed(4) : 0);
+        line.setAttribute("class", on && state.side !== null ? "active" : "");
+      }
+      [left, right].forEach(function (column, c) {
+        column.forEach(function (t, i) {
+          var active = state.side === (c === 0 ? "q" : "k") && state.index === i;
+          t.setAttribute("class", "tok " + (c === 0 ? "q" : "k") + (active ? " active" : ""));
+          t.hlRect.setAttribute("visibility", active ? "visible" : "hidden");
+        });
+      });
+      drawInfo(w); drawMatrix(w, top);
+    }
+    function drawInfo(w) {
+      info.textContent = "";
+      var heading = "layer " + state.layer + ", " + (state.head === "mean" ? "mean of " + H + " heads" : "head " + state.head);
+      info.appendChild(el("div", { "class": "meta" }, heading));
+      if (state.side === null) {
+        info.appendChild(el("div", { "class": "hint" }, "no token selected"));
+        return;
+      }
+      var i = state.index, word = tokens[i];
+      info.appendChild(el("div", { "class": "selected" }, state.side === "q"
+        ? "\u201c" + word + "\u201d (#" + doc.attended_positions[i] + ") attends to:"
+        : "attention paid to \u201c" + word + "\u201d (#" + doc.attended_positions[i] + ") by:"));
+      var table = info.appendChild(el("table", { "class": "numbers", "data-side": state.side, "data-index": i }));
+      for (var j = 0; j < T; j++) {
+        var q = state.side === "q" ? i : j, k = state.side === "q" ? j : i, v = w[q][k];
+        var tr = table.appendChild(el("tr", { "data-j": j }));
+        tr.appendChild(el("td", { "class": "t" }, tokens[j]));
+        tr.appendChild(el("td", { "class": "w" }, masked(q, k) ? "masked" : String(v)));
+        var bar = tr.appendChild(el("td", { "class": "bar" }));
+        bar.appendChild(el("span", { style: "width:" + Math.round(120 * v) + "px" }));
+      }
+    }
+    function drawMatrix(w, top) {
+      matrix.textContent = "";
+      var head = matrix.appendChild(el("tr"));
+      head.appendChild(el("th"));
+      tokens.forEach(function (t) { head.appendChild(el("th", { "class": "col" }, t)); });
+      for (var i = 0; i < T; i++) {
+        var tr = matrix.appendChild(el("tr"));
+        var th = tr.appendChild(el("th", { "class": "row", "data-i": i }, tokens[i]));
+        th.addEventListener("click", select.bind(null, "q", i, true));
+        for (var j = 0; j < T; j++) {
+          var v = w[i][j], share = v / top;
+          var td = tr.appendChild(el("td", {
+            title: tokens[i] + " \u2192 " + tokens[j] + ": " + (masked(i, j) ? "masked" : String(v)),
+            style: "background:" + (masked(i, j) ? "#eee" : blue(share)) + ";color:" + (share > 0.6 ? "#fff" : "#222")
+          }, masked(i, j) ? "\u00b7" : (v === 0 ? "0" : v.toFixed(2).replace(/^0/, ""))));
+          if ((state.side === "q" && i === state.index) || (state.side === "k" && j === state.index)) td.className = "sel";
+        }
+      }
+    }
+    draw();
+  }
+})(document.getElementById("__ROOT_ID__"));
