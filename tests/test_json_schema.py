@@ -129,6 +129,8 @@ SCHEMA_FILES = {
     "ctxembed.batch/1": "batch.schema.json",
     "ctxembed.vectors-info/1": "vectors-info.schema.json",
     "ctxembed.vectors-convert/1": "vectors-convert.schema.json",
+    "ctxembed.senses/1": "senses.schema.json",
+    "ctxembed.eval-wsi/1": "eval-wsi.schema.json",
 }
 
 
@@ -318,3 +320,18 @@ def test_settings_schema_is_generated_from_the_declarations():
 
     # after adding or changing a setting: .venv/bin/python scripts/settings_schema.py
     assert schema_file("common.schema.json")["$defs"]["settings"] == json.loads(json.dumps(settings_schema()))
+
+
+def test_senses_document_matches_schema(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(
+        "".join(line.split("\t")[2] + "\n" for line in (REPO / "data" / "senses.tsv").read_text().splitlines()[1:]),
+        encoding="utf-8",
+    )
+    doc = run_json("senses", "bank", "plant", corpus, "--json")
+    assert_valid(doc, "ctxembed.senses/1")
+
+
+def test_eval_wsi_document_matches_schema():
+    doc = run_json("eval", "wsi", REPO / "data" / "wsi-senses.tsv", "-c", "default", "--json")
+    assert_valid(doc, "ctxembed.eval-wsi/1")

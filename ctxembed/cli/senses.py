@@ -1,0 +1,305 @@
+"""`ctxembed senses` (the senses of words across a corpus) and `ctxembed eval wsi` (scored against labels).
+
+Exit codes, beside the usual ones (2 for a bad command line, 1 for an unreadable, empty or binary
+corpus): 1 when some word could not be clustered (it does not occur, or has fewer usable
+occurrences than -k); the other words are still shown, and each problem is one stderr line.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ctxembed.cli import (
+    ConfigOpt,
+    JsonOpt,
+    _sweep,
+    app,
+    eval_app,
+    reports_errors,
+    show,
+    vectors_summary,
+    with_attention_options,
+)
+from ctxembed.errors import DataError, UsageError
+from ctxembed.output import emit_json, say, stdout_console
+
+DEFAULT_MAX_OCCURRENCES = 1000
+
+# The clustering options `senses` and `eval wsi` share.
+KOpt = Annotated[str, typer.Option("-k", "--k", help="Senses per word: a number (1-50) or 'auto'.")]
+KMaxOpt = Annotated[int, typer.Option("--k-max", min=2, max=20, help="-k auto tries 2 .. this.")]
+MinShareOpt = Annotated[
+    float, typer.Option("--min-share", min=0.0, max=0.5, help="-k auto: smallest share of a sense.")
+]
+OwnTermOpt = Annotated[
+    bool,
+    typer.Option("--keep-own/--drop-own", help="Keep the word's own residual term in its vector.", show_default=False),
+]
+SeedOpt = Annotated[int, typer.Option("--sample-seed", help="Seed of the occurrence sample and of k-means.")]
+
+
+def default_corpus() -> Path:
+    """The shipped Brown example corpus (data/brown.txt.gz; packaged as ctxembed/data/brown.txt.gz)."""
+    here = Path(__file__).resolve().parent.parent
+    packaged = here / "data" / "brown.txt.gz"
+    return packaged if packaged.exists() else here.parent / "data" / "brown.txt.gz"
+
+
+def split_arguments(arguments: list[str], corpus: str | None) -> tuple[list[str], str]:
+    """WORD [WORD ...] [CORPUS|-] -> (words, corpus). The last argument is the corpus when it is "-",
+    an existing file, or looks like a path (has a "/" or a .txt/.gz ending); else the shipped corpus."""
+    words = list(arguments)
+    if corpus is None and len(words) > 1:
+        last = words[-1]
+        if last == "-" or Path(last).is_file() or "/" in last or last.endswith((".txt", ".gz", ".text")):
+            corpus = words.pop()
+    if not words:
+        raise UsageError("give at least one WORD")
+    for word in words:
+        if not word.strip() or any(c.isspace() for c in word.strip()):
+            raise UsageError(f"{word!r} is not a single word")
+    return [w.strip() for w in words], corpus if corpus is not None else str(default_corpus())
+
+
+def parse_k(value: str) -> int | None:
+    from ctxembed.senses import K_MAX
+
+    if value.strip().lower() == "auto":
+        return None
+    try:
+        k = int(value)
+    except ValueError:
+        raise UsageError(f"-k must be a number of senses or 'auto', not {value!r}") from None
+    if not 1 <= k <= K_MAX:
+        raise UsageError(f"-k must be between 1 and {K_MAX} (or 'auto'), not {k}")
+    return k
+
+
+def _progress(corpus: str):
+    """A progress callback on stderr when it is a terminal (by characters read), else None."""
+    if not sys.stderr.isatty():
+        return None, None
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
+
+    from ctxembed.output import stderr_console
+
+    total = Path(corpus).stat().st_size if corpus != "-" and not corpus.endswith(".gz") else None
+    bar = Progress(
+        TextColumn("scanning"), BarColumn(), TransferSpeedColumn(), TimeElapsedColumn(),
+        console=stderr_console(), transient=True,
+    )  # fmt: skip
+    task = bar.add_task("scan", total=total)
+    return bar, lambda chars: bar.update(task, completed=chars)
+
+
+@app.command()
+@reports_errors
+@with_attention_options
+def senses(
+    arguments: Annotated[
+        list[str],
+        typer.Argument(
+            help="WORD [WORD ...] [CORPUS|-]: the words, then the corpus (a UTF-8 text file, .gz allowed, "
+            "one sentence or paragraph per line; '-' reads stdin). The last argument is the corpus when it is "
+            "'-' or an existing file; without one, the shipped Brown example corpus.",
+            show_default=False,
+        ),
+    ],
+    corpus: Annotated[str | None, typer.Option("--corpus", help="The corpus (then every argument is a word).")] = None,
+    k: KOpt = "auto",
+    k_max: KMaxOpt = 8,
+    min_share: MinShareOpt = 0.05,
+    forms: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--forms", help="Forms to find, e.g. bank,banks or bank:bank,banks (repeatable).", show_default=False
+        ),
+    ] = None,
+    exact: Annotated[bool, typer.Option("--exact", help="Only the word as given, no inflections.")] = False,
+    max_occurrences: Annotated[
+        int, typer.Option("--max-occurrences", min=0, help="Per word, a seeded uniform sample (0: all).")
+    ] = DEFAULT_MAX_OCCURRENCES,
+    sample_seed: SeedOpt = 0,
+    own_term: OwnTermOpt = False,
+    examples: Annotated[int, typer.Option("--examples", min=0, max=100, help="Central examples per sense.")] = 5,
+    label_words: Annotated[int, typer.Option("--label-words", min=1, max=50, help="Words labelling a sense.")] = 8,
+    json_out: JsonOpt = False,
+    save: Annotated[Path | None, typer.Option("--save", help="Write the document (.json) or its map.")] = None,
+    run=None,
+) -> None:
+    """The senses of words across a corpus: every occurrence, clustered, each sense labelled and shown in context."""
+    from ctxembed import occurrences as occ
+    from ctxembed import senses as sense_logic
+
+    words, corpus_name = split_arguments(arguments, corpus)
+    chosen_k = parse_k(k)
+    given = occ.parse_forms(forms or [], words)
+    r = run()
+    store = r.store
+    engine = r.engine.bulk()
+    word_forms = {}
+    for word in words:
+        rank = store.find(word.lower())
+        limit = max(50_000, 10 * rank) if rank is not None else 50_000
+        if word.lower() in given:
+            word_forms[word] = given[word.lower()]
+        elif exact:
+            word_forms[word] = [word.lower()]
+        else:
+            word_forms[word] = occ.word_forms(
+                word, lambda f, limit=limit: (row := store.find(f)) is not None and row < limit
+            )
+    stream, shown_name = occ.open_corpus(corpus_name)
+    bar, progress = _progress(corpus_name)
+    try:
+        if bar is not None:
+            bar.start()
+        scan = occ.scan_corpus(
+            stream, word_forms, name=shown_name, max_occurrences=max_occurrences or None, seed=sample_seed,
+            progress=progress,
+        )  # fmt: skip
+    finally:
+        if bar is not None:
+            bar.stop()
+        stream.close()
+    if scan.blank:
+        raise DataError(f"{shown_name}: the corpus is empty")
+    entries, problems = [], []
+    for word in words:
+        found = sense_logic.occurrence_vectors(engine, scan.occurrences[word], drop_own=not own_term)
+        n = len(found.occurrences)
+        clustering = None
+        if scan.counts[word] == 0:
+            problems.append(f"{word!r} does not occur in {shown_name} (forms: {', '.join(word_forms[word])})")
+        elif n == 0 or (chosen_k is not None and n < chosen_k):
+            why = ", ".join(f"{v} {key.replace('_', ' ')}" for key, v in found.skipped.items() if v)
+            problems.append(
+                f"{word!r} has {n} usable occurrence(s) in {shown_name}"
+                + (f", fewer than -k {chosen_k}" if chosen_k and n else "")
+                + (f" ({why})" if why else "")
+            )
+        else:
+            clustering = sense_logic.cluster(found.unit, chosen_k, k_max=k_max, min_share=min_share, seed=sample_seed)
+        entries.append(
+            sense_logic.word_document(
+                engine, word, word_forms[word], scan.counts[word], found, clustering,
+                examples=examples, label_words=label_words,
+            )
+        )  # fmt: skip
+    doc = {
+        "schema": "ctxembed.senses/1",
+        "vectors": vectors_summary(r),
+        "settings": r.settings.as_dict(),
+        "settings_summary": r.settings.summary(),
+        "corpus": {
+            "name": shown_name,
+            "lines": scan.lines,
+            "characters": scan.chars,
+            "candidate_lines": scan.candidate_lines,
+            "long_lines": scan.long_lines,
+        },
+        "options": {
+            "k": chosen_k if chosen_k is not None else "auto",
+            "k_max": k_max,
+            "min_share": min_share,
+            "max_occurrences": max_occurrences or None,
+            "seed": sample_seed,
+            "own_term": "kept" if own_term else "dropped",
+            "max_tokens": engine.max_tokens,
+        },
+        "words": entries,
+    }
+    if any(e["k"] for e in entries):
+        if save is not None:
+            save_senses(doc, save)
+        if json_out:
+            emit_json(doc)
+        else:
+            from ctxembed.render_senses import render_senses
+
+            render_senses(stdout_console(), doc)
+    for problem in problems:
+        say(f"ctxembed: error: {problem}")
+    if problems:
+        raise typer.Exit(1)
+
+
+def save_senses(doc: dict, path: Path) -> None:
+    """--save: the document as JSON, or its map through the exporter when the explorer has one."""
+    if path.suffix.lower() == ".json":
+        from ctxembed.output import dumps
+        from ctxembed.store import atomic_file
+
+        try:
+            with atomic_file(path) as fh:
+                fh.write((dumps(doc, indent=2) + "\n").encode("utf-8"))
+        except OSError as exc:
+            raise DataError(f"{path}: cannot write ({exc.strerror})") from None
+        say(f"wrote {path}")
+        return
+    try:
+        from ctxembed.export import save_document
+    except ImportError:
+        raise UsageError(f"--save {path.name}: this build writes .json only") from None
+    save_document(doc, path)
+    say(f"wrote {path}")
+
+
+# ------------------------------------------------------------------------------ eval wsi
+@eval_app.command("wsi")
+@reports_errors
+@with_attention_options
+def eval_wsi(
+    path: Annotated[
+        Path,
+        typer.Argument(help="TSV: word, sense label, token index (from 0), space-tokenised sentence."),
+    ],
+    config: ConfigOpt = None,
+    k: KOpt = "auto",
+    k_max: KMaxOpt = 8,
+    min_share: MinShareOpt = 0.05,
+    own_term: OwnTermOpt = False,
+    sample_seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+    run=None,
+) -> None:
+    """Word-sense induction: clusters of each word's occurrences against sense labels (ARI, V-measure,
+    pair accuracy), beside the one-cluster and bag-of-words baselines."""
+    import functools
+
+    from ctxembed.wsi import contextual_vectors, evaluate_baselines, read_wsi, score_clusters
+
+    items = read_wsi(path)
+    options = {"k": parse_k(k), "k_max": k_max, "min_share": min_share, "seed": sample_seed}
+    resolved = functools.lru_cache(maxsize=1)(run)
+    store = resolved().store
+
+    def evaluate(name, settings):
+        if sys.stderr.isatty():
+            say(f"evaluating {name} ...")
+        vectors, found = contextual_vectors(
+            store, settings, items, drop_own=not own_term, max_tokens=resolved().engine.max_tokens
+        )
+        return score_clusters(items, vectors, found, **options)
+
+    rows = evaluate_baselines(store, items, **options)
+    rows += _sweep(config, resolved, ("static", "textbook", "default"), evaluate)
+    doc = {
+        "schema": "ctxembed.eval-wsi/1",
+        "vectors": vectors_summary(resolved()),
+        "file": str(path),
+        "words": len({item.word for item in items}),
+        "occurrences": len(items),
+        "clustering": {**options, "k": options["k"] or "auto", "own_term": "kept" if own_term else "dropped"},
+        "configs": rows,
+    }
+    if json_out:
+        show(doc, True, "")
+        return
+    from ctxembed.render_senses import render_eval_wsi
+
+    render_eval_wsi(stdout_console(), doc)

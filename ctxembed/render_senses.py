@@ -1,0 +1,94 @@
+"""Lay out a ``ctxembed.senses/1`` document for people: per word, each sense with its label and a
+keyword-in-context concordance of its most central examples. Reads the document only."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def kwic(text: str, start: int, end: int, width: int) -> tuple[str, str, str]:
+    """(left, keyword, right): the keyword with ``width`` characters of context on each side,
+    whitespace runs folded, cut contexts marked with an ellipsis."""
+    left = " ".join(text[:start].split())
+    right = " ".join(text[end:].split())
+    if text[:start][-1:].isspace():
+        left += " "
+    if text[end:][:1].isspace():
+        right = " " + right
+    if len(left) > width:
+        left = "…" + left[len(left) - width + 1 :]
+    if len(right) > width:
+        right = right[: width - 1] + "…"
+    return left, text[start:end], right
+
+
+def render_senses(console: Console, doc: dict) -> None:
+    from rich.text import Text
+
+    corpus = doc["corpus"]
+    console.print(
+        f"[dim]{doc['settings_summary']}[/dim]\n[dim]corpus {corpus['name']}: {corpus['lines']:,} lines, "
+        f"{corpus['candidate_lines']:,} with a form of the words"
+        + (f", {corpus['long_lines']:,} too long to read" if corpus["long_lines"] else "")
+        + "[/dim]"
+    )
+    width = max(20, ((console.width or 100) - 12) // 2)
+    for entry in doc["words"]:
+        console.print()
+        if not entry["k"]:
+            console.print(Text(f"{entry['word']}: no usable occurrence", style="bold"))
+            continue
+        skipped = {k: v for k, v in entry["skipped"].items() if v}
+        note = "".join(f", {v} {k.replace('_', ' ')}" for k, v in skipped.items())
+        sampled = (
+            f", {entry['occurrences_sampled']:,} sampled"
+            if entry["occurrences_sampled"] < entry["occurrences_found"]
+            else ""
+        )
+        quality = entry["quality"]["silhouette"]
+        how = {"silhouette": "k by silhouette", "given": "k given"}.get(entry["chosen_by"], entry["chosen_by"])
+        title = Text(entry["word"], style="bold")
+        title.append(
+            f"  {entry['occurrences_found']:,} occurrences ({', '.join(entry['forms'])}){sampled}, "
+            f"{entry['occurrences_used']:,} used{note}; {entry['k']} sense{'s' if entry['k'] > 1 else ''} "
+            f"({how}" + (f", silhouette {quality:.2f})" if quality is not None else ")"),
+            style="default",
+        )
+        console.print(title)
+        for sense in entry["senses"]:
+            head = Text(f"  sense {sense['sense'] + 1}", style="bold cyan")
+            head.append(f"  {sense['size']:,} ({sense['share']:.0%})  ", style="default")
+            head.append(" ".join(item["word"] for item in sense["label"]), style="italic")
+            console.print(head)
+            for example in sense["examples"]:
+                left, keyword, right = kwic(example["text"], example["start"], example["end"], width)
+                line = Text(f"  {example['line']:>7}  ", style="dim")
+                line.append(left.rjust(width))
+                line.append(keyword, style="bold reverse")
+                line.append(right)
+                console.print(line, no_wrap=True, overflow="ellipsis", crop=True)
+
+
+def render_eval_wsi(console: Console, doc: dict) -> None:
+    from rich.table import Table
+
+    clustering = doc["clustering"]
+    table = Table(
+        title=f"word-sense induction on {doc['file']}: {doc['words']} words, {doc['occurrences']} occurrences "
+        f"(k {clustering['k']}, own term {clustering['own_term']})",
+        title_justify="left",
+    )
+    for column in ("configuration", "ARI", "V-measure", "pair accuracy", "mean k"):
+        table.add_column(column, justify="left" if column == "configuration" else "right")
+    for row in doc["configs"]:
+        table.add_row(
+            row["name"],
+            f"{row['ari']:.3f}",
+            f"{row['v_measure']:.3f}",
+            f"{row['pair_accuracy']:.3f}",
+            f"{row['mean_k']:.2f}",
+        )
+    console.print(table)

@@ -1,0 +1,293 @@
+"""Senses of a word in a corpus: contextual vectors of its occurrences, clustered. No printing.
+
+    vectors = occurrence_vectors(engine, scan.occurrences["plant"])      # one row per usable occurrence
+    clustering = cluster(vectors.unit, k=None)                           # k chosen by silhouette
+    doc = word_document(engine, vectors, clustering, forms)              # part of ctxembed.senses/1
+
+The vector of an occurrence is its contextual vector minus the word's own term (the residual
+``λ·x`` of the last layer, when the settings have one and no layer norm follows it): what the
+context adds. Two occurrences of "bank" in different forms ("bank", "banks") then differ only
+by their contexts. The vectors are normalised and clustered by k-means (on the unit sphere,
+cosine = dot product: spherical k-means as far as the assignment step goes).
+
+Choosing k (``k=None``): for every k from 2 to ``k_max`` whose clusters all hold at least
+``min_share`` of the occurrences (and 2 of them), the mean silhouette (cosine) is computed;
+the k with the highest one wins. Fewer than 2·max(2, ⌈min_share·n⌉) occurrences cannot be split
+and give one sense. scikit-learn does the k-means, the silhouettes and the PCA map; it is
+imported here only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ctxembed.errors import DataError
+from ctxembed.explore import Engine
+from ctxembed.occurrences import Occurrence
+from ctxembed.tokenize import tokenize
+
+K_MAX = 50  # largest -k accepted
+AUTO_K_MAX = 8  # -k auto tries 2 .. this
+MIN_SHARE = 0.05  # -k auto: every cluster holds at least this share of the occurrences
+N_INIT = 10  # k-means restarts
+
+
+@dataclass
+class OccurrenceVectors:
+    """Vectors of the usable occurrences of one word, and what happened to the others."""
+
+    occurrences: list[Occurrence]  # the usable ones, in corpus order
+    vectors: np.ndarray  # (n, d) context vectors (contextual minus the own term)
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
+
+    @property
+    def unit(self) -> np.ndarray:
+        norms = np.linalg.norm(self.vectors, axis=1, keepdims=True)  # (n, 1)
+        return np.divide(self.vectors, norms, out=np.zeros_like(self.vectors), where=norms > 0)  # (n, d)
+
+
+@dataclass
+class Clustering:
+    labels: np.ndarray  # (n,) sense of each occurrence, 0 = the largest sense
+    k: int
+    chosen_by: str  # "given", "silhouette", or "too few occurrences"
+    silhouette: float | None  # mean silhouette (cosine) of the result; None for one cluster
+    tried: list[dict] = field(default_factory=list)  # -k auto: {k, silhouette, smallest_share}
+
+
+def own_term_scale(engine: Engine) -> float:
+    """λ of the last layer's residual when the output is λ·input + attention (no layer norm after it), else 0."""
+    a = engine.settings.attention
+    return float(a.residual_scale) if a.residual and not a.layer_norm else 0.0
+
+
+def occurrence_vectors(engine: Engine, occurrences: list[Occurrence], *, drop_own: bool = True) -> OccurrenceVectors:
+    """Contextual vectors of each occurrence's token in its line; lines over max_tokens are skipped."""
+    skipped = {"too_long": 0, "no_vector": 0}
+    lowercase = engine.store.lowercase
+    last_line, sentence, reason = None, None, None
+    usable, prepared, rows = [], [], []
+    for occurrence in occurrences:
+        if occurrence.line != last_line:  # occurrences come in corpus order: prepare each line once
+            last_line, sentence, reason = occurrence.line, None, None
+            if len(tokenize(occurrence.text, lowercase=lowercase)) > engine.max_tokens:
+                reason = "too_long"
+            else:
+                try:
+                    sentence = engine.prepare(occurrence.text)
+                except DataError:
+                    reason = "no_vector"
+        if sentence is None:
+            skipped[reason] += 1
+            continue
+        position = next((t.position for t in sentence.tokens if t.start <= occurrence.start < t.end), None)
+        if position is None or position not in sentence.used:
+            skipped["no_vector"] += 1
+            continue
+        usable.append(occurrence)
+        prepared.append(sentence)
+        rows.append(sentence.used.index(position))
+    return OccurrenceVectors(usable, target_vectors(engine, prepared, rows, drop_own=drop_own), skipped)
+
+
+def target_vectors(engine: Engine, prepared: list, rows: list[int], *, drop_own: bool = True) -> np.ndarray:
+    """(n, d_out) contextual vector of token ``rows[i]`` (an index into ``used``) of sentence ``prepared[i]``,
+    minus its own residual term when ``drop_own``; a sentence listed several times runs once."""
+    vectors = np.zeros((len(prepared), engine.out_dim), dtype=np.float32)  # (n, d_out)
+    if not prepared:
+        return vectors
+    distinct = list({id(s): s for s in prepared}.values())
+    results = dict(zip(map(id, distinct), engine.run_many(distinct), strict=True))
+    scale = own_term_scale(engine) if drop_own else 0.0
+    for n, (sentence, row) in enumerate(zip(prepared, rows, strict=True)):
+        result = results[id(sentence)]
+        vectors[n] = result.contextual[row]
+        if scale:
+            vectors[n] -= scale * result.layer_inputs[-1][row]  # the word's own term: λ·x of the last layer
+    return vectors
+
+
+def smallest_cluster(n: int, min_share: float) -> int:
+    return max(2, math.ceil(min_share * n))
+
+
+def cluster(
+    unit: np.ndarray, k: int | None = None, *, k_max: int = AUTO_K_MAX, min_share: float = MIN_SHARE, seed: int = 0
+) -> Clustering:
+    """Cluster unit vectors (n, d): ``k`` given, or chosen by silhouette (``None``)."""
+    from threadpoolctl import threadpool_limits
+
+    # One thread: k-means over a few thousand points gains nothing from OpenMP, and on a busy
+    # machine its spinning threads made each fit 20 times slower (0.24 s against 0.012 s, measured).
+    with threadpool_limits(1):
+        return _cluster(unit, k, k_max=k_max, min_share=min_share, seed=seed)
+
+
+def _cluster(unit: np.ndarray, k: int | None, *, k_max: int, min_share: float, seed: int) -> Clustering:
+    n = len(unit)
+    if k is not None:
+        if n < k:
+            raise DataError(f"{n} occurrence(s), fewer than the {k} senses asked for")
+        labels = _kmeans(unit, k, seed)
+        return Clustering(*_relabel(labels), "given", _silhouette(unit, labels))
+    floor = smallest_cluster(n, min_share)
+    tried = []
+    best: tuple[float, np.ndarray] | None = None
+    for candidate in range(2, min(k_max, n // floor) + 1):
+        labels = _kmeans(unit, candidate, seed)
+        sizes = np.bincount(labels, minlength=candidate)  # (k,)
+        entry = {"k": candidate, "silhouette": None, "smallest_share": float(sizes.min() / n)}
+        tried.append(entry)
+        if sizes.min() < floor:
+            continue
+        entry["silhouette"] = _silhouette(unit, labels)
+        if best is None or entry["silhouette"] > best[0]:
+            best = (entry["silhouette"], labels)
+    if best is None:
+        reason = "too few occurrences" if not tried else "no split with every sense large enough"
+        return Clustering(np.zeros(n, dtype=np.int64), 1, reason, None, tried)
+    labels, k = _relabel(best[1])
+    return Clustering(labels, k, "silhouette", best[0], tried)
+
+
+def _kmeans(unit: np.ndarray, k: int, seed: int) -> np.ndarray:
+    from sklearn.cluster import KMeans
+
+    if k == 1:
+        return np.zeros(len(unit), dtype=np.int64)
+    model = KMeans(n_clusters=k, n_init=N_INIT, random_state=seed)
+    return model.fit_predict(unit.astype(np.float64)).astype(np.int64)  # (n,)
+
+
+def _silhouette(unit: np.ndarray, labels: np.ndarray) -> float | None:
+    from sklearn.metrics import silhouette_score
+
+    distinct = len(np.unique(labels))
+    if distinct < 2 or distinct >= len(unit):
+        return None
+    return float(silhouette_score(unit, labels, metric="cosine"))
+
+
+def _relabel(labels: np.ndarray) -> tuple[np.ndarray, int]:
+    """Number the clusters by size, largest first (ties: first occurrence first)."""
+    sizes = np.bincount(labels)  # (k,)
+    present = [c for c in range(len(sizes)) if sizes[c]]
+    first = {c: int(np.argmax(labels == c)) for c in present}
+    order = sorted(present, key=lambda c: (-sizes[c], first[c]))
+    mapping = np.zeros(len(sizes), dtype=np.int64)
+    mapping[order] = np.arange(len(order))
+    return mapping[labels], len(order)
+
+
+def centroids(unit: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
+    """(k, d) normalised mean direction of each cluster."""
+    sums = np.zeros((k, unit.shape[1]), dtype=np.float64)  # (k, d)
+    np.add.at(sums, labels, unit)
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)  # (k, 1)
+    return np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0)
+
+
+def pca_map(unit: np.ndarray) -> tuple[np.ndarray, list[float]]:
+    """(n, 2) coordinates of the first two principal components, and their explained variance ratios."""
+    if len(unit) < 3:
+        return np.zeros((len(unit), 2)), [0.0, 0.0]
+    from sklearn.decomposition import PCA
+
+    model = PCA(n_components=2, random_state=0)
+    points = model.fit_transform(unit.astype(np.float64))  # (n, 2)
+    return points, [float(x) for x in model.explained_variance_ratio_]
+
+
+def sense_labels(engine: Engine, centres: np.ndarray, *, k: int, exclude: set[str]) -> list[list[tuple[str, float]]]:
+    """Nearest vocabulary words of each centre (its distinctive direction: centre minus the mean
+    of the centres, so words every sense shares do not label them all), alphabetic words only."""
+    mean = centres.mean(axis=0) if len(centres) > 1 else np.zeros(centres.shape[1])  # (d,)
+    labels = []
+    for centre in centres:
+        direction = (centre - mean).astype(np.float32) if len(centres) > 1 else centre.astype(np.float32)  # (d,)
+        found = engine.neighbors(direction, k=4 * k + 20, exclude=exclude, space="input")
+        labels.append([(w, s) for w, s in found if w.isalpha()][:k])
+    return labels
+
+
+# ---------------------------------------------------------------------------------------------- documents
+def word_document(
+    engine: Engine,
+    word: str,
+    forms: list[str],
+    seen: int,
+    found: OccurrenceVectors,
+    clustering: Clustering | None,
+    *,
+    examples: int = 5,
+    label_words: int = 8,
+) -> dict:
+    """One word's part of ``ctxembed.senses/1``: its senses, every occurrence, the quality, the map."""
+    n = len(found.occurrences)
+    entry = {
+        "word": word,
+        "forms": forms,
+        "occurrences_found": seen,
+        "occurrences_sampled": n + sum(found.skipped.values()),
+        "occurrences_used": n,
+        "skipped": found.skipped,
+        "k": 0,
+        "chosen_by": None,
+        "quality": {"silhouette": None, "tried": []},
+        "senses": [],
+        "occurrences": [],
+        "map": {"explained_variance": [0.0, 0.0]},
+    }
+    if clustering is None or n == 0:
+        return entry
+    unit = found.unit  # (n, d)
+    centres = centroids(unit, clustering.labels, clustering.k)  # (k, d)
+    closeness = np.einsum("nd,nd->n", unit, centres[clustering.labels])  # (n,) cosine to own centre
+    can_label = engine.out_dim == engine.dim
+    labels = sense_labels(engine, centres, k=label_words, exclude=set(forms)) if can_label else None
+    points, explained = pca_map(unit)  # (n, 2)
+    entry.update(
+        k=clustering.k,
+        chosen_by=clustering.chosen_by,
+        quality={"silhouette": clustering.silhouette, "tried": clustering.tried},
+        map={"explained_variance": explained},
+    )
+    for sense in range(clustering.k):
+        members = np.flatnonzero(clustering.labels == sense)  # (m,)
+        central = members[np.argsort(-closeness[members], kind="stable")][:examples]
+        entry["senses"].append(
+            {
+                "sense": sense,
+                "size": len(members),
+                "share": len(members) / n,
+                "label": [{"word": w, "similarity": s} for w, s in labels[sense]] if labels else [],
+                "examples": [_example(found.occurrences[i], float(closeness[i])) for i in central],
+            }
+        )
+    entry["occurrences"] = [
+        {
+            "line": o.line,
+            "start": o.start,
+            "end": o.end,
+            "form": o.form,
+            "sense": int(label),
+            "centrality": float(c),
+            "x": float(x),
+            "y": float(y),
+        }
+        for o, label, c, (x, y) in zip(found.occurrences, clustering.labels, closeness, points, strict=True)
+    ]
+    return entry
+
+
+def _example(occurrence: Occurrence, closeness: float) -> dict:
+    return {
+        "line": occurrence.line,
+        "start": occurrence.start,
+        "end": occurrence.end,
+        "text": occurrence.text,
+        "centrality": closeness,
+    }

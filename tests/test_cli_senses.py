@@ -1,0 +1,149 @@
+"""`ctxembed senses` and `ctxembed eval wsi` from the command line: results, offsets, bad input, exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.cli_helpers import fails, invoke, run_json, succeeds
+from tests.conftest import REPO
+
+SUITE = [line.split("\t") for line in (REPO / "data" / "senses.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """The polysemy suite's sentences, one per line, with a blank line and a line without any target."""
+    path = tmp_path / "corpus.txt"
+    path.write_text("nothing to see\n\n" + "".join(sentence + "\n" for _, _, sentence in SUITE), encoding="utf-8")
+    return path
+
+
+def senses_of(word: str) -> list[str]:
+    return [sense for w, sense, _ in SUITE if w == word]
+
+
+def test_two_senses_of_two_words_in_one_pass(corpus):
+    doc = run_json("senses", "plant", "bank", corpus, "-k", "2", "--json")
+    assert [w["word"] for w in doc["words"]] == ["plant", "bank"]
+    for entry in doc["words"]:
+        assert entry["occurrences_found"] == entry["occurrences_used"] == 6
+        found = [o["sense"] for o in entry["occurrences"]]
+        gold = senses_of(entry["word"])
+        # the clusters are the suite's senses (up to naming)
+        assert len(set(zip(found, gold, strict=True))) == 2, (found, gold)
+        assert sorted(s["size"] for s in entry["senses"]) == [3, 3]
+
+
+def test_offsets_and_lines_point_at_the_word_in_the_file(corpus):
+    lines = corpus.read_text(encoding="utf-8").split("\n")
+    doc = run_json("senses", "bat", corpus, "--json")
+    entry = doc["words"][0]
+    for occurrence in entry["occurrences"]:
+        text = lines[occurrence["line"] - 1]
+        assert text[occurrence["start"] : occurrence["end"]].lower() == occurrence["form"] == "bat"
+    for sense in entry["senses"]:
+        centralities = [e["centrality"] for e in sense["examples"]]
+        assert centralities == sorted(centralities, reverse=True)
+    assert doc["corpus"]["lines"] == len(SUITE) + 2 and doc["corpus"]["candidate_lines"] == 6
+
+
+def test_table_shows_each_sense_with_a_label_and_a_concordance(corpus):
+    out = succeeds("senses", "apple", corpus, "-k", "2", "--examples", "2").stdout
+    assert out.count("sense 1") == 1 and out.count("sense 2") == 1
+    assert "6 occurrences" in out
+    concordance = [line for line in out.splitlines() if "apple" in line.lower() and line.strip()[:1].isdigit()]
+    assert len(concordance) == 4  # two examples per sense, each prefixed by its line number
+
+
+def test_stdin_and_the_corpus_option_and_forms(corpus):
+    text = corpus.read_text(encoding="utf-8") + "the banks of the river\n"
+    by_stdin = run_json("senses", "bank", "-", "--json", input=text)
+    assert by_stdin["corpus"]["name"] == "stdin" and by_stdin["words"][0]["occurrences_found"] == 7
+    exact = run_json("senses", "bank", "--corpus", corpus, "--forms", "bank", "--json")
+    assert exact["words"][0]["forms"] == ["bank"]
+
+
+def test_lines_over_max_tokens_are_skipped_and_counted(tmp_path, corpus):
+    long_line = "the bank " + "word " * 40 + "\n"
+    path = tmp_path / "long.txt"
+    path.write_text(corpus.read_text(encoding="utf-8") + long_line, encoding="utf-8")
+    doc = run_json("senses", "bank", path, "--max-tokens", "30", "--json")
+    entry = doc["words"][0]
+    assert entry["skipped"]["too_long"] == 1 and entry["occurrences_used"] == 6
+
+
+def test_default_corpus_is_the_shipped_brown_sample():
+    doc = run_json("senses", "plant", "--max-occurrences", "40", "--json")
+    entry = doc["words"][0]
+    assert doc["corpus"]["name"].endswith("brown.txt.gz") and doc["corpus"]["lines"] > 50_000
+    assert entry["occurrences_found"] > 150 and entry["occurrences_sampled"] == 40
+
+
+def test_save_writes_the_document(tmp_path, corpus):
+    out = tmp_path / "senses.json"
+    result = invoke("senses", "bank", corpus, "--save", out)
+    assert result.exit_code == 0 and out.exists()
+    assert '"ctxembed.senses/1"' in out.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("k", ["0", "1000", "many"])
+def test_impossible_k_is_a_usage_error(corpus, k):
+    assert "-k" in fails(2, "senses", "bank", corpus, "-k", k)
+
+
+def test_a_word_that_does_not_occur(corpus):
+    assert "does not occur" in fails(1, "senses", "zebra", corpus)
+
+
+def test_a_missing_word_beside_a_present_one_still_shows_the_present_one(corpus):
+    result = invoke("senses", "bank", "zebra", corpus, "--json")
+    assert result.exit_code == 1
+    assert '"bank"' in result.stdout and "zebra" in result.stderr
+
+
+def test_fewer_occurrences_than_k(corpus):
+    assert "fewer than -k 7" in fails(1, "senses", "bank", corpus, "-k", "7")
+
+
+def test_empty_binary_and_missing_corpora(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n \n", encoding="utf-8")
+    assert "empty" in fails(1, "senses", "bank", empty)
+    binary = tmp_path / "data.bin"
+    binary.write_bytes(bytes(range(256)) * 8)
+    assert "binary" in fails(1, "senses", "bank", binary)
+    assert "no such file" in fails(1, "senses", "bank", tmp_path / "missing.txt")
+
+
+def test_eval_wsi_default_beats_both_baselines_on_the_project_suite():
+    doc = run_json("eval", "wsi", REPO / "data" / "wsi-senses.tsv", "-c", "default", "--json")
+    scores = {c["name"]: c for c in doc["configs"]}
+    assert list(scores) == ["one-cluster", "bag-of-words", "default"]
+    assert scores["one-cluster"]["ari"] == 0.0
+    assert scores["default"]["ari"] > scores["bag-of-words"]["ari"] > 0
+    assert all(len(c["words"]) == 24 for c in doc["configs"])
+
+
+def test_eval_wsi_bad_files(tmp_path):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("word\tsense\tindex\tsentence\nbank\triver\t9\tthe bank\n", encoding="utf-8")
+    assert "outside" in fails(1, "eval", "wsi", bad)
+    bad.write_text("bank\triver\tthe bank\n", encoding="utf-8")
+    assert "expected word" in fails(1, "eval", "wsi", bad)
+    assert "no such file" in fails(1, "eval", "wsi", tmp_path / "none.tsv")
+
+
+def test_plain_commands_never_import_scikit_learn():
+    code = (
+        "import sys; from ctxembed.cli import app\n"
+        "try:\n    app(['neighbors', 'Apple makes phones', '--word', 'apple', '--json'])\n"
+        "except SystemExit:\n    pass\n"
+        "print('SKLEARN', 'sklearn' in sys.modules, file=sys.stderr)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert "SKLEARN False" in out.stderr, out.stderr
