@@ -26,7 +26,7 @@ import numpy as np
 
 from ctxembed.errors import DataError
 from ctxembed.explore import Engine
-from ctxembed.occurrences import Occurrence
+from ctxembed.occurrences import Occurrence, word_forms
 from ctxembed.tokenize import tokenize
 
 K_MAX = 50  # largest -k accepted
@@ -291,3 +291,93 @@ def _example(occurrence: Occurrence, closeness: float) -> dict:
         "text": occurrence.text,
         "centrality": closeness,
     }
+
+
+# ---------------------------------------------------------------------------------------------- one call
+@dataclass
+class SenseOptions:
+    """How `senses` finds and clusters occurrences (the defaults are the command line's)."""
+
+    k: int | None = None  # None: chosen by silhouette
+    k_max: int = AUTO_K_MAX
+    min_share: float = MIN_SHARE
+    max_occurrences: int | None = 1000  # per word; None: all
+    seed: int = 0  # of the sample and of k-means
+    drop_own: bool = True
+    examples: int = 5
+    label_words: int = 8
+
+
+def search_forms(store, words: list[str], given: dict[str, list[str]], *, exact: bool = False) -> dict[str, list[str]]:
+    """The forms to look for, per word: given ones, the word alone (``exact``), or its inflections that are
+    in the vocabulary and not much rarer than it (rank below max(50,000, 10 x the word's rank), so that
+    "apple" does not bring the surname "appling")."""
+    chosen = {}
+    for word in words:
+        key = word.lower()
+        if key in given:
+            chosen[word] = given[key]
+        elif exact:
+            chosen[word] = [key]
+        else:
+            rank = store.find(key)
+            limit = max(50_000, 10 * rank) if rank is not None else 50_000
+            chosen[word] = word_forms(word, lambda f, limit=limit: (row := store.find(f)) is not None and row < limit)
+    return chosen
+
+
+def find_senses(
+    engine: Engine, forms: dict[str, list[str]], stream, name: str, options: SenseOptions, *, progress=None
+):
+    """Scan a corpus stream once for every word's forms, then cluster each word: the ``ctxembed.senses/1``
+    document (without ``vectors`` and ``settings``) and one message per word that could not be clustered."""
+    from ctxembed.occurrences import scan_corpus
+
+    scan = scan_corpus(
+        stream, forms, name=name, max_occurrences=options.max_occurrences, seed=options.seed, progress=progress
+    )
+    if scan.blank:
+        raise DataError(f"{name}: the corpus is empty")
+    entries, problems = [], []
+    for word, word_forms_ in forms.items():
+        found = occurrence_vectors(engine, scan.occurrences[word], drop_own=options.drop_own)
+        n, k = len(found.occurrences), options.k
+        clustering = None
+        if scan.counts[word] == 0:
+            problems.append(f"{word!r} does not occur in {name} (forms: {', '.join(word_forms_)})")
+        elif n == 0 or (k is not None and n < k):
+            why = ", ".join(f"{v} {key.replace('_', ' ')}" for key, v in found.skipped.items() if v)
+            problems.append(
+                f"{word!r} has {n} usable occurrence(s) in {name}"
+                + (f", fewer than k = {k}" if k and n else "")
+                + (f" ({why})" if why else "")
+            )
+        else:
+            clustering = cluster(found.unit, k, k_max=options.k_max, min_share=options.min_share, seed=options.seed)
+        entries.append(
+            word_document(
+                engine, word, word_forms_, scan.counts[word], found, clustering,
+                examples=options.examples, label_words=options.label_words,
+            )
+        )  # fmt: skip
+    doc = {
+        "schema": "ctxembed.senses/1",
+        "corpus": {
+            "name": name,
+            "lines": scan.lines,
+            "characters": scan.chars,
+            "candidate_lines": scan.candidate_lines,
+            "long_lines": scan.long_lines,
+        },
+        "options": {
+            "k": options.k if options.k is not None else "auto",
+            "k_max": options.k_max,
+            "min_share": options.min_share,
+            "max_occurrences": options.max_occurrences,
+            "seed": options.seed,
+            "own_term": "dropped" if options.drop_own else "kept",
+            "max_tokens": engine.max_tokens,
+        },
+        "words": entries,
+    }
+    return doc, problems

@@ -108,11 +108,7 @@ class VectorStore:
         def section(name: str, dtype, shape):
             offset, nbytes = (int(x) for x in sections[name])
             n_items = int(np.prod(shape)) if shape else 0
-            if (
-                offset < 0
-                or nbytes != n_items * np.dtype(dtype).itemsize
-                or data_start + offset + nbytes > len(buffer)
-            ):
+            if offset < 0 or nbytes != n_items * np.dtype(dtype).itemsize or data_start + offset + nbytes > len(buffer):
                 raise DataError(f"{path}: store is truncated or corrupt (section {name!r})")
             return np.frombuffer(buffer, dtype=dtype, count=n_items, offset=data_start + offset).reshape(shape)
 
@@ -439,8 +435,12 @@ def write_store(
     if extra_blobs:
         header["extra"] = {
             group: {
-                key: {"offset": offsets[f"{group}/{key}"][0], "nbytes": offsets[f"{group}/{key}"][1],
-                      "dtype": array.dtype.str, "shape": list(array.shape)}
+                key: {
+                    "offset": offsets[f"{group}/{key}"][0],
+                    "nbytes": offsets[f"{group}/{key}"][1],
+                    "dtype": array.dtype.str,
+                    "shape": list(array.shape),
+                }
                 for key, array in arrays.items()
             }
             for group, arrays in ((g, {k: np.asarray(a) for k, a in v.items()}) for g, v in (sections or {}).items())

@@ -106,7 +106,7 @@ def test_a_missing_word_beside_a_present_one_still_shows_the_present_one(corpus)
 
 
 def test_fewer_occurrences_than_k(corpus):
-    assert "fewer than -k 7" in fails(1, "senses", "bank", corpus, "-k", "7")
+    assert "fewer than k = 7" in fails(1, "senses", "bank", corpus, "-k", "7")
 
 
 def test_empty_binary_and_missing_corpora(tmp_path):

@@ -35,8 +35,11 @@ def _blob_start(path: Path, name: str) -> int:
 
 
 def test_sections_round_trip(tmp_path):
-    stats = {"mean": np.arange(4, dtype=np.float32), "directions": np.eye(4, dtype=np.float32),
-             "words": np.array(3000, dtype=np.int64)}
+    stats = {
+        "mean": np.arange(4, dtype=np.float32),
+        "directions": np.eye(4, dtype=np.float32),
+        "words": np.array(3000, dtype=np.int64),
+    }
     store = VectorStore.open(_store(tmp_path, sections={"abtt": stats, "other": {"x": np.ones((2, 3))}}))
     got = store.section("abtt")
     assert set(got) == {"mean", "directions", "words"}

@@ -201,4 +201,5 @@ def main() -> None:
         say(f"ctxembed: internal error: {type(exc).__name__}: {exc} (set CTXEMBED_DEBUG=1 for a traceback)")
         sys.exit(1)
 
+
 from ctxembed.cli import senses as _senses  # noqa: E402,F401  (registers `senses` and `eval wsi`)

@@ -13,17 +13,9 @@ from typing import Annotated
 
 import typer
 
-from ctxembed.cli import (
-    ConfigOpt,
-    JsonOpt,
-    _sweep,
-    app,
-    eval_app,
-    reports_errors,
-    show,
-    vectors_summary,
-    with_attention_options,
-)
+from ctxembed.cli import app, reports_errors, show
+from ctxembed.cli.eval import ConfigOpt, _sweep, eval_app
+from ctxembed.cli.options import JsonOpt, with_attention_options
 from ctxembed.errors import DataError, UsageError
 from ctxembed.output import emit_json, say, stdout_console
 
@@ -129,7 +121,7 @@ def senses(
     label_words: Annotated[int, typer.Option("--label-words", min=1, max=50, help="Words labelling a sense.")] = 8,
     json_out: JsonOpt = False,
     save: Annotated[Path | None, typer.Option("--save", help="Write the document (.json) or its map.")] = None,
-    run=None,
+    explorer=None,
 ) -> None:
     """The senses of words across a corpus: every occurrence, clustered, each sense labelled and shown in context."""
     from ctxembed import occurrences as occ
@@ -138,81 +130,31 @@ def senses(
     words, corpus_name = split_arguments(arguments, corpus)
     chosen_k = parse_k(k)
     given = occ.parse_forms(forms or [], words)
-    r = run()
-    store = r.store
-    engine = r.engine.bulk()
-    word_forms = {}
-    for word in words:
-        rank = store.find(word.lower())
-        limit = max(50_000, 10 * rank) if rank is not None else 50_000
-        if word.lower() in given:
-            word_forms[word] = given[word.lower()]
-        elif exact:
-            word_forms[word] = [word.lower()]
-        else:
-            word_forms[word] = occ.word_forms(
-                word, lambda f, limit=limit: (row := store.find(f)) is not None and row < limit
-            )
+    options = sense_logic.SenseOptions(
+        k=chosen_k, k_max=k_max, min_share=min_share, max_occurrences=max_occurrences or None, seed=sample_seed,
+        drop_own=not own_term, examples=examples, label_words=label_words,
+    )  # fmt: skip
+    ex = explorer()
+    engine = ex.engine.bulk()
+    word_forms = sense_logic.search_forms(ex.store, words, given, exact=exact)
     stream, shown_name = occ.open_corpus(corpus_name)
     bar, progress = _progress(corpus_name)
     try:
         if bar is not None:
             bar.start()
-        scan = occ.scan_corpus(
-            stream, word_forms, name=shown_name, max_occurrences=max_occurrences or None, seed=sample_seed,
-            progress=progress,
-        )  # fmt: skip
+        found, problems = sense_logic.find_senses(engine, word_forms, stream, shown_name, options, progress=progress)
     finally:
         if bar is not None:
             bar.stop()
         stream.close()
-    if scan.blank:
-        raise DataError(f"{shown_name}: the corpus is empty")
-    entries, problems = [], []
-    for word in words:
-        found = sense_logic.occurrence_vectors(engine, scan.occurrences[word], drop_own=not own_term)
-        n = len(found.occurrences)
-        clustering = None
-        if scan.counts[word] == 0:
-            problems.append(f"{word!r} does not occur in {shown_name} (forms: {', '.join(word_forms[word])})")
-        elif n == 0 or (chosen_k is not None and n < chosen_k):
-            why = ", ".join(f"{v} {key.replace('_', ' ')}" for key, v in found.skipped.items() if v)
-            problems.append(
-                f"{word!r} has {n} usable occurrence(s) in {shown_name}"
-                + (f", fewer than -k {chosen_k}" if chosen_k and n else "")
-                + (f" ({why})" if why else "")
-            )
-        else:
-            clustering = sense_logic.cluster(found.unit, chosen_k, k_max=k_max, min_share=min_share, seed=sample_seed)
-        entries.append(
-            sense_logic.word_document(
-                engine, word, word_forms[word], scan.counts[word], found, clustering,
-                examples=examples, label_words=label_words,
-            )
-        )  # fmt: skip
     doc = {
-        "schema": "ctxembed.senses/1",
-        "vectors": vectors_summary(r),
-        "settings": r.settings.as_dict(),
-        "settings_summary": r.settings.summary(),
-        "corpus": {
-            "name": shown_name,
-            "lines": scan.lines,
-            "characters": scan.chars,
-            "candidate_lines": scan.candidate_lines,
-            "long_lines": scan.long_lines,
-        },
-        "options": {
-            "k": chosen_k if chosen_k is not None else "auto",
-            "k_max": k_max,
-            "min_share": min_share,
-            "max_occurrences": max_occurrences or None,
-            "seed": sample_seed,
-            "own_term": "kept" if own_term else "dropped",
-            "max_tokens": engine.max_tokens,
-        },
-        "words": entries,
+        "schema": found.pop("schema"),
+        "vectors": ex.vectors,
+        "settings": ex.settings.as_dict(),
+        "settings_summary": ex.settings.summary(),
+        **found,
     }
+    entries = doc["words"]
     if any(e["k"] for e in entries):
         if save is not None:
             save_senses(doc, save)
@@ -265,32 +207,29 @@ def eval_wsi(
     own_term: OwnTermOpt = False,
     sample_seed: SeedOpt = 0,
     json_out: JsonOpt = False,
-    run=None,
+    explorer=None,
 ) -> None:
     """Word-sense induction: clusters of each word's occurrences against sense labels (ARI, V-measure,
     pair accuracy), beside the one-cluster and bag-of-words baselines."""
-    import functools
-
     from ctxembed.wsi import contextual_vectors, evaluate_baselines, read_wsi, score_clusters
 
     items = read_wsi(path)
     options = {"k": parse_k(k), "k_max": k_max, "min_share": min_share, "seed": sample_seed}
-    resolved = functools.lru_cache(maxsize=1)(run)
-    store = resolved().store
+    store = explorer().store
 
     def evaluate(name, settings):
         if sys.stderr.isatty():
             say(f"evaluating {name} ...")
         vectors, found = contextual_vectors(
-            store, settings, items, drop_own=not own_term, max_tokens=resolved().engine.max_tokens
+            store, settings, items, drop_own=not own_term, max_tokens=explorer().engine.max_tokens
         )
         return score_clusters(items, vectors, found, **options)
 
     rows = evaluate_baselines(store, items, **options)
-    rows += _sweep(config, resolved, ("static", "textbook", "default"), evaluate)
+    rows += _sweep(config, explorer, ("static", "textbook", "default"), evaluate)
     doc = {
         "schema": "ctxembed.eval-wsi/1",
-        "vectors": vectors_summary(resolved()),
+        "vectors": explorer().vectors,
         "file": str(path),
         "words": len({item.word for item in items}),
         "occurrences": len(items),
