@@ -99,14 +99,16 @@ class Explorer:
             "dim": store.dim,
         }
 
-    def contextualize(self, sentences: Sequence[str]) -> list[Contextualized]:
-        """Attention over several sentences at once; one result per sentence, in order."""
+    def contextualize(self, sentences: Sequence[str], *, trace: bool = False) -> list[Contextualized]:
+        """Attention over several sentences at once; one result per sentence, in order. ``trace`` keeps
+        every intermediate step (``result.steps``, what --explain shows)."""
         engine = self.engine
-        return engine.run([engine.prepare(text) for text in sentences])
+        return engine.run([engine.prepare(text) for text in sentences], trace=trace)
 
-    def attend(self, text: str) -> AttendResult:
-        """The attention weights of one sentence and its static and contextual vectors."""
-        [result] = self.contextualize([text])
+    def attend(self, text: str, *, trace: bool = False) -> AttendResult:
+        """The attention weights of one sentence and its static and contextual vectors (``trace``: keep
+        every step for :func:`ctxembed.report.explain_steps`)."""
+        [result] = self.contextualize([text], trace=trace)
         return AttendResult(self, result)
 
     def compare(self, sentences: Sequence[str], word: str | None = None) -> CompareResult:

@@ -46,13 +46,16 @@ from ctxembed.projections import (
 
 __all__ = [
     "AttentionConfig",
+    "AttentionSteps",
     "EncodeResult",
+    "LayerSteps",
     "HeadProjection",
     "LayerParams",
     "add_key_bias",
     "attention",
     "attention_layer",
     "attention_scores",
+    "attention_steps",
     "build_mask",
     "encode",
     "identity_params",
@@ -179,6 +182,51 @@ def normalize(
     return np.where(total > 0, kept / np.where(total > 0, total, 1), masked_first)  # (..., T, T)
 
 
+@dataclass(frozen=True)
+class AttentionSteps:
+    """Every intermediate result of one attention call, as :func:`attention_steps` computed it."""
+
+    raw_scores: np.ndarray | None  # (..., T, T) q . k (None unless kept)
+    scaled_scores: np.ndarray | None  # (..., T, T) raw / divisor (None unless kept)
+    divisor: float  # sqrt(d_k) if scaled, times the temperature
+    key_bias: np.ndarray | None  # (T,) or (B, T) added to every query's scores
+    scores: np.ndarray  # (..., T, T) scaled scores plus key bias: what the normaliser saw
+    allowed: np.ndarray | None  # mask broadcastable to scores (padding, self); causal is the normaliser's
+    weights: np.ndarray  # (..., T, T)
+    context: np.ndarray  # (..., T, d_v)
+
+
+def attention_steps(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    allowed: np.ndarray | None = None,
+    key_bias: np.ndarray | None = None,
+    scale: bool = True,
+    temperature: float = 1.0,
+    normalization: str = "softmax",
+    causal: bool = False,
+    causal_mode: str = "before",
+    keep: bool = True,
+) -> AttentionSteps:
+    """Attention, one step at a time: the only implementation, used by :func:`attention` and --explain.
+
+    ``keep=False`` drops the raw and scaled scores as soon as they are used (less memory for batches).
+    """
+    raw = q @ np.swapaxes(k, -1, -2)  # (B, h, T, d_k) x (B, h, d_k, T) -> (B, h, T, T)
+    divisor = (math.sqrt(q.shape[-1]) if scale else 1.0) * temperature
+    scaled = scale_scores(raw, q.shape[-1], scale=scale, temperature=temperature)  # (B, h, T, T)
+    raw = raw if keep else None
+    scores = add_key_bias(scaled, key_bias)  # (B, h, T, T)
+    scaled = scaled if keep else None
+    weights = normalize(
+        scores, allowed, normalization=normalization, causal=causal, causal_mode=causal_mode
+    )  # (B, h, T, T)
+    context = weights @ v  # (B, h, T, T) x (B, h, T, d_v) -> (B, h, T, d_v)
+    return AttentionSteps(raw, scaled, divisor, key_bias, scores, allowed, weights, context)
+
+
 def attention(
     q: np.ndarray,
     k: np.ndarray,
@@ -198,13 +246,20 @@ def attention(
     ``key_bias`` (T,) or (B, T) is added to the scaled scores of each key before normalisation;
     ``causal`` hides future keys, placed by ``causal_mode`` (see :func:`normalize`).
     """
-    scores = attention_scores(q, k, scale=scale, temperature=temperature)  # (B, h, T, T)
-    scores = add_key_bias(scores, key_bias)  # (B, h, T, T)
-    weights = normalize(
-        scores, allowed, normalization=normalization, causal=causal, causal_mode=causal_mode
-    )  # (B, h, T, T)
-    context = weights @ v  # (B, h, T, T) x (B, h, T, d_v) -> (B, h, T, d_v)
-    return context, weights
+    steps = attention_steps(
+        q,
+        k,
+        v,
+        allowed=allowed,
+        key_bias=key_bias,
+        scale=scale,
+        temperature=temperature,
+        normalization=normalization,
+        causal=causal,
+        causal_mode=causal_mode,
+        keep=False,
+    )
+    return steps.context, steps.weights
 
 
 def build_mask(
@@ -294,21 +349,62 @@ def layer_norm(x: np.ndarray, eps: float = 1e-5) -> np.ndarray:
     return (x - mean) / np.sqrt(variance + eps)  # (..., d)
 
 
-def attention_layer(
+@dataclass(frozen=True)
+class LayerSteps:
+    """One layer of :func:`encode` step by step (``encode(..., trace=True)``); B axis as in the input."""
+
+    inputs: np.ndarray  # (B, T, d) the layer's input (positions added before layer 0)
+    q: np.ndarray  # (B, h, T, d_k)
+    k: np.ndarray  # (B, h, T, d_k)
+    v: np.ndarray  # (B, h, T, d_v)
+    attention: AttentionSteps  # scores, weights (B, h, T, T) and context (B, h, T, d_v)
+    merged: np.ndarray  # (B, T, d_model) heads concatenated, then W_out if any
+    output: np.ndarray  # (B, T, d_model) after residual and layer norm; padding rows 0
+
+    def sentence(self, b: int, n: int) -> LayerSteps:
+        """The steps of sentence ``b`` of a batch, cut to its ``n`` real tokens (the B axis dropped)."""
+        a = self.attention
+        bias = a.key_bias
+        if bias is not None:
+            bias = bias[b, :n] if bias.ndim == 2 else bias[:n]  # (n,)
+        allowed = None if a.allowed is None else a.allowed[min(b, len(a.allowed) - 1), :, :n, :n]  # (1, n, n)
+        cut = AttentionSteps(
+            None if a.raw_scores is None else a.raw_scores[b, :, :n, :n],  # (h, n, n)
+            None if a.scaled_scores is None else a.scaled_scores[b, :, :n, :n],  # (h, n, n)
+            a.divisor,
+            bias,
+            a.scores[b, :, :n, :n],  # (h, n, n)
+            allowed,
+            a.weights[b, :, :n, :n],  # (h, n, n)
+            a.context[b, :, :n],  # (h, n, d_v)
+        )
+        return LayerSteps(
+            self.inputs[b, :n],
+            self.q[b, :, :n],
+            self.k[b, :, :n],
+            self.v[b, :, :n],
+            cut,
+            self.merged[b, :n],
+            self.output[b, :n],
+        )
+
+
+def layer_steps(
     x: np.ndarray,
     layer: LayerParams,
     config: AttentionConfig,
     allowed: np.ndarray | None = None,
     key_bias: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Multi-head attention of one layer, before residual and norm: x (B, T, d) -> (output (B, T, d_model),
-    weights (B, h, T, T)). Heads are concatenated (h * d_v), then W_out is applied if present.
-
-    ``allowed`` masks padding and self (from :func:`build_mask`); ``config.causal`` is applied here.
+    *,
+    keep: bool = True,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, AttentionSteps, np.ndarray]:
+    """Multi-head attention of one layer, before residual and norm: x (B, T, d) -> q, k, v (B, h, T, d_k),
+    the attention steps (weights (B, h, T, T)) and the merged output (B, T, d_model): heads concatenated
+    (h * d_v), then W_out if present. ``allowed`` masks padding and self; ``config.causal`` is applied here.
     """
     B, T, _ = x.shape
     q, k, v = project_heads(x, layer, config.heads)  # (B, h, T, d_k), (B, h, T, d_k), (B, h, T, d_v)
-    context, weights = attention(
+    steps = attention_steps(
         q,
         k,
         v,
@@ -319,13 +415,27 @@ def attention_layer(
         normalization=config.normalization,
         causal=config.causal,
         causal_mode=config.causal_mode,
-    )  # (B, h, T, d_v), (B, h, T, T)
-    merged = context.transpose(0, 2, 1, 3).reshape(B, T, -1)  # (B, h, T, d_v) -> (B, T, h * d_v)
+        keep=keep,
+    )  # context (B, h, T, d_v), weights (B, h, T, T)
+    merged = steps.context.transpose(0, 2, 1, 3).reshape(B, T, -1)  # (B, h, T, d_v) -> (B, T, h * d_v)
     if layer.W_out is not None:
         merged = merged @ layer.W_out.astype(x.dtype)  # (B, T, h*d_v) x (h*d_v, d_model) -> (B, T, d_model)
         if layer.b_out is not None:
             merged = merged + layer.b_out.astype(x.dtype)  # (B, T, d_model) + (d_model,)
-    return merged, weights
+    return q, k, v, steps, merged
+
+
+def attention_layer(
+    x: np.ndarray,
+    layer: LayerParams,
+    config: AttentionConfig,
+    allowed: np.ndarray | None = None,
+    key_bias: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Multi-head attention of one layer, before residual and norm: x (B, T, d) -> (output (B, T, d_model),
+    weights (B, h, T, T)); see :func:`layer_steps`."""
+    _, _, _, steps, merged = layer_steps(x, layer, config, allowed, key_bias, keep=False)
+    return merged, steps.weights
 
 
 @dataclass(frozen=True)
@@ -335,6 +445,7 @@ class EncodeResult:
     contextual: np.ndarray  # (B, T, d_model) the last layer's output; padding positions are 0
     weights: np.ndarray  # (L, B, h, T, T) the attention weights of every layer and head
     layer_outputs: list[np.ndarray]  # L arrays (B, T, d_l): each layer's output, the next layer's input
+    steps: list[LayerSteps] | None = None  # with trace=True: every intermediate step of every layer
 
 
 def encode(
@@ -345,6 +456,7 @@ def encode(
     lengths: np.ndarray | None = None,
     token_mask: np.ndarray | None = None,
     key_bias: np.ndarray | None = None,
+    trace: bool = False,
 ) -> EncodeResult:
     """Run ``config.layers`` attention layers over static vectors x (B, T, d) or (T, d).
 
@@ -352,6 +464,8 @@ def encode(
     or ``token_mask`` (B, T) mark the real tokens of a padded batch; ``key_bias`` (T,) or (B, T) is added
     to every layer's scores. Each layer computes ``attention_layer``, then, if switched on,
     ``residual_scale * input + output`` and the post-norm ``layer_norm``. Integer input becomes float64.
+    ``trace`` keeps every intermediate step (:class:`LayerSteps`): the numbers --explain shows are the
+    ones this call computed, not a re-run.
     """
     x = np.asarray(x)
     if not np.issubdtype(x.dtype, np.floating):
@@ -374,17 +488,22 @@ def encode(
     keep = real[:, :, None]  # (B, T, 1)
 
     hidden = x + sinusoidal_positions(T, d, x.dtype) if config.positions else x  # (B, T, d) + (T, d)
-    layer_outputs, layer_weights = [], []
+    layer_outputs, layer_weights, traced = [], [], []
     for layer in params:
-        output, weights = attention_layer(hidden, layer, config, allowed, key_bias)  # (B,T,d'), (B,h,T,T)
+        q, k, v, steps, merged = layer_steps(hidden, layer, config, allowed, key_bias, keep=trace)
+        output = merged  # (B, T, d')
         if config.residual:
             output = config.residual_scale * hidden + output  # (B, T, d); sizes checked by validate_params
         if config.layer_norm:
             output = layer_norm(output)  # (B, T, d')
-        hidden = np.where(keep, output, 0)  # (B, T, d'); padding positions stay 0 in every layer
+        output = np.where(keep, output, 0)  # (B, T, d'); padding positions stay 0 in every layer
+        if trace:
+            traced.append(LayerSteps(hidden, q, k, v, steps, merged, output))
+        hidden = output
         layer_outputs.append(hidden)
-        layer_weights.append(weights)
+        layer_weights.append(steps.weights)  # (B, h, T, T)
     weights = np.stack(layer_weights)  # L x (B, h, T, T) -> (L, B, h, T, T)
     if unbatched:
-        return EncodeResult(hidden[0], weights[:, 0], [output[0] for output in layer_outputs])
-    return EncodeResult(hidden, weights, layer_outputs)
+        steps_of_one = [s.sentence(0, T) for s in traced] if trace else None
+        return EncodeResult(hidden[0], weights[:, 0], [output[0] for output in layer_outputs], steps_of_one)
+    return EncodeResult(hidden, weights, layer_outputs, traced if trace else None)

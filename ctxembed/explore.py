@@ -20,13 +20,9 @@ import numpy as np
 
 from ctxembed.abtt import TopRemoval, statistics
 from ctxembed.attention import (
-    add_key_bias,
-    attention_scores,
-    build_mask,
+    LayerSteps,
     encode,
     identity_params,
-    normalize,
-    project_heads,
     sinusoidal_positions,
     validate_params,
 )
@@ -84,6 +80,7 @@ class Contextualized:
     contextual: np.ndarray  # (T, d_out) the last layer's output
     weights: np.ndarray  # (L, h, T, T) attention weights of every layer and head
     layer_inputs: list[np.ndarray] = field(default_factory=list)  # L arrays (T, d_l), positions included
+    steps: list[LayerSteps] | None = None  # Engine.run(..., trace=True): every step of every layer
 
     def used_tokens(self) -> list[Token]:
         return [self.prepared.tokens[p] for p in self.prepared.used]
@@ -223,8 +220,11 @@ class Engine:
         """(..., d) static vectors -> attention inputs (all-but-the-top removal when on)."""
         return static if self.removal is None else self.removal(static)  # (..., d)
 
-    def run(self, sentences: Sequence[Prepared]) -> list[Contextualized]:
-        """Attention over many sentences at once (padded batch); one result per sentence, in order."""
+    def run(self, sentences: Sequence[Prepared], *, trace: bool = False) -> list[Contextualized]:
+        """Attention over many sentences at once (padded batch); one result per sentence, in order.
+
+        ``trace`` keeps every intermediate step in ``result.steps`` (what --explain shows).
+        """
         if not sentences:
             return []
         lengths = np.array([len(s.used) for s in sentences])  # (B,)
@@ -243,7 +243,7 @@ class Engine:
                 static[b, index] = vector
         inputs = self.project_inputs(static)  # (B, T, d)
         bias = self.key_bias(ranks)  # (B, T) or None
-        result = encode(inputs, self.settings.attention, self.params, lengths=lengths, key_bias=bias)
+        result = encode(inputs, self.settings.attention, self.params, lengths=lengths, key_bias=bias, trace=trace)
         hidden_in = (
             inputs + sinusoidal_positions(T, self.dim, inputs.dtype) if self.settings.attention.positions else inputs
         )
@@ -259,6 +259,7 @@ class Engine:
                     contextual=result.contextual[b, :n],
                     weights=result.weights[:, b, :, :n, :n],
                     layer_inputs=[layer[b, :n] for layer in layer_inputs],
+                    steps=[layer.sentence(b, n) for layer in result.steps] if trace else None,
                 )
             )
         return out
@@ -272,40 +273,6 @@ class Engine:
             for i, result in zip(chunk, self.run([sentences[i] for i in chunk]), strict=True):
                 results[i] = result
         return results
-
-    # ------------------------------------------------------------------ explain
-    def explain(self, result: Contextualized, *, layer: int = 0, head: int = 0) -> dict:
-        """Every step of one layer and head, recomputed one function at a time: q, k, v, raw scores,
-        scaled scores, key bias, weights and the weighted sums."""
-        a = self.settings.attention
-        x = result.layer_inputs[layer][None]  # (1, T, d_l)
-        layer_params = (self.params or identity_params(a))[layer]
-        q, k, v = project_heads(x.astype(np.float64), layer_params, a.heads)  # (1, h, T, d_k) ...
-        q, k, v = q[0, head], k[0, head], v[0, head]  # (T, d_k), (T, d_k), (T, d_v)
-        raw = attention_scores(q, k, scale=False)  # (T, T)
-        scaled = attention_scores(q, k, scale=a.scale, temperature=a.temperature)  # (T, T)
-        bias = self.key_bias(result.prepared.ranks)  # (T,) or None
-        biased = add_key_bias(scaled, bias)  # (T, T)
-        allowed = build_mask(len(q), exclude_self=a.exclude_self)[0, 0]  # (T, T)
-        weights = normalize(
-            biased, allowed, normalization=a.normalization, causal=a.causal, causal_mode=a.causal_mode
-        )  # (T, T)
-        context = weights @ v  # (T, T) x (T, d_v) -> (T, d_v)
-        return {
-            "layer": layer,
-            "head": head,
-            "q": q,
-            "k": k,
-            "v": v,
-            "raw_scores": raw,
-            "divisor": (math.sqrt(q.shape[1]) if a.scale else 1.0) * a.temperature,
-            "scaled_scores": scaled,
-            "key_bias": bias,
-            "weights": weights,
-            "context": context,
-            "output": result.contextual if layer == a.layers - 1 else None,
-            "shared_projection": self.removal is not None and layer == 0,
-        }
 
     # ------------------------------------------------------------------ neighbours
     def neighbors(self, vector: np.ndarray, *, k: int, exclude: set[str], space: str) -> list[tuple[str, float]]:

@@ -90,15 +90,20 @@ def matrix_table(
     low: float = 0.0,
     high: float = 1.0,
     diverging: bool = False,
+    masked: np.ndarray | None = None,
 ) -> Group:
-    """A title line over a labelled matrix; with ``heat`` each cell is shaded by its value."""
+    """A title line over a labelled matrix; with ``heat`` each cell is shaded by its value; ``masked``
+    (bool, same shape) cells print ``·``."""
     table = Table(show_lines=False, pad_edge=False)
     table.add_column("", style="bold", overflow="fold")
     for col in cols:
         table.add_column(col, justify="right", overflow="fold")  # squeezed cells fold, never end in "…"
-    for label, row in zip(rows, values, strict=True):
+    for i, (label, row) in enumerate(zip(rows, values, strict=True)):
         cells = []
-        for value in row:
+        for j, value in enumerate(row):
+            if masked is not None and masked[i, j]:
+                cells.append(Text("·", style="dim"))
+                continue
             style = (_diverging(value) if diverging else _heat(value, low, high)) if heat else None
             cells.append(Text(_fmt(value, digits), style=style or ""))
         table.add_row(label, *cells)
@@ -254,37 +259,40 @@ def _render_focus(console, labels, positions, title, panels, masked, row, top) -
     console.print(Text("bars: share of the largest weight shown; · masked", style="dim"))
 
 
-def render_explain(console: Console, steps: dict, result) -> None:
+def _vectors(console: Console, tokens: list[str], vectors) -> None:
+    width = max(len(t) for t in tokens)
+    for label, vector in zip(tokens, np.asarray(vectors), strict=True):
+        console.print(f"   {label:>{width}} {_vector_text(vector)}", overflow="fold")
+
+
+def render_explain(console: Console, steps: dict) -> None:
+    """Every step of one layer and head, numbered 1 to 8, each matrix once (reads the explain document)."""
     tokens = steps["tokens"]
     layer, head = steps["layer"], steps["head"]
     console.rule(f"step by step: layer {layer}, head {head}")
-    x = result.layer_inputs[layer]
+    x = np.asarray(steps["inputs"], dtype=np.float64)  # (T, d_l)
     dims = x.shape[1]
-    console.print(
-        Text(
-            f"1. inputs x ({len(tokens)} tokens x {dims} dimensions{'; first 6 shown' if dims > 6 else ''})",
-            style="bold",
-        )
-    )
-    if steps.get("shared_projection"):
+    shown = "; first 6 shown" if dims > 6 else ""
+    console.print(Text(f"1. inputs x ({len(tokens)} tokens x {dims} dimensions{shown})", style="bold"))
+    if steps["shared_projection"]:
         console.print("   (static vectors after the shared projection (x - mean)(I - U Uᵀ): all-but-the-top)")
-    for label, vector in zip(tokens, x, strict=True):
-        console.print(f"   {label:>12} {_vector_text(vector)}")
-    same = np.array_equal(steps["queries"], x) and np.array_equal(steps["keys"], x)
+    if steps["positions"]:
+        console.print("   (sinusoidal position encodings added)")
+    _vectors(console, tokens, x)
+    q = np.asarray(steps["queries"])
+    if not steps["projected"]:
+        part = "" if steps["heads"] == 1 else f" (head {head}: its slice of {q.shape[1]} dimensions)"
+        console.print(Text(f"2. queries, keys, values: q = k = v = x (no parameters){part}", style="bold"))
+    else:
+        console.print(Text(f"2. queries, keys, values: projected to d_k = {q.shape[1]}", style="bold"))
+        for name in ("queries", "keys", "values"):
+            console.print(Text(f"   {name}", style="bold"))
+            _vectors(console, tokens, steps[name])
+    raw = np.asarray(steps["raw_scores"], dtype=np.float64)
     console.print(
-        Text(
-            "2. queries, keys, values: "
-            + ("q = k = v = x (no parameters)" if same else f"projected to d_k = {steps['queries'].shape[1]}"),
-            style="bold",
-        )
+        matrix_table("3. raw scores q_i . k_j", tokens, tokens, raw, low=float(raw.min()), high=float(raw.max()))
     )
-    raw = steps["raw_scores"]
-    console.print(
-        matrix_table(
-            "3. raw scores q_i . k_j", tokens, tokens, raw, heat=True, low=float(raw.min()), high=float(raw.max())
-        )
-    )
-    scaled = steps["scaled_scores"]
+    scaled = np.asarray(steps["scaled_scores"], dtype=np.float64)
     if steps["divisor"] != 1.0:
         console.print(
             matrix_table(
@@ -298,46 +306,71 @@ def render_explain(console: Console, steps: dict, result) -> None:
         )
     else:
         console.print(Text("4. no scaling (--no-scale): scaled scores = raw scores", style="bold"))
+    scores = np.array(
+        [[np.nan if v is None else v for v in row] for row in np.asarray(steps["scores"], dtype=object)],
+        dtype=np.float64,
+    )
+    masked = ~np.isfinite(scores)
+    what = []
     if steps["key_bias"] is not None:
+        bias = ", ".join(f"{t} {b:.2f}" for t, b in zip(tokens, steps["key_bias"], strict=True))
+        what.append(f"key bias log(a / (a + p(w))) added to each column ({bias})")
+    masks = [
+        m
+        for m, on in (
+            ("self", steps["exclude_self"]),
+            ("future (causal)", steps["causal"] and steps["causal_mode"] == "before"),
+        )
+        if on
+    ]
+    if masked.any() or masks:
+        what.append(f"masked keys ({', '.join(masks) or 'none'}) marked ·")
+    if what:
+        finite = scores[~masked]
+        low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
         console.print(
-            Text(
-                "5. key bias log(a / (a + p(w))) added to each column: "
-                + ", ".join(f"{t} {b:.2f}" for t, b in zip(tokens, steps["key_bias"], strict=True)),
-                style="bold",
+            matrix_table(
+                "5. scores after the key bias and the mask: " + "; ".join(what),
+                tokens,
+                tokens,
+                scores,
+                low=low,
+                high=high,
+                masked=masked,
             )
         )
+    else:
+        console.print(Text("5. no key bias and no mask: the scores above go to the normaliser", style="bold"))
     how = (
         "softmax: exp(s_ij) / sum_j exp(s_ij)"
         if steps["normalization"] == "softmax"
         else "sum: max(s_ij, 0) / sum_j max(s_ij, 0)"
     )
-    masks = [m for m, on in (("self masked", steps["exclude_self"]), ("causal", steps["causal"])) if on]
+    if steps["causal"] and steps["causal_mode"] == "after":
+        how += ", then future keys zeroed and rows renormalised (causal after)"
+    weights = np.asarray(steps["weights"], dtype=np.float64)
     console.print(
-        matrix_table(
-            f"6. weights, {how}{' (' + ', '.join(masks) + ')' if masks else ''}",
-            tokens,
-            tokens,
-            steps["weights"],
-            digits=3,
-        )
+        matrix_table(f"6. weights, {how}", tokens, tokens, weights, digits=3, masked=masked if masked.any() else None)
     )
     console.print(Text("7. context_i = sum_j weight_ij * v_j", style="bold"))
-    weights, context = steps["weights"], steps["context"]
+    context = np.asarray(steps["context"], dtype=np.float64)
+    width = max(len(t) for t in tokens)
     for i, label in enumerate(tokens):
         terms = " + ".join(f"{weights[i, j]:.2f}·{tokens[j]}" for j in range(len(tokens)) if weights[i, j] >= 0.005)
-        console.print(f"   {label:>12} = {terms or '0'}")
-        console.print(f"   {'':>12} = {_vector_text(context[i])}")
-    if steps["residual"] or steps["layer_norm"]:
-        parts = []
-        if steps["residual"]:
-            parts.append(f"{steps['residual_scale']:g}·x + context")
-        if steps["layer_norm"]:
-            parts.append("then layer norm")
-        console.print(Text("8. output = " + ", ".join(parts), style="bold"))
-    if "output" in steps:
-        console.print(Text("   contextual vectors (the last layer's output):", style="bold"))
-        for label, vector in zip(tokens, steps["output"], strict=True):
-            console.print(f"   {label:>12} {_vector_text(vector)}")
+        console.print(f"   {label:>{width}} = {terms or '0'}", overflow="fold")
+        console.print(f"   {'':>{width}} = {_vector_text(context[i])}", overflow="fold")
+    parts = []
+    if steps["heads"] > 1:
+        parts.append(f"the {steps['heads']} heads' contexts side by side")
+    if steps["output_projection"]:
+        parts.append("times W_out")
+    if steps["residual"]:
+        parts.append(f"plus {steps['residual_scale']:.3g}·x")
+    if steps["layer_norm"]:
+        parts.append("then layer norm")
+    which = "the contextual vectors" if steps["last_layer"] else f"the input of layer {layer + 1}"
+    console.print(Text(f"8. output = {', '.join(parts) or 'the context'}: {which}", style="bold"))
+    _vectors(console, tokens, steps["output"])
 
 
 # ------------------------------------------------------------------------------ compare

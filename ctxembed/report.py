@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxembed.attention import AttentionConfig
 from ctxembed.errors import DataError, UsageError
 from ctxembed.explore import Contextualized, Engine, cosine, cosine_matrix
 from ctxembed.settings import Settings
@@ -182,30 +181,48 @@ def neighbors_document(engine: Engine, result: Contextualized, word: str, k: int
     }
 
 
-def explain_steps(steps: dict, result: Contextualized, config: AttentionConfig) -> dict:
-    """The --explain document: each step of one layer and head, with the tokens as labels."""
-    labels = [t.text for t in result.used_tokens()]
-    doc = {
-        "layer": steps["layer"],
-        "head": steps["head"],
-        "tokens": labels,
-        "queries": steps["q"],
-        "keys": steps["k"],
-        "values": steps["v"],
-        "raw_scores": steps["raw_scores"],
-        "divisor": steps["divisor"],
-        "scaled_scores": steps["scaled_scores"],
-        "key_bias": steps["key_bias"],
-        "weights": steps["weights"],
-        "context": steps["context"],
-        "normalization": config.normalization,
-        "exclude_self": config.exclude_self,
-        "causal": config.causal,
-        "residual": config.residual,
-        "residual_scale": config.residual_scale,
-        "layer_norm": config.layer_norm,
-        "shared_projection": steps["shared_projection"],
+def explain_steps(result: Contextualized, settings: Settings, *, layer: int, head: int) -> dict:
+    """The --explain document: every step of one layer and head, from the steps the result was computed
+    with (``Engine.run(..., trace=True)``), with the tokens as labels."""
+    if result.steps is None:
+        raise ValueError("explain needs a result computed with trace=True")
+    a = settings.attention
+    s = result.steps[layer]
+    steps = s.attention
+    n = len(result.used_tokens())
+    masked = np.zeros((n, n), dtype=bool)  # (T, T) keys the normaliser could not use
+    if steps.allowed is not None:
+        masked |= ~np.broadcast_to(steps.allowed, (1, n, n))[0]
+    if a.causal and a.causal_mode == "before":  # "after" normalises over the future, then zeroes it
+        masked |= np.triu(np.ones((n, n), dtype=bool), k=1)
+    scores = steps.scores[head]  # (T, T)
+    return {
+        "layer": layer,
+        "head": head,
+        "heads": a.heads,
+        "last_layer": layer == a.layers - 1,
+        "tokens": [t.text for t in result.used_tokens()],
+        "inputs": s.inputs,  # (T, d_l)
+        "positions": a.positions and layer == 0,
+        "shared_projection": settings.abtt > 0 and layer == 0,
+        "projected": settings.projection != "identity",
+        "queries": s.q[head],
+        "keys": s.k[head],
+        "values": s.v[head],
+        "raw_scores": steps.raw_scores[head],
+        "divisor": steps.divisor,
+        "scaled_scores": steps.scaled_scores[head],
+        "key_bias": steps.key_bias,
+        "scores": np.where(masked, np.nan, scores),  # masked keys: null in JSON
+        "normalization": a.normalization,
+        "exclude_self": a.exclude_self,
+        "causal": a.causal,
+        "causal_mode": a.causal_mode,
+        "weights": steps.weights[head],
+        "context": steps.context[head],
+        "residual": a.residual,
+        "residual_scale": a.residual_scale,
+        "layer_norm": a.layer_norm,
+        "output_projection": s.merged.shape[-1] != s.v.shape[0] * s.v.shape[-1] or settings.output_projection,
+        "output": s.output,
     }
-    if steps["output"] is not None:
-        doc["output"] = steps["output"]
-    return doc

@@ -163,9 +163,10 @@ def assert_attend_shapes(doc: dict) -> None:
         assert shape(doc["contextual"])[0] == T
     if "explain" in doc:
         steps = doc["explain"]
-        for name in ("raw_scores", "scaled_scores", "weights"):
+        for name in ("raw_scores", "scaled_scores", "scores", "weights"):
             assert shape(steps[name]) == (T, T)
-        assert shape(steps["queries"])[0] == shape(steps["context"])[0] == T
+        for name in ("inputs", "queries", "keys", "values", "context", "output"):
+            assert shape(steps[name])[0] == T
 
 
 def assert_compare_shapes(doc: dict) -> None:

@@ -46,7 +46,7 @@ def attend(
     explorer=None,
 ) -> None:
     """Show the attention weights of a sentence and how far context moved each token."""
-    from ctxembed.report import focus_row, row_at_position
+    from ctxembed.report import explain_steps, focus_row, row_at_position
 
     text = read_sentence(sentence, "attend")
     check_saves(save)
@@ -56,13 +56,13 @@ def attend(
         raise UsageError(f"--layer {layer} does not exist: there are {a.layers} layer(s), numbered from 0")
     if head is not None and head >= a.heads:
         raise UsageError(f"--head {head} does not exist: there are {a.heads} head(s), numbered from 0")
-    result = ex.attend(text)
+    result = ex.attend(text, trace=explain)
     result.top, result.with_vectors = top, with_vectors
     shown = a.layers - 1 if layer is None else layer
     doc = result.document()
     focus_at = focus_row(doc, focus) if focus is not None else None
     if explain:
-        doc["explain"] = explain_document(ex.engine, result.result, shown, head)
+        doc["explain"] = explain_steps(result.result, ex.settings, layer=shown, head=head or 0)
     save_all(doc, save, layer=layer, head=head, all_heads=all_heads)
     if json_out:
         emit_json(doc)
@@ -83,13 +83,7 @@ def attend(
     if explain:
         from ctxembed.render import render_explain
 
-        render_explain(console, doc["explain"], result.result)
-
-
-def explain_document(engine, result, layer: int, head: int | None) -> dict:
-    from ctxembed.report import explain_steps
-
-    return explain_steps(engine.explain(result, layer=layer, head=head or 0), result, engine.settings.attention)
+        render_explain(console, doc["explain"])
 
 
 @app.command(
