@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 # `pip install torch` would pull several GB of CUDA packages, so it is never done here).
 TORCH_WHEEL ?= $(firstword $(wildcard /opt/wheels/torch-*+cpu-*.whl))
 
-.PHONY: run test lint bench wheel clean
+.PHONY: run test browser lint bench wheel clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,23 @@ run: $(VENV)/.installed
 	$(BIN)/ctxembed neighbors "we sat on the river bank" --word bank -k 8
 	$(BIN)/ctxembed neighbors "I deposited money in the bank" --word bank -k 8
 
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev browser
 	$(BIN)/python -m pytest -q
+
+# The browser test (tests/test_browser.py) drives Debian's chromium through Playwright; Playwright's own
+# browser download cannot reach its host here. Install chromium when missing and the machine allows it
+# (root, or sudo without a password); otherwise say loudly that the browser test will be skipped.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO="sudo -n"; else SUDO=none; fi; \
+		if [ "$$SUDO" != none ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing Debian's chromium for the browser test (apt-get install chromium)"; \
+			$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null \
+				|| echo "!!!!!!!! BROWSER TEST WILL BE SKIPPED: apt-get install chromium failed !!!!!!!!"; \
+		else \
+			echo "!!!!!!!! BROWSER TEST WILL BE SKIPPED: chromium is missing and this machine cannot install it (needs root or sudo, and apt-get) !!!!!!!!"; \
+		fi; \
+	fi
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check ctxembed tests scripts benchmarks

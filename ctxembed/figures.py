@@ -157,7 +157,7 @@ def attend_figure(doc: dict, view: View) -> Figure:
     masked = attention_masks(doc, len(labels))
     darkest = max(float(np.max(values, initial=0.0)) for _, values in panels) or 1.0
     heatmaps = [
-        Heatmap(panel or title, labels, labels, values, high=darkest, masked=masked if masked.any() else None)
+        Heatmap(panel, labels, labels, values, high=darkest, masked=masked if masked.any() else None)
         for panel, values in panels
     ]
     return Figure(

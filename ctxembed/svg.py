@@ -111,11 +111,11 @@ def _heatmap(panel: Heatmap) -> tuple[float, float, str]:
 
 
 def _short(value: float, digits: int) -> str:
-    """A cell's number in few characters: .13, -.42, 1.0, 0."""
+    """A cell's number in few characters: .13, -.42, 1.00, 0."""
     if value == 0:
         return "0"
-    text = f"{value:.{digits - 1}f}" if abs(value) < 1 else f"{value:.1f}"
-    return text.replace("0.", ".", 1) if abs(value) < 1 else text
+    text = f"{value:.{min(digits, 2)}f}"  # two decimals fit a cell
+    return text.replace("0.", ".", 1) if text.lstrip("-").startswith("0.") else text
 
 
 def _bars(panel: Bars) -> tuple[float, float, str]:
