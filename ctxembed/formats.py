@@ -21,6 +21,9 @@ from __future__ import annotations
 import bz2
 import gzip
 import logging
+import warnings
+import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +34,12 @@ from ctxembed.store import MAGIC, Subwords
 
 FASTTEXT_MAGIC = 793712314  # first int32 of a Facebook fastText .bin file
 _SNIFF_BYTES = 1 << 16
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, which some editors put first: accepted, skipped
+# Largest accepted |value|: squares and dot products of D such values stay far inside float32
+# (3.4e38), so norms and cosines never overflow. Real embeddings stay below ~100.
+MAX_ABS_VALUE = 1e15
+# What reading a damaged compressed file raises (zlib.error is not an OSError)
+_READ_ERRORS = (OSError, EOFError, zlib.error, gzip.BadGzipFile)
 
 
 @dataclass
@@ -82,8 +91,9 @@ def detect_format(path: Path) -> str:
         raise DataError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise DataError(f"{path}: is a directory, not a vector file") from None
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise DataError(f"{path}: cannot read ({exc})") from None
+    except _READ_ERRORS as exc:
+        raise DataError(_read_error(path, exc)) from None
+    head = head.removeprefix(BOM)
     if not head:
         raise DataError(f"{path}: file is empty")
     if head.startswith(MAGIC):
@@ -112,16 +122,54 @@ def detect_format(path: Path) -> str:
     raise DataError(f"{path}: unknown format (line 1 is neither a 'count dim' header nor 'word v1 v2 ...')")
 
 
+def _read_error(path: Path, exc: BaseException) -> str:
+    if isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)) or "compressed" in str(exc).lower():
+        return f"{path}: damaged or truncated compressed file ({exc or type(exc).__name__})"
+    return f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})"
+
+
 def load_foreign(path: Path, fmt: str, *, limit: int | None = None, trust: bool = False) -> LoadedVectors:
-    """Parse ``path`` (of format ``fmt``, from :func:`detect_format`) with gensim."""
+    """Parse ``path`` (of format ``fmt``, from :func:`detect_format`) with gensim.
+
+    Every value is checked: NaN, infinity, and magnitudes past :data:`MAX_ABS_VALUE` (which would
+    overflow float32 norms) are refused with the line they are on; numpy's warnings stay quiet."""
     logging.getLogger("gensim").setLevel(logging.ERROR)  # its INFO chatter is not for our users
-    if fmt == "gensim-native":
-        return _load_native(path, limit, trust)
-    if fmt == "fasttext-bin":
-        return _load_fasttext_bin(path, limit)
-    if fmt in ("word2vec-text", "fasttext-vec", "glove-text", "word2vec-binary"):
-        return _load_word2vec_family(path, fmt, limit)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # e.g. gensim's "overflow encountered in cast": refused below
+        try:
+            if fmt == "gensim-native":
+                return _load_native(path, limit, trust)
+            if fmt == "fasttext-bin":
+                return _load_fasttext_bin(path, limit)
+            if fmt in ("word2vec-text", "fasttext-vec", "glove-text", "word2vec-binary"):
+                return _load_word2vec_family(path, fmt, limit)
+        except _READ_ERRORS as exc:
+            raise DataError(_read_error(path, exc)) from None
     raise DataError(f"{path}: cannot load format {fmt!r}")
+
+
+def _starts_with_bom(path: Path) -> bool:
+    with open_maybe_compressed(path) as fh:
+        return fh.read(len(BOM)) == BOM
+
+
+@contextmanager
+def _gensim_source(path: Path):
+    """What to hand gensim for ``path``: the path itself, or, when the file starts with a BOM, a
+    temporary decompressed copy without it (gensim reads a header-less file twice, so a pipe
+    would not do). BOM files are rare and small in practice; the copy is removed at once."""
+    if not _starts_with_bom(path):
+        yield str(path)
+        return
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ctxembed-bom-") as folder:
+        copy = Path(folder) / "vectors.txt"
+        with open_maybe_compressed(path) as src, open(copy, "wb") as sink:
+            src.read(len(BOM))
+            shutil.copyfileobj(src, sink, 1 << 20)
+        yield str(copy)
 
 
 def _load_word2vec_family(path: Path, fmt: str, limit: int | None) -> LoadedVectors:
@@ -131,10 +179,13 @@ def _load_word2vec_family(path: Path, fmt: str, limit: int | None) -> LoadedVect
     no_header = fmt == "glove-text"
     if not binary:
         _check_field_counts(path, no_header, limit)  # gensim would broadcast a 1-value line silently
+    else:
+        _check_binary_header(path)
     try:
-        kv = KeyedVectors.load_word2vec_format(
-            str(path), binary=binary, no_header=no_header, limit=limit, unicode_errors="strict"
-        )
+        with _gensim_source(path) as source:
+            kv = KeyedVectors.load_word2vec_format(
+                source, binary=binary, no_header=no_header, limit=limit, unicode_errors="strict"
+            )
     except UnicodeDecodeError:
         raise DataError(_non_utf8_message(path, binary)) from None
     except EOFError:
@@ -162,8 +213,35 @@ def _announced_count(path: Path, no_header: bool, limit: int | None) -> int | No
         if no_header:
             count = sum(1 for line in fh if line.strip())
         else:
-            count = int(fh.readline().split()[0])
+            count = int(fh.readline().removeprefix(BOM).split()[0])
     return min(count, limit) if limit else count
+
+
+def _header(path: Path, line: bytes) -> tuple[int, int]:
+    """(count, dim) of a word2vec header line, refusing counts or dimensions that cannot be."""
+    count, dim = (int(x) for x in line.removeprefix(BOM).split()[:2])
+    if dim < 1:
+        raise DataError(f"{path}: line 1: the header announces vectors of dimension {dim}; a header is 'count dim'")
+    if count < 1:
+        raise DataError(f"{path}: line 1: the header announces {count} words: no vectors in the file")
+    return count, dim
+
+
+def _check_binary_header(path: Path) -> None:
+    """A binary file's header against its size (uncompressed files): a header of 99999999999 words
+    would make gensim try to allocate terabytes before noticing the file is short."""
+    with open_maybe_compressed(path) as fh:
+        first = fh.readline(1 << 10)
+    count, dim = _header(path, first)
+    if path.name.lower().endswith((".gz", ".bz2")):
+        return
+    needed = len(first) + count * (dim * 4 + 2)  # each entry: at least a 1-byte word, a space, D float32
+    size = path.stat().st_size
+    if needed > size:
+        raise DataError(
+            f"{path}: truncated binary file: the header announces {count:,} vectors of {dim} floats "
+            f"(at least {needed:,} bytes), the file has {size:,} bytes"
+        )
 
 
 def _duplicate_message(path: Path, binary: bool, no_header: bool, expected: int, distinct: int) -> str:
@@ -193,18 +271,31 @@ def _non_utf8_message(path: Path, binary: bool) -> str:
 
 
 def _check_field_counts(path: Path, no_header: bool, limit: int | None) -> None:
-    """Every line holds a word and exactly D values (one fast pass; counts spaces, parses nothing)."""
+    """Every line holds a word and exactly D values, and a header's count matches the lines (one
+    fast pass; counts spaces, parses nothing)."""
     with open_maybe_compressed(path) as fh:
-        dim = None if no_header else int(fh.readline().split()[1])
+        count, dim = (None, None) if no_header else _header(path, fh.readline())
         first = 1 if no_header else 2
+        wanted = min(x for x in (count, limit) if x is not None) if (count or limit) else None
+        seen = 0
         for number, line in enumerate(fh, start=first):
-            if limit and number - first >= limit:
+            if number == 1:
+                line = line.removeprefix(BOM)
+            if wanted is not None and seen >= wanted:
+                if count is not None and seen == count and line.strip() and (limit is None or limit > count):
+                    raise DataError(
+                        f"{path}: line {number}: the header announces {count:,} words but the file has more "
+                        "(fix the header's count, or pass --limit to keep only the first words)"
+                    )
                 break
             values = line.rstrip().count(b" ")
             if dim is None:
                 dim = values
             if values != dim or values == 0:
                 raise DataError(f"{path}: line {number}: {values} values where {dim} were expected (mixed dimensions?)")
+            seen += 1
+    if count is not None and seen < min(count, limit or count):
+        raise DataError(f"{path}: truncated file: the header announces {count:,} words, the file has {seen:,}")
 
 
 def _bad_line_message(path: Path, no_header: bool) -> str:
@@ -228,11 +319,20 @@ def _bad_line_message(path: Path, no_header: bool) -> str:
 
 
 def _check_finite(path: Path, words: list[str], matrix: np.ndarray, *, first_line: int, binary: bool) -> None:
-    bad = np.flatnonzero(~np.isfinite(matrix).all(axis=1))  # rows with NaN or inf
+    """Refuse NaN, infinity (also from float32 overflow) and values past MAX_ABS_VALUE, by line."""
+    with np.errstate(invalid="ignore"):
+        bad = np.flatnonzero(~(np.abs(matrix) <= MAX_ABS_VALUE).all(axis=1))  # NaN compares False
     if bad.size:
         row = int(bad[0])
         where = f"entry {row + 1}" if binary else f"line {row + first_line}"
-        raise DataError(f"{path}: {where}: the vector of {words[row]!r} has NaN or infinite values")
+        values = matrix[row]
+        if np.isnan(values).any():
+            what = "has NaN values"
+        elif np.isinf(values).any():
+            what = "has infinite values (or values past float32's 3.4e38)"
+        else:
+            what = f"has a value of {float(np.abs(values).max()):.3g}, past the {MAX_ABS_VALUE:.0e} limit"
+        raise DataError(f"{path}: {where}: the vector of {words[row]!r} {what}")
 
 
 def _subwords_of(kv) -> Subwords | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from os import PathLike
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -203,6 +204,9 @@ def _check_head(prefix: str, head: HeadProjection, layer_in: int) -> tuple[int, 
                 f"its rows must match the layer input dimension {layer_in}"
             )
     d_k, d_v = head.W_query.shape[1], head.W_value.shape[1]
+    if d_k < 1 or d_v < 1:
+        name = "W_query" if d_k < 1 else "W_value"
+        raise ValueError(f"{prefix}{name} has shape {np.shape(getattr(head, name))}: a head needs at least 1 dimension")
     _expect(f"{prefix}W_key", head.W_key, (layer_in, d_k))
     _expect(f"{prefix}b_query", head.b_query, (d_k,))
     _expect(f"{prefix}b_key", head.b_key, (d_k,))
@@ -247,10 +251,7 @@ def load_projections(path: str | PathLike, d_in: int, config: AttentionConfig) -
 
     Raises ValueError for a missing, unknown, non-numeric or wrongly shaped array; the message names it.
     """
-    with np.load(path, allow_pickle=False) as archive:
-        if not isinstance(archive, np.lib.npyio.NpzFile):
-            raise ValueError(f"{path} is a single .npy array, expected an .npz archive of named arrays")
-        arrays = {name: archive[name] for name in archive.files}
+    arrays = _read_npz(path)
     plain = sorted(set(arrays) & set(HEAD_ARRAYS + LAYER_ARRAYS))
     if plain:
         if config.layers != 1 or config.heads != 1:
@@ -268,6 +269,7 @@ def load_projections(path: str | PathLike, d_in: int, config: AttentionConfig) -
         if not (np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)):
             raise ValueError(f"{name} has dtype {value.dtype}, expected real numbers")
         value = value.astype(np.float64)
+        _check_values(name, value)
         if match := _HEAD_NAME.fullmatch(name):
             layer, head, kind = int(match[1]), int(match[2]), match[3]
             if layer >= config.layers or head >= config.heads:
@@ -291,6 +293,51 @@ def load_projections(path: str | PathLike, d_in: int, config: AttentionConfig) -
         params.append(LayerParams([HeadProjection(**found) for found in layer_heads], **outputs[layer]))
     validate_params(params, d_in, config, plain=bool(plain))
     return params
+
+
+MAX_ABS_WEIGHT = 1e4  # larger entries make scores overflow float32 long before they mean anything
+
+
+def _read_npz(path: str | PathLike) -> dict[str, np.ndarray]:
+    """The named arrays of an .npz file; ValueError (with the reason) for anything else: a bare
+    .npy array, a truncated or damaged archive, pickled objects, a FIFO or a directory."""
+    import zipfile
+
+    from ctxembed.errors import DataError
+    from ctxembed.sources import regular_file
+
+    try:
+        regular_file(Path(path))
+    except DataError as exc:
+        if "no such file" in exc.message:
+            raise FileNotFoundError(path) from None
+        raise ValueError(exc.message.split(": ", 1)[-1]) from None
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc):
+            raise ValueError("holds pickled objects, which are never loaded; save plain arrays") from None
+        raise ValueError(f"not a NumPy .npz archive ({exc})") from None
+    except (zipfile.BadZipFile, EOFError) as exc:
+        raise ValueError(f"truncated or damaged .npz archive ({exc})") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise ValueError("is a single .npy array, expected an .npz archive of named arrays (l0.h0.W_query, ...)")
+    try:
+        with loaded as archive:
+            return {name: archive[name] for name in archive.files}
+    except ValueError as exc:
+        if "pickle" in str(exc):
+            raise ValueError("holds pickled objects, which are never loaded; save plain arrays") from None
+        raise ValueError(f"damaged .npz archive ({exc})") from None
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError) as exc:
+        raise ValueError(f"truncated or damaged .npz archive ({exc or type(exc).__name__})") from None
+
+
+def _check_values(name: str, value: np.ndarray) -> None:
+    if not np.isfinite(value).all():
+        raise ValueError(f"{name} has NaN or infinite values")
+    if value.size and np.abs(value).max() > MAX_ABS_WEIGHT:
+        raise ValueError(f"{name} has a value of {np.abs(value).max():.3g}, past the {MAX_ABS_WEIGHT:g} limit")
 
 
 def save_projections(path: str | PathLike, params: list[LayerParams]) -> None:

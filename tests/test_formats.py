@@ -113,7 +113,7 @@ def _write(tmp_path, name, content: bytes):
         ("mixed.txt", b"3 2\na 1 2\nb 1 2 3\nc 1 2\n", "line 3: 3 values where 2 were expected"),
         ("mixed-glove.txt", b"a 1 2\nb 1\nc 1 2\n", "line 2: 1 values where 2 were expected"),
         ("nan.txt", b"2 2\na 1 2\nb nan 2\n", "line 3: the vector of 'b' has NaN"),
-        ("inf-glove.txt", b"a 1 2\nb 1 inf\n", "line 2: the vector of 'b' has NaN"),
+        ("inf-glove.txt", b"a 1 2\nb 1 inf\n", "line 2: the vector of 'b' has infinite values"),
         ("dup.txt", b"3 2\na 1 2\nb 1 2\na 3 4\n", "line 4: duplicate word 'a'"),
         ("dup-glove.txt", b"a 1 2\nb 1 2\nb 3 4\n", "line 3: duplicate word 'b'"),
         ("latin1.txt", b"2 2\nab 1 2\ncaf\xe9 1 2\n", "line 3: not valid UTF-8"),
@@ -153,7 +153,7 @@ def test_binary_duplicates_and_non_utf8(tmp_path):
 
 def test_compressed_garbage_and_missing_paths(tmp_path):
     bad_gz = _write(tmp_path, "bad.txt.gz", b"this is not gzip")
-    with pytest.raises(DataError, match="cannot read"):
+    with pytest.raises(DataError, match="damaged or truncated compressed file"):
         open_vectors(str(bad_gz))
     with pytest.raises(DataError, match="no such file"):
         open_vectors(str(tmp_path / "missing.txt"))
@@ -173,3 +173,51 @@ def test_compressed_garbage_and_missing_paths(tmp_path):
 def test_load_foreign_rejects_unknown_format(tmp_path):
     with pytest.raises(DataError, match="cannot load format"):
         load_foreign(tmp_path / "x", "pdf")
+
+
+# ------------------------------------------------------------------------------ issue 10 cases
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("short-header.txt", b"3 2\nthe 1 2\nbank 3 4\nriver 5 6\nmoney 7 8\n", "announces 3 words but the file has more"),
+        ("long-header.txt", b"5 2\nthe 1 2\nbank 3 4\n", "truncated file: the header announces 5 words, the file has 2"),
+        ("huge-header.txt", b"99999999999 2\nthe 1 2\n", "announces 99,999,999,999 words, the file has 1"),
+        ("zero-dim.txt", b"3 0\nthe\nbank\nriver\n", "line 1: the header announces vectors of dimension 0"),
+        ("zero-count.txt", b"0 2\n", "announces 0 words"),
+        ("big.txt", b"2 2\nthe 1e30 2\nbank 1 4\n", "line 2: the vector of 'the' has a value of 1e\\+30"),
+        ("overflow.txt", b"2 2\nthe 1 2\nbank 1e39 4\n", "line 3: the vector of 'bank' has infinite values"),
+    ],
+)
+def test_headers_and_values_that_cannot_be_are_refused(tmp_path, name, content, message, capfd):
+    path = _write(tmp_path, name, content)
+    with pytest.raises(DataError, match=message):
+        open_vectors(str(path))
+    assert capfd.readouterr().err == ""  # no numpy or gensim warning leaks
+
+
+def test_a_header_count_smaller_than_the_file_is_fine_with_limit(tmp_path):
+    path = _write(tmp_path, "short-header.txt", b"3 2\nthe 1 2\nbank 3 4\nriver 5 6\nmoney 7 8\n")
+    assert open_vectors(str(path), limit=2).words == ["the", "bank"]
+
+
+def test_binary_header_larger_than_the_file_is_refused_before_allocating(tmp_path):
+    path = _write(tmp_path, "huge.bin", b"99999999999 300\n" + b"the " + b"\x00" * 1200)
+    with pytest.raises(DataError, match="truncated binary file: the header announces 99,999,999,999 vectors"):
+        open_vectors(str(path))
+
+
+@pytest.mark.parametrize("name", ["bom.txt", "bom-glove.txt", "bom.txt.gz"])
+def test_a_byte_order_mark_is_accepted(tmp_path, name):
+    body = b"the 1 2\nbank 3 4\n" if "glove" in name else b"2 2\nthe 1 2\nbank 3 4\n"
+    data = b"\xef\xbb\xbf" + body
+    path = _write(tmp_path, name, gzip.compress(data) if name.endswith(".gz") else data)
+    store = open_vectors(str(path))
+    assert store.words == ["the", "bank"] and store.vector("bank").tolist() == [3.0, 4.0]
+
+
+def test_corrupt_gzip_stream_is_one_clean_error(tmp_path):
+    data = bytearray(gzip.compress(b"".join(b"w%d 1 2\n" % i for i in range(2000))))
+    data[40] ^= 0xFF  # inside the deflate stream: zlib.error "Error -3 while decompressing"
+    path = _write(tmp_path, "corrupt.txt.gz", bytes(data))
+    with pytest.raises(DataError, match="damaged or truncated compressed file"):
+        open_vectors(str(path))
