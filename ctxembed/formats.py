@@ -39,7 +39,7 @@ BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, which some editors put first: 
 # (3.4e38), so norms and cosines never overflow. Real embeddings stay below ~100.
 MAX_ABS_VALUE = 1e15
 # What reading a damaged compressed file raises (zlib.error is not an OSError)
-_READ_ERRORS = (OSError, EOFError, zlib.error, gzip.BadGzipFile)
+READ_ERRORS = (OSError, EOFError, zlib.error, gzip.BadGzipFile)
 
 
 @dataclass
@@ -91,8 +91,8 @@ def detect_format(path: Path) -> str:
         raise DataError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise DataError(f"{path}: is a directory, not a vector file") from None
-    except _READ_ERRORS as exc:
-        raise DataError(_read_error(path, exc)) from None
+    except READ_ERRORS as exc:
+        raise DataError(read_error(path, exc)) from None
     head = head.removeprefix(BOM)
     if not head:
         raise DataError(f"{path}: file is empty")
@@ -122,7 +122,7 @@ def detect_format(path: Path) -> str:
     raise DataError(f"{path}: unknown format (line 1 is neither a 'count dim' header nor 'word v1 v2 ...')")
 
 
-def _read_error(path: Path, exc: BaseException) -> str:
+def read_error(path: Path, exc: BaseException) -> str:
     if isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)) or "compressed" in str(exc).lower():
         return f"{path}: damaged or truncated compressed file ({exc or type(exc).__name__})"
     return f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})"
@@ -143,8 +143,8 @@ def load_foreign(path: Path, fmt: str, *, limit: int | None = None, trust: bool 
                 return _load_fasttext_bin(path, limit)
             if fmt in ("word2vec-text", "fasttext-vec", "glove-text", "word2vec-binary"):
                 return _load_word2vec_family(path, fmt, limit)
-        except _READ_ERRORS as exc:
-            raise DataError(_read_error(path, exc)) from None
+        except READ_ERRORS as exc:
+            raise DataError(read_error(path, exc)) from None
     raise DataError(f"{path}: cannot load format {fmt!r}")
 
 

@@ -344,13 +344,13 @@ def _announced_size(path: Path, fmt: str) -> tuple[int | None, int | None]:
 
     if fmt not in ("word2vec-text", "fasttext-vec", "word2vec-binary", "glove-text"):
         return None, None
-    from ctxembed.formats import BOM, _read_error, _READ_ERRORS
+    from ctxembed.formats import BOM, READ_ERRORS, read_error
 
     try:
         with open_maybe_compressed(path) as fh:
             first = fh.readline(1 << 16).removeprefix(BOM).split()
-    except _READ_ERRORS as exc:
-        raise DataError(_read_error(path, exc)) from None
+    except READ_ERRORS as exc:
+        raise DataError(read_error(path, exc)) from None
     if fmt == "glove-text":
         return None, len(first) - 1
     return int(first[0]), int(first[1])
