@@ -58,25 +58,37 @@ def say(message: str) -> None:
 def jsonable(value: Any, *, keep_arrays: bool = False) -> Any:
     """Convert numpy values and nested containers to JSON types; NaN and inf become None.
 
-    ``keep_arrays`` leaves finite float arrays to orjson, which writes them fast and exactly."""
+    Every float is written in one form, the shortest decimal that reads back as the same float32
+    (0.71092224, not 0.7109222412109375; 1.0, not 0.9999999999999999): the computation is float32,
+    so further digits are noise, and a weight prints the same in ``weights`` and ``top_attended``.
+    ``keep_arrays`` leaves finite arrays to orjson, which writes float32 arrays in that form, fast."""
     if isinstance(value, np.ndarray):
         if keep_arrays and value.dtype.kind == "f" and value.size and np.isfinite(value).all():
-            return np.ascontiguousarray(value)
+            return np.ascontiguousarray(value, dtype=np.float32)
         if keep_arrays and value.dtype.kind in "iub":
             return np.ascontiguousarray(value)
+        if value.dtype.kind == "f":
+            value = value.astype(np.float32)
         return jsonable(value.tolist())
     if isinstance(value, dict):
         return {str(k): jsonable(v, keep_arrays=keep_arrays) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable(v, keep_arrays=keep_arrays) for v in value]
     if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return value if math.isfinite(value) else None
+        return shortest_float32(value)
     if isinstance(value, np.integer):
         return int(value)
     if isinstance(value, np.bool_):
         return bool(value)
     return value
+
+
+def shortest_float32(value: float) -> float | None:
+    """``value`` as the float whose repr is its shortest float32 decimal; None if not finite."""
+    value = float(value)
+    if not math.isfinite(value) or abs(value) > 3.4028234e38:
+        return None
+    return float(repr(np.float32(value)).removeprefix("np.float32(").removesuffix(")"))
 
 
 def dumps(document: dict, *, indent: int | None = None) -> str:
