@@ -16,7 +16,8 @@ def test_shortest_float32_form():
     assert shortest_float32(0.9999999999999999) == 1.0
     assert shortest_float32(np.float32(0.1)) == 0.1
     assert shortest_float32(float("nan")) is None and shortest_float32(1e39) is None
-    assert dumps({"x": np.array([[0.9999999999999999, 0.5]]), "y": np.float64(1 / 3)}) == '{"x":[[1.0,0.5]],"y":0.33333334}'
+    document = {"x": np.array([[0.9999999999999999, 0.5]]), "y": np.float64(1 / 3)}
+    assert dumps(document) == '{"x":[[1.0,0.5]],"y":0.33333334}'
 
 
 def test_a_weight_prints_the_same_in_weights_and_top_attended():
@@ -32,7 +33,7 @@ def test_a_weight_prints_the_same_in_weights_and_top_attended():
 
 def test_the_static_diagonal_is_exactly_one():
     doc = json.loads(
-        succeeds("compare", "--word", "bank", "the river bank", "the money bank", "--json", "--preset", "textbook").stdout
+        succeeds("compare", "-w", "bank", "the river bank", "the money bank", "--json", "--preset", "textbook").stdout
     )
     text = json.dumps(doc)
     assert "0.9999999999999999" not in text and "1.0000000000000002" not in text
