@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.cli_helpers import TOY, json_lines, run_json, strict_json, succeeds
+from tests.cli_helpers import TOY, invoke, json_lines, run_json, strict_json, succeeds
 from tests.conftest import REPO
 
 SCHEMAS = REPO / "docs" / "schemas"
@@ -131,6 +131,9 @@ SCHEMA_FILES = {
     "ctxembed.vectors-convert/1": "vectors-convert.schema.json",
     "ctxembed.senses/1": "senses.schema.json",
     "ctxembed.eval-wsi/1": "eval-wsi.schema.json",
+    "ctxembed.eval-wic/1": "eval-wic.schema.json",
+    "ctxembed.eval-senses/1": "eval-senses.schema.json",
+    "ctxembed.eval-pairs/1": "eval-pairs.schema.json",
 }
 
 
@@ -336,3 +339,42 @@ def test_senses_document_matches_schema(tmp_path):
 def test_eval_wsi_document_matches_schema():
     doc = run_json("eval", "wsi", REPO / "data" / "wsi-senses.tsv", "-c", "default", "--json")
     assert_valid(doc, "ctxembed.eval-wsi/1")
+
+
+# ------------------------------------------------------------------------------ eval documents
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def eval_json(*args) -> dict:
+    """An eval document; eval notes its progress ("evaluating ...") on stderr."""
+    result = invoke("eval", *args, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert all(line.startswith(("evaluating ", "converting ")) for line in result.stderr.splitlines())
+    return strict_json(result.stdout)
+
+
+def test_eval_wic_document_matches_schema():
+    doc = eval_json("wic", FIXTURES / "wic", "-c", "static", "-c", "textbook", "-c", "default")
+    assert_valid(doc, "ctxembed.eval-wic/1")
+    assert [row["name"] for row in doc["configs"]] == ["static", "textbook", "default"]
+    assert doc["config"] == "default" and doc["splits"] == doc["configs"][2]["splits"]
+
+
+def test_eval_senses_document_matches_schema():
+    doc = eval_json("senses", "-c", "static", "-c", "default")
+    assert_valid(doc, "ctxembed.eval-senses/1")
+    assert doc["configs"][0]["settings"] is None and doc["configs"][1]["settings"]["preset"] == "default"
+
+
+@pytest.mark.parametrize("file", ["scws_tiny.txt", "wordpairs_tiny.tsv"])
+def test_eval_pairs_document_matches_schema(file):
+    doc = eval_json("pairs", FIXTURES / file, "-c", "static", "-c", "textbook")
+    assert_valid(doc, "ctxembed.eval-pairs/1")
+    assert doc["layout"] == ("scws" if file.startswith("scws") else "word-pairs")
+
+
+def test_eval_schemas_refuse_a_wrong_document():
+    doc = eval_json("pairs", FIXTURES / "scws_tiny.txt", "-c", "static")
+    doc["configs"][0]["spearman"] = 2.0
+    file = SCHEMA_FILES["ctxembed.eval-pairs/1"]
+    assert schema_errors(doc, schema_file(file), file) == ["$.configs[0]: matches none of anyOf"]
