@@ -444,3 +444,46 @@ def test_errors_never_show_a_traceback_even_for_bad_vectors(tmp_path):
     bad.write_text("2 3\napple 1 2\nphone 1 2 3\n")
     message = fails(1, "attend", "apple", "--vectors", bad)
     assert "line 2" in message
+
+
+# ------------------------------------------------------------------------------ fitting the width
+LONG = (
+    "the old fisherman slowly walked along the muddy river bank near the village "
+    "while his dog watched the two ducks on the cold water"
+)
+
+
+@pytest.mark.parametrize("columns", [60, 80, 120])
+def test_a_24_token_sentence_fits_the_width_with_every_token_findable(columns):
+    from rich.cells import cell_len
+
+    assert len(LONG.split()) == 24
+    stdout = succeeds("attend", LONG, env={"COLUMNS": str(columns)}).stdout
+    lines = stdout.splitlines()
+    assert max(cell_len(line) for line in lines) <= columns
+    assert "…" not in stdout
+    at = next(i for i, line in enumerate(lines) if line.startswith("attention weights"))
+    matrix = "\n".join(lines[at : next(i for i, line in enumerate(lines) if line.startswith("per token"))])
+    for position, token in enumerate(LONG.split()):
+        assert re.search(rf"(^|\s){position} {token}(\s|$)", matrix, re.M), token  # a row label or the legend
+
+
+def test_without_colour_the_weights_differ_by_glyph():
+    stdout = succeeds("attend", LONG, env={"COLUMNS": "80", "NO_COLOR": "1"}).stdout
+    rows = [line for line in stdout.splitlines() if re.match(r"^\s*\d+ \w+\s", line)]
+    glyphs = {char for row in rows for char in row if char in GLYPH_CHARS}
+    assert len(glyphs) >= 4 and "\x1b[" not in stdout
+
+
+def test_focus_shows_a_row_and_a_column_for_a_long_sentence():
+    stdout = succeeds("attend", LONG, "--focus", "bank", env={"COLUMNS": "60"}).stdout
+    doc = run_json("attend", LONG, "--json")
+    assert "attention of 'bank' (#9)" in stdout
+    rows = [line for line in stdout.splitlines() if re.match(r"^│\s+\d+ │", line)]
+    first = [cell.strip() for cell in rows[0].strip("│").split("│")]
+    assert first[1] == "the" and float(first[2].split()[0]) == approx(doc["weights"][0][0][9][0])
+    assert float(first[3].split()[0]) == approx(doc["weights"][0][0][0][9])
+
+
+def test_focus_on_an_unknown_word_is_a_usage_error():
+    assert "--focus 'zebra'" in fails(2, "attend", "the river bank", "--focus", "zebra")
