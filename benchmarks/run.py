@@ -36,7 +36,9 @@ CACHE = make_corpus.CACHE
 PYTHON = sys.executable
 CTXEMBED = str(Path(sys.executable).parent / "ctxembed")
 SENTENCES = ["we sat on the river bank", "I deposited money in the bank"]
-JOBS = ("coldstart", "stores", "batch", "scaling")
+JOBS = ("coldstart", "stores", "batch", "scaling", "senses")
+SENSES_WORDS = ["bass", "plant", "bank", "interest", "apple"]
+SENSES_COPIES = 17  # of the 5.97 MB Brown example corpus: 101 MB of text
 BATCH_SENTENCES = 20_000
 SCALING_SIZES = "8,16,32,64,128,256,512,1024"
 
@@ -134,6 +136,15 @@ class Report:
 
 
 # ------------------------------------------------------------------------------ machine
+def _version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError
+
+    try:
+        return version(name)
+    except PackageNotFoundError:  # e.g. pydantic, which typer below 0.29 does not need
+        return None
+
+
 def machine() -> dict:
     cpu = "unknown"
     with open("/proc/cpuinfo") as fh:
@@ -143,7 +154,9 @@ def machine() -> dict:
                 break
     with open("/proc/meminfo") as fh:
         mem_kb = int(next(line for line in fh if line.startswith("MemTotal")).split()[1])
-    versions = {name: version(name) for name in ("numpy", "gensim", "typer", "rich", "orjson", "pydantic")}
+    versions = {
+        name: _version(name) for name in ("numpy", "gensim", "typer", "rich", "orjson", "pydantic", "scikit-learn")
+    }
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
@@ -509,6 +522,102 @@ def scaling() -> Report:
     return report
 
 
+# ------------------------------------------------------------------------------ 5. senses
+_SCAN = """
+import json, sys, time
+from ctxembed.api import Explorer
+from ctxembed.occurrences import open_corpus, scan_corpus
+from ctxembed.senses import search_forms
+store = Explorer().store
+forms = search_forms(store, sys.argv[2:], {})
+start = time.perf_counter()
+stream, name = open_corpus(sys.argv[1])
+scan = scan_corpus(stream, forms, name=name, max_occurrences=1000)
+seconds = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "characters": scan.chars, "lines": scan.lines, "counts": scan.counts}))
+"""
+
+
+def senses_corpus() -> Path:
+    """The Brown example corpus, uncompressed and repeated to about 100 MB (built once)."""
+    import gzip
+
+    path = CACHE / f"brown-x{SENSES_COPIES}.txt"
+    if not path.exists():
+        text = gzip.decompress((REPO / "data" / "brown.txt.gz").read_bytes())
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as out:
+            for _ in range(SENSES_COPIES):
+                out.write(text)
+        tmp.replace(path)
+    return path
+
+
+def senses_job(repeat: int) -> Report:
+    """The scan of `ctxembed senses` (MB of text per minute), the whole command, and grep beside them."""
+    report = Report()
+    corpus = senses_corpus()
+    megabytes = corpus.stat().st_size / 1e6
+    env = base_env(CACHE / "ctxembed-cache")
+    forms_regex = "|".join(
+        json.loads(run_process([PYTHON, "-c", _SCAN_FORMS, *SENSES_WORDS], env, capture=True).stdout)
+    )
+    scans, commands, greps = [], [], []
+    for _ in range(repeat):
+        scans.append(
+            json.loads(run_process([PYTHON, "-c", _SCAN, str(corpus), *SENSES_WORDS], env, capture=True).stdout)
+        )
+        commands.append(run_process([CTXEMBED, "senses", *SENSES_WORDS, str(corpus), "--json"], env))
+        greps.append(run_process(["grep", "-c", "-i", "-w", "-E", forms_regex, str(corpus)], env, capture=True))
+    scan_rate = spread([megabytes / s["seconds"] * 60 for s in scans])
+    command_rate = spread([megabytes / s.wall * 60 for s in commands])
+    grep_rate = spread([megabytes / s.wall * 60 for s in greps])
+    report.details = {
+        "corpus_mb": megabytes,
+        "words": SENSES_WORDS,
+        "forms_regex": forms_regex,
+        "scan": scans,
+        "scan_mb_per_minute": scan_rate,
+        "command_wall_seconds": spread([s.wall for s in commands]),
+        "command_peak_rss_mb": spread([s.peak_rss for s in commands]),
+        "command_mb_per_minute": command_rate,
+        "grep_mb_per_minute": grep_rate,
+        "grep_candidate_lines": [int(s.stdout.strip() or 0) for s in greps],
+    }
+    mb_min = lambda r: f"{r['median']:,.0f} MB/min ({r['min']:,.0f}–{r['max']:,.0f})"  # noqa: E731
+    report.rows.append(
+        Row(
+            f"senses scan: {len(SENSES_WORDS)} words in one pass over {megabytes:.0f} MB (Brown × {SENSES_COPIES})",
+            mb_min(scan_rate),
+            f"grep -ciwE {mb_min(grep_rate)}",
+            f"{scan_rate['median'] / grep_rate['median']:.0%} of grep",
+            "≥ 100 MB/min",
+            scan_rate["median"] >= 100,
+        )
+    )
+    peak = spread([s.peak_rss for s in commands])
+    report.rows.append(
+        Row(
+            f"senses, whole command: {' '.join(SENSES_WORDS)} over {megabytes:.0f} MB, 1,000 occurrences each, --json",
+            f"{mb_min(command_rate)}, peak RSS {peak['median']:.0f} MB",
+            f"grep -ciwE {mb_min(grep_rate)}",
+            f"{command_rate['median'] / grep_rate['median']:.0%} of grep",
+            "≥ 100 MB/min",
+            command_rate["median"] >= 100,
+        )
+    )
+    return report
+
+
+_SCAN_FORMS = """
+import json, sys
+from ctxembed.api import Explorer
+from ctxembed.senses import search_forms
+forms = search_forms(Explorer().store, sys.argv[1:], {})
+print(json.dumps(sorted({f for listed in forms.values() for f in listed})))
+"""
+
+
 # ------------------------------------------------------------------------------ output
 def table(rows: list[Row]) -> str:
     head = ["job", "ctxembed", "reference", "ratio", "target", "met?"]
@@ -545,6 +654,8 @@ def main() -> None:
             reports[job] = stores(args.repeat, args.heavy_repeat)
         elif job == "batch":
             reports[job] = batch(args.repeat)
+        elif job == "senses":
+            reports[job] = senses_job(args.repeat)
         else:
             reports[job] = scaling()
         reports[job].details["job_seconds"] = time.perf_counter() - t0

@@ -214,3 +214,32 @@ def neighbors_figure(doc: dict, view: View) -> Figure:
         for kind in ("static", "contextual")
     ]
     return Figure(f"nearest words of {doc['word']!r} in: {doc['text']}", _settings_lines(doc), panels, columns=2)
+
+
+@figure_for("ctxembed.senses/1")
+def senses_figure(doc: dict, view: View) -> Figure:
+    """One map per word: its occurrences on their first two principal components, coloured by sense."""
+    panels: list[Panel] = []
+    for entry in doc["words"]:
+        if not entry["k"]:
+            continue
+        names = [
+            f"{s['sense'] + 1} ({s['size']}): " + " ".join(item["word"] for item in s["label"][:2])
+            for s in entry["senses"]
+        ]
+        points = entry["occurrences"]
+        explained = entry["map"]["explained_variance"]
+        panels.append(
+            Points(
+                f"{entry['word']}: {entry['k']} sense(s), {len(points)} occurrences "
+                f"(PCA, {sum(explained):.0%} of the variance)",
+                [p["x"] for p in points],
+                [p["y"] for p in points],
+                [f"line {p['line']}" if len(points) <= 40 else "" for p in points],  # more: unreadable
+                [names[p["sense"]] for p in points],
+            )
+        )
+    if not panels:
+        raise UsageError("no word was clustered: nothing to draw")
+    corpus = doc["corpus"]["name"]
+    return Figure(f"senses in {corpus}", _settings_lines(doc), panels, columns=min(2, len(panels)))

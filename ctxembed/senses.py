@@ -33,6 +33,7 @@ K_MAX = 50  # largest -k accepted
 AUTO_K_MAX = 8  # -k auto tries 2 .. this
 MIN_SHARE = 0.05  # -k auto: every cluster holds at least this share of the occurrences
 N_INIT = 10  # k-means restarts
+LABEL_VOCABULARY = 50_000  # sense labels are chosen among this many most frequent words
 
 
 @dataclass
@@ -202,13 +203,17 @@ def pca_map(unit: np.ndarray) -> tuple[np.ndarray, list[float]]:
 
 
 def sense_labels(engine: Engine, centres: np.ndarray, *, k: int, exclude: set[str]) -> list[list[tuple[str, float]]]:
-    """Nearest vocabulary words of each centre (its distinctive direction: centre minus the mean
-    of the centres, so words every sense shares do not label them all), alphabetic words only."""
+    """Nearest vocabulary words of each centre's distinctive direction (the centre minus the mean of the
+    centres, so words every sense shares do not label them all), among the LABEL_VOCABULARY most frequent
+    words (rare words make poor labels, and the search is that much faster), alphabetic words only."""
+    from ctxembed.search import nearest
+
+    vocabulary = engine.store.head(min(LABEL_VOCABULARY, len(engine.store)))
     mean = centres.mean(axis=0) if len(centres) > 1 else np.zeros(centres.shape[1])  # (d,)
     labels = []
     for centre in centres:
-        direction = (centre - mean).astype(np.float32) if len(centres) > 1 else centre.astype(np.float32)  # (d,)
-        found = engine.neighbors(direction, k=4 * k + 20, exclude=exclude, space="input")
+        direction = (centre - mean).astype(np.float32)  # (d,)
+        found = nearest(vocabulary, direction, k=4 * k + 20, exclude=exclude, removal=engine.removal)
         labels.append([(w, s) for w, s in found if w.isalpha()][:k])
     return labels
 

@@ -83,11 +83,20 @@ def test_default_corpus_is_the_shipped_brown_sample():
     assert entry["occurrences_found"] > 150 and entry["occurrences_sampled"] == 40
 
 
-def test_save_writes_the_document(tmp_path, corpus):
-    out = tmp_path / "senses.json"
-    result = invoke("senses", "bank", corpus, "--save", out)
+def test_save_writes_the_document_and_a_map_of_every_occurrence(tmp_path, corpus):
+    import xml.etree.ElementTree as ElementTree
+
+    out, picture = tmp_path / "senses.json", tmp_path / "senses.svg"
+    result = invoke("senses", "bank", "plant", corpus, "-k", "2", "--save", out, "--save", picture)
     assert result.exit_code == 0 and out.exists()
     assert '"ctxembed.senses/1"' in out.read_text(encoding="utf-8")
+    circles = [e for e in ElementTree.parse(picture).iter() if e.tag.endswith("circle")]
+    assert len(circles) == 12  # 6 occurrences of each word, one dot each
+    assert "2 sense(s), 6 occurrences" in picture.read_text(encoding="utf-8")
+
+
+def test_save_with_an_unknown_suffix_fails_before_the_scan(corpus):
+    assert ".svg" in fails(2, "senses", "bank", corpus, "--save", "map.txt")
 
 
 @pytest.mark.parametrize("k", ["0", "1000", "many"])

@@ -72,6 +72,8 @@ def save_all(doc: dict, paths: list[Path] | None, **view) -> None:
 
         for path in paths:
             save_document(doc, path, **view)
+
+
 _OTHER_FLAGS = {"vectors": "--vectors", "limit": "--limit", "trust": "--trust", "preset": "--preset"}
 READ_OPTIONS = declarations(ReadOptions)
 

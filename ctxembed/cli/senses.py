@@ -15,8 +15,8 @@ import typer
 
 from ctxembed.cli import app, reports_errors, show
 from ctxembed.cli.eval import ConfigOpt, _sweep, eval_app
-from ctxembed.cli.options import JsonOpt, with_attention_options
-from ctxembed.errors import DataError, UsageError
+from ctxembed.cli.options import JsonOpt, SaveOpt, check_saves, save_all, with_attention_options
+from ctxembed.errors import UsageError
 from ctxembed.output import emit_json, say, stdout_console
 
 DEFAULT_MAX_OCCURRENCES = 1000
@@ -120,7 +120,7 @@ def senses(
     examples: Annotated[int, typer.Option("--examples", min=0, max=100, help="Central examples per sense.")] = 5,
     label_words: Annotated[int, typer.Option("--label-words", min=1, max=50, help="Words labelling a sense.")] = 8,
     json_out: JsonOpt = False,
-    save: Annotated[Path | None, typer.Option("--save", help="Write the document (.json) or its map.")] = None,
+    save: SaveOpt = None,
     explorer=None,
 ) -> None:
     """The senses of words across a corpus: every occurrence, clustered, each sense labelled and shown in context."""
@@ -129,6 +129,7 @@ def senses(
 
     words, corpus_name = split_arguments(arguments, corpus)
     chosen_k = parse_k(k)
+    check_saves(save)
     given = occ.parse_forms(forms or [], words)
     options = sense_logic.SenseOptions(
         k=chosen_k, k_max=k_max, min_share=min_share, max_occurrences=max_occurrences or None, seed=sample_seed,
@@ -156,8 +157,7 @@ def senses(
     }
     entries = doc["words"]
     if any(e["k"] for e in entries):
-        if save is not None:
-            save_senses(doc, save)
+        save_all(doc, save)
         if json_out:
             emit_json(doc)
         else:
@@ -168,27 +168,6 @@ def senses(
         say(f"ctxembed: error: {problem}")
     if problems:
         raise typer.Exit(1)
-
-
-def save_senses(doc: dict, path: Path) -> None:
-    """--save: the document as JSON, or its map through the exporter when the explorer has one."""
-    if path.suffix.lower() == ".json":
-        from ctxembed.output import dumps
-        from ctxembed.store import atomic_file
-
-        try:
-            with atomic_file(path) as fh:
-                fh.write((dumps(doc, indent=2) + "\n").encode("utf-8"))
-        except OSError as exc:
-            raise DataError(f"{path}: cannot write ({exc.strerror})") from None
-        say(f"wrote {path}")
-        return
-    try:
-        from ctxembed.export import save_document
-    except ImportError:
-        raise UsageError(f"--save {path.name}: this build writes .json only") from None
-    save_document(doc, path)
-    say(f"wrote {path}")
 
 
 # ------------------------------------------------------------------------------ eval wsi
