@@ -4,10 +4,11 @@
     clustering = cluster(vectors.unit, k=None)                           # k chosen by silhouette
     doc = word_document(engine, vectors, clustering, forms)              # part of ctxembed.senses/1
 
-The vector of an occurrence is its contextual vector minus the word's own term (the residual
-``λ·x`` of the last layer, when the settings have one and no layer norm follows it): what the
-context adds. Two occurrences of "bank" in different forms ("bank", "banks") then differ only
-by their contexts. The vectors are normalised and clustered by k-means (on the unit sphere,
+The vector of an occurrence is its contextual vector; with ``drop_own`` the word's own term (the
+residual ``λ·x`` of the last layer, when the settings have one and no layer norm follows it) is
+taken out, leaving what the context adds. Keeping it is the default: on the project's WSI files
+it scored as well or a little better (docs/senses.md).
+The vectors are normalised and clustered by k-means (on the unit sphere,
 cosine = dot product: spherical k-means as far as the assignment step goes).
 
 Choosing k (``k=None``): for every k from 2 to ``k_max`` whose clusters all hold at least
@@ -65,7 +66,7 @@ def own_term_scale(engine: Engine) -> float:
     return float(a.residual_scale) if a.residual and not a.layer_norm else 0.0
 
 
-def occurrence_vectors(engine: Engine, occurrences: list[Occurrence], *, drop_own: bool = True) -> OccurrenceVectors:
+def occurrence_vectors(engine: Engine, occurrences: list[Occurrence], *, drop_own: bool = False) -> OccurrenceVectors:
     """Contextual vectors of each occurrence's token in its line; lines over max_tokens are skipped."""
     skipped = {"too_long": 0, "no_vector": 0}
     lowercase = engine.store.lowercase
@@ -94,7 +95,7 @@ def occurrence_vectors(engine: Engine, occurrences: list[Occurrence], *, drop_ow
     return OccurrenceVectors(usable, target_vectors(engine, prepared, rows, drop_own=drop_own), skipped)
 
 
-def target_vectors(engine: Engine, prepared: list, rows: list[int], *, drop_own: bool = True) -> np.ndarray:
+def target_vectors(engine: Engine, prepared: list, rows: list[int], *, drop_own: bool = False) -> np.ndarray:
     """(n, d_out) contextual vector of token ``rows[i]`` (an index into ``used``) of sentence ``prepared[i]``,
     minus its own residual term when ``drop_own``; a sentence listed several times runs once."""
     vectors = np.zeros((len(prepared), engine.out_dim), dtype=np.float32)  # (n, d_out)
@@ -308,7 +309,7 @@ class SenseOptions:
     min_share: float = MIN_SHARE
     max_occurrences: int | None = 1000  # per word; None: all
     seed: int = 0  # of the sample and of k-means
-    drop_own: bool = True
+    drop_own: bool = False  # measured: keeping it scores a little higher (docs/senses.md)
     examples: int = 5
     label_words: int = 8
 

@@ -29,7 +29,11 @@ MinShareOpt = Annotated[
 ]
 OwnTermOpt = Annotated[
     bool,
-    typer.Option("--keep-own/--drop-own", help="Keep the word's own residual term in its vector.", show_default=False),
+    typer.Option(
+        "--keep-own/--drop-own",
+        help="Keep (default) or drop the word's own residual term λ·x from its vector.",
+        show_default=False,
+    ),
 ]
 SeedOpt = Annotated[int, typer.Option("--sample-seed", help="Seed of the occurrence sample and of k-means.")]
 
@@ -116,7 +120,7 @@ def senses(
         int, typer.Option("--max-occurrences", min=0, help="Per word, a seeded uniform sample (0: all).")
     ] = DEFAULT_MAX_OCCURRENCES,
     sample_seed: SeedOpt = 0,
-    own_term: OwnTermOpt = False,
+    own_term: OwnTermOpt = True,
     examples: Annotated[int, typer.Option("--examples", min=0, max=100, help="Central examples per sense.")] = 5,
     label_words: Annotated[int, typer.Option("--label-words", min=1, max=50, help="Words labelling a sense.")] = 8,
     json_out: JsonOpt = False,
@@ -139,6 +143,8 @@ def senses(
     engine = ex.engine.bulk()
     word_forms = sense_logic.search_forms(ex.store, words, given, exact=exact)
     stream, shown_name = occ.open_corpus(corpus_name)
+    if corpus_name == str(default_corpus()):
+        shown_name = "brown.txt.gz (the shipped example corpus)"
     bar, progress = _progress(corpus_name)
     try:
         if bar is not None:
@@ -183,7 +189,7 @@ def eval_wsi(
     k: KOpt = "auto",
     k_max: KMaxOpt = 8,
     min_share: MinShareOpt = 0.05,
-    own_term: OwnTermOpt = False,
+    own_term: OwnTermOpt = True,
     sample_seed: SeedOpt = 0,
     json_out: JsonOpt = False,
     explorer=None,
