@@ -126,9 +126,15 @@ def attention_masks(doc: dict, n: int) -> np.ndarray:
     return masked
 
 
+def _floats(values) -> np.ndarray:
+    """The document's numbers as an array (float32 stays float32)."""
+    array = np.asarray(values)
+    return array if array.dtype.kind == "f" else array.astype(np.float64)
+
+
 def attention_view(doc: dict, view: View) -> tuple[str, list[tuple[str, np.ndarray]]]:
     """A title and (panel title, weights (T, T)) pairs of one layer: a head, the mean of heads, or every head."""
-    weights = np.asarray(doc["weights"], dtype=np.float64)  # (L, h, T, T)
+    weights = _floats(doc["weights"])  # (L, h, T, T)
     layers, heads = weights.shape[:2]
     layer = layers - 1 if view.layer is None else view.layer
     if not 0 <= layer < layers:
@@ -183,7 +189,7 @@ def compare_figure(doc: dict, view: View) -> Figure:
                     f"{kind} cosine: {entry['word']!r}",
                     labels,
                     labels,
-                    np.asarray(entry[f"{kind}_similarity"], dtype=np.float64),
+                    _floats(entry[f"{kind}_similarity"]),
                     low=-1.0,
                     high=1.0,
                     diverging=True,

@@ -66,6 +66,11 @@ def _text(x, y, text, size=12, anchor="start", weight="normal", fill="#222", ext
     )
 
 
+def exact_text(value: float) -> str:
+    """A number as the JSON documents write it: the shortest decimal that reads back as the same float32."""
+    return str(np.float32(value))
+
+
 def _share(value: float, low: float, high: float) -> float:
     return 0.0 if high <= low else (value - low) / (high - low)
 
@@ -95,7 +100,7 @@ def _heatmap(panel: Heatmap) -> tuple[float, float, str]:
                 fill, ink, shown, exact = (240, 240, 240), "#888", "·", "masked"
             else:
                 fill = colour(_share(value, panel.low, panel.high), panel.diverging)
-                ink, shown, exact = ink_on(fill), _short(value, panel.digits), repr(value)
+                ink, shown, exact = ink_on(fill), _short(value, panel.digits), exact_text(value)
             attributes = (
                 f' class="cell" data-row="{i}" data-col="{j}" data-label={quoteattr(f"{panel.label}, {where}")}'
                 f" data-value={quoteattr(exact)}"
@@ -129,12 +134,12 @@ def _bars(panel: Bars) -> tuple[float, float, str]:
         share = float(np.clip(_share(value, panel.low, panel.high), 0, 1))
         parts.append(
             f'<g class="cell" data-row="{i}" data-label={quoteattr(f"{panel.label}: {label}")} '
-            f"data-value={quoteattr(repr(value))}>"
+            f"data-value={quoteattr(exact_text(value))}>"
             + _text(left - 6, y + 14, label, size, anchor="end")
             + f'<rect x="{left:.1f}" y="{y + 3:.1f}" width="{bar * share:.1f}" height="{row - 6}" '
             f'fill="{hex_colour(colour(0.35 + 0.5 * share))}"/>'
             + _text(left + bar * share + 4, y + 14, f"{value:.{panel.digits}f}", 10)
-            + f"<title>{escape(label)}: {value!r}</title></g>"
+            + f"<title>{escape(label)}: {exact_text(value)}</title></g>"
         )
     return width, top + len(panel.labels) * row + 4, "".join(parts)
 
