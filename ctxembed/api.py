@@ -121,14 +121,16 @@ class Explorer:
         results = self.contextualize(sentences)
         return CompareResult(compare_document(results, word, self.settings, self.vectors))
 
-    def neighbors(self, text: str, word: str, k: int = 10) -> NeighborsResult:
-        """Nearest vocabulary words of ``word``'s contextual vector in ``text``, beside its static ones."""
+    def neighbors(self, text: str, word: str, k: int = 10, *, include_context: bool = False) -> NeighborsResult:
+        """Nearest vocabulary words of ``word``'s contextual vector in ``text``, beside its static ones;
+        the sentence's other words are left out of both lists unless ``include_context``."""
         from ctxembed.report import neighbors_document
 
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
             raise UsageError(f"k must be an integer in [1, 1000], not {k!r}")
         [result] = self.contextualize([text])
-        return NeighborsResult(neighbors_document(self.engine, result, word, k, self.vectors))
+        document = neighbors_document(self.engine, result, word, k, self.vectors, include_context=include_context)
+        return NeighborsResult(document)
 
     def embed_lines(self, lines: Iterable[str], **keywords: Any):
         """Batch records (dicts) for many sentences, one per line, in order: see ``ctxembed.embed_lines``."""

@@ -65,6 +65,33 @@ def target_vectors(
     dim = engine.out_dim if settings is not None else store.dim
     vectors = np.zeros((len(occurrences), dim), dtype=np.float32)
     found = np.zeros(len(occurrences), dtype=bool)
+    prepared, rows, coverage = _prepare_targets(engine, store, occurrences)
+    if settings is None:
+        for (n, sentence), row in zip(prepared, rows, strict=True):
+            vectors[n], found[n] = sentence.static[row], True
+        return vectors, found, coverage
+    results = engine.run_many([sentence for _, sentence in prepared], group=512)
+    for (n, _), row, result in zip(prepared, rows, results, strict=True):
+        vectors[n], found[n] = result.contextual[row], True
+    return vectors, found, coverage
+
+
+def target_layers(
+    store: VectorStore, settings: Settings, occurrences: list[Occurrence], *, max_tokens: int = 4096
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every layer of each target's vector, h0 (attention input) to hL: (n, L + 1, d), and the (n,) found mask."""
+    engine = Engine(store, settings, oov="skip", max_tokens=max_tokens).bulk()
+    layers = np.zeros((len(occurrences), settings.attention.layers + 1, engine.out_dim), dtype=np.float32)
+    found = np.zeros(len(occurrences), dtype=bool)
+    prepared, rows, _ = _prepare_targets(engine, store, occurrences)
+    results = engine.run_many([sentence for _, sentence in prepared], group=512)
+    for (n, _), row, result in zip(prepared, rows, results, strict=True):
+        layers[n], found[n] = result.layers()[:, row], True  # (L + 1, T, d) -> (L + 1, d)
+    return layers, found
+
+
+def _prepare_targets(engine: Engine, store: VectorStore, occurrences: list[Occurrence]):
+    """Prepared sentences of the targets that have a vector: [(n, Prepared)], their rows, coverage counts."""
     coverage = {"targets": len(occurrences), "target_oov": 0, "lemma_fallback": 0, "no_vector": 0}
     prepared, rows = [], []
     for n, occ in enumerate(occurrences):
@@ -85,14 +112,7 @@ def target_vectors(
             continue
         prepared.append((n, sentence))
         rows.append(sentence.used.index(occ.index))
-    if settings is None:
-        for (n, sentence), row in zip(prepared, rows, strict=True):
-            vectors[n], found[n] = sentence.static[row], True
-        return vectors, found, coverage
-    results = engine.run_many([sentence for _, sentence in prepared], group=512)
-    for (n, _), row, result in zip(prepared, rows, results, strict=True):
-        vectors[n], found[n] = result.contextual[row], True
-    return vectors, found, coverage
+    return prepared, rows, coverage
 
 
 def rounded_row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ from ctxembed.attention import (
 )
 from ctxembed.config import DEFAULT_MAX_TOKENS, WEIGHTS_BUDGET, ReadOptions
 from ctxembed.errors import DataError, SettingError
+from ctxembed.mix import LayerMix
 from ctxembed.projections import projection_params
 from ctxembed.search import nearest
 from ctxembed.settings import Settings
@@ -77,10 +78,20 @@ class Contextualized:
     prepared: Prepared
     static: np.ndarray  # (T, d) the static vectors of the used tokens
     inputs: np.ndarray  # (T, d) what attention saw: static vectors after all-but-the-top removal
-    contextual: np.ndarray  # (T, d_out) the last layer's output
+    contextual: np.ndarray  # (T, d_out) the layer mix when one is on, else the last layer's output
     weights: np.ndarray  # (L, h, T, T) attention weights of every layer and head
     layer_inputs: list[np.ndarray] = field(default_factory=list)  # L arrays (T, d_l), positions included
     steps: list[LayerSteps] | None = None  # Engine.run(..., trace=True): every step of every layer
+    top: np.ndarray | None = None  # (T, d_out) the last layer's output when a mix made ``contextual``
+
+    @property
+    def last_layer(self) -> np.ndarray:
+        """(T, d_out) the last attention layer's output, with or without a mix."""
+        return self.contextual if self.top is None else self.top
+
+    def layers(self) -> np.ndarray:
+        """(L + 1, T, d) every layer a mix weighs: the attention input h0, then each layer's output."""
+        return np.stack([self.inputs, *self.layer_inputs[1:], self.last_layer])
 
     def used_tokens(self) -> list[Token]:
         return [self.prepared.tokens[p] for p in self.prepared.used]
@@ -148,6 +159,7 @@ class Engine:
             )
         except ValueError as exc:
             raise SettingError(str(exc)) from None
+        self.mix = self._layer_mix()
         # Zipf estimate of a word's probability from its frequency rank: p(r) = 1 / (r * H_N)
         self._harmonic = math.log(max(len(store), 1)) + _EULER_GAMMA
 
@@ -155,6 +167,20 @@ class Engine:
         """Prepare for many sentences: look words up in a dict (built once, ~50 ms for 200k words)."""
         self._lookup = self.store.index.get
         return self
+
+    def _layer_mix(self) -> LayerMix | None:
+        """The mix the settings name, checked against the layers (None: the last layer alone)."""
+        from ctxembed.mixfit import resolve_mix
+
+        mix = resolve_mix(self.settings.mix, self.settings.attention.layers)
+        if mix is not None and self.out_dim != self.dim:
+            raise SettingError(
+                f"{{mix}} adds the layers up, but attention outputs have {self.out_dim} dimensions and its "
+                f"input {self.dim}: use {{output_projection}}, or {{mix}} off",
+                "mix",
+                "output_projection",
+            )
+        return mix
 
     # ------------------------------------------------------------------ sentences
     def prepare(self, text: str, *, words: Sequence[str] | None = None) -> Prepared:
@@ -248,6 +274,10 @@ class Engine:
             inputs + sinusoidal_positions(T, self.dim, inputs.dtype) if self.settings.attention.positions else inputs
         )
         layer_inputs = [hidden_in] + result.layer_outputs[:-1]  # L arrays (B, T, d_l)
+        top, contextual = None, result.contextual  # (B, T, d_out)
+        if self.mix is not None:  # h0 is the word itself: the input without positions
+            layers = np.stack([inputs, *result.layer_outputs])  # (L + 1, B, T, d)
+            top, contextual = contextual, self.mix.apply(layers)  # (B, T, d)
         out = []
         for b, sentence in enumerate(sentences):
             n = lengths[b]
@@ -256,10 +286,11 @@ class Engine:
                     prepared=sentence,
                     static=static[b, :n],
                     inputs=inputs[b, :n],
-                    contextual=result.contextual[b, :n],
+                    contextual=contextual[b, :n],
                     weights=result.weights[:, b, :, :n, :n],
                     layer_inputs=[layer[b, :n] for layer in layer_inputs],
                     steps=[layer.sentence(b, n) for layer in result.steps] if trace else None,
+                    top=None if top is None else top[b, :n],
                 )
             )
         return out

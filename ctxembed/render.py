@@ -414,6 +414,10 @@ def render_neighbors(console: Console, doc: dict) -> None:
         )
     )
     console.print(Text(f"nearest words (contextual neighbours searched {doc['space']})", style="bold"))
+    if doc["excluded"]:
+        console.print(
+            Text(f"left out: the sentence's words {', '.join(doc['excluded'])} (--include-context keeps them)")
+        )
     table = Table()
     table.add_column("#", justify="right")
     table.add_column("static", style="bold")
@@ -429,6 +433,33 @@ def render_neighbors(console: Console, doc: dict) -> None:
 
 
 # ------------------------------------------------------------------------------ eval
+def render_mix_fit(console: Console, doc: dict) -> None:
+    console.print(Text(f"layer mix fitted: {doc['formula']}", style="bold"))
+    console.print(Text(doc["settings_summary"]))
+    table = Table()
+    table.add_column("layer")
+    table.add_column("s_j", justify="right")
+    for j, weight in enumerate(doc["weights"]):
+        table.add_row(f"h{j} ({'input' if j == 0 else f'attention layer {j}'})", f"{weight:.4f}")
+    console.print(table)
+    sign = "+" if doc["bias"] >= 0 else "-"
+    console.print(
+        Text(
+            f"γ {doc['gamma']:.4f}  |  P(same) = σ(γ²·cos {sign} {abs(doc['bias']):.3f}): "
+            f"threshold cos {doc['threshold']:.4f}  |  loss {doc['loss']:.4f} after {doc['iterations']} iterations"
+            + ("" if doc["converged"] else " (not converged)")
+        )
+    )
+    for source in doc["sources"]:
+        figure = (
+            f"accuracy {_pct(source['accuracy'])}"
+            if source["kind"] == "wic"
+            else f"Spearman {_pct(source['spearman'])}"
+        )
+        split = f" ({source['split']})" if source["split"] else ""
+        console.print(Text(f"{source['path']}{split}: {source['covered']}/{source['pairs']} pairs, {figure}"))
+
+
 def _pct(value) -> str:
     return "-" if value is None else f"{value:.4f}"
 

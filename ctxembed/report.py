@@ -144,7 +144,12 @@ def compare_document(results: list[Contextualized], word: str | None, settings: 
     }
 
 
-def neighbors_document(engine: Engine, result: Contextualized, word: str, k: int, vectors: dict) -> dict:
+def neighbors_document(
+    engine: Engine, result: Contextualized, word: str, k: int, vectors: dict, *, include_context: bool = False
+) -> dict:
+    """Nearest words of a word's static and contextual vectors. The sentence's own words are left
+    out of both lists unless ``include_context``: the contextual vector leans towards its context,
+    and its neighbours should say what the word means here, not repeat the sentence."""
     row = result.index_of(word)
     if row is None:
         used = ", ".join(t.text for t in result.used_tokens())
@@ -160,7 +165,9 @@ def neighbors_document(engine: Engine, result: Contextualized, word: str, k: int
             f"contextual vectors have {contextual.shape[0]} dimensions, the vocabulary {engine.dim}: "
             "neighbours need --projection identity, or --output-projection"
         )
-    exclude = {token.key}
+    context = [] if include_context else [t.key for t in result.used_tokens() if t.key != token.key]
+    excluded = list(dict.fromkeys(context))  # the sentence's words, once each, in order
+    exclude = {token.key, *excluded}
     static_list = engine.neighbors(result.static[row], k=k, exclude=exclude, space="static")
     contextual_list = engine.neighbors(contextual, k=k, exclude=exclude, space="input")
     return {
@@ -176,6 +183,7 @@ def neighbors_document(engine: Engine, result: Contextualized, word: str, k: int
         if result.inputs.shape[1] == contextual.shape[0]
         else None,
         "space": "after the shared projection" if engine.removal is not None else "static",
+        "excluded": excluded,
         "static": [{"word": w, "similarity": s} for w, s in static_list],
         "contextual": [{"word": w, "similarity": s} for w, s in contextual_list],
     }

@@ -37,7 +37,9 @@ def test_the_word_itself_is_excluded():
 
 
 def test_static_neighbours_by_hand_on_the_toy_vectors():
-    doc = neighbors("apple is the phone", "phone", "--vectors", TOY, "--preset", "notes", "-k", "3")
+    doc = neighbors(
+        "apple is the phone", "phone", "--vectors", TOY, "--preset", "notes", "-k", "3", "--include-context"
+    )
     # phone [0,5,0]: apple [5,2,0] has cosine 2/sqrt(29); is and the are orthogonal (0)
     assert words(doc["static"])[0] == "apple"
     assert doc["static"][0]["similarity"] == pytest.approx(2 / np.sqrt(29))
@@ -65,6 +67,48 @@ def test_fruit_and_phone_contexts_give_different_neighbours():
     fruit = set(words(neighbors("Apple is a delicious fruit", "apple", "-k", "10")["contextual"]))
     phones = set(words(neighbors("Apple makes the best smartphones", "apple", "-k", "10")["contextual"]))
     assert not FRUIT & phones and not TECH & fruit
+
+
+# The golden examples of the course notes: the mixed vector's neighbours show the sense, not the sentence.
+COMPANY_OR_TECH = TECH | {
+    "microsoft",
+    "ibm",
+    "intel",
+    "google",
+    "dell",
+    "macintosh",
+    "pcs",
+    "laptop",
+    "software",
+    "ipods",
+}
+FOOD = FRUIT | {"vegetables", "tomato", "dessert", "flavors", "juice", "tasty", "potato", "pumpkin", "berry"}
+
+
+@pytest.mark.parametrize(
+    ("sentence", "sense", "other"),
+    [
+        ("Apple makes the best smartphones", COMPANY_OR_TECH, FOOD),
+        ("Apple is a delicious fruit", FOOD, COMPANY_OR_TECH),
+    ],
+)
+def test_the_two_apples_have_the_neighbours_of_their_sense(sentence, sense, other):
+    doc = neighbors(sentence, "apple")  # default: k 10, the preset's mix, the sentence's words left out
+    found = words(doc["contextual"])
+    own = {w.lower() for w in sentence.split()}
+    assert len(found) == 10 and sense & set(found) and not other & set(found)
+    assert not own & set(found) and doc["excluded"] == [w for w in sentence.lower().split()[1:] if w != "a"]
+
+
+def test_include_context_keeps_the_sentences_words():
+    kept = neighbors("Apple makes the best smartphones", "apple", "--include-context")
+    assert kept["excluded"] == [] and "smartphones" in words(kept["contextual"])
+
+
+def test_without_the_mix_most_neighbours_came_from_the_sentence():
+    # The previous default (the word's share 0.1): with the sentence kept, its words lead the list.
+    doc = neighbors("Apple is a delicious fruit", "apple", "--mix", "0.1,0.9", "--include-context", "-k", "2")
+    assert set(words(doc["contextual"])) == {"fruit", "delicious"}
 
 
 def test_word_and_position_are_reported():

@@ -134,6 +134,7 @@ SCHEMA_FILES = {
     "ctxembed.eval-wic/1": "eval-wic.schema.json",
     "ctxembed.eval-senses/1": "eval-senses.schema.json",
     "ctxembed.eval-pairs/1": "eval-pairs.schema.json",
+    "ctxembed.mix-fit/1": "mix-fit.schema.json",
 }
 
 

@@ -104,12 +104,14 @@ def test_unknown_settings_and_presets_are_refused():
 
 def test_the_ladder_is_built_from_the_default_preset():
     parts = ingredients()
-    assert set(parts) == {"abtt", "sif", "self-mask"}
+    assert set(parts) == {"abtt", "sif", "self-mask", "mix"}
     rungs = ladder()
     assert rungs["static"] is None and rungs["textbook"] == {}
     assert rungs["textbook+abtt"] == {"abtt": 3}
-    assert rungs["abtt+sif"] == {"abtt": 3, "sif": 1e-4}
-    assert rungs["textbook+self-mask"] == {"exclude_self": True, "residual": True, "residual_scale": 1 / 9}
+    assert rungs["abtt+sif+self-mask"] == {"abtt": 3, "sif": 1e-4, "exclude_self": True}  # the default without mix
+    assert rungs["textbook+self-mask"] == {"exclude_self": True}
+    assert rungs["textbook+mix"] == {"mix": "0.2,0.8"}
+    assert rungs["previous-default"]["residual_scale"] == 1 / 9 and "mix" not in rungs["previous-default"]
     assert build_settings("textbook", **rungs["default"]).values() == PRESETS["default"].values()
 
 

@@ -140,3 +140,38 @@ def eval_pairs(
         }
     doc["vectors"] = explorer().vectors
     show(doc, json_out, "render_eval_pairs")
+
+
+@eval_app.command("fit-mix", epilog="Example: ctxembed eval fit-mix WiC_dataset/ --out my-mix.json")
+@reports_errors
+@with_attention_options
+def eval_fit_mix(
+    sources: Annotated[
+        list[str],
+        typer.Argument(
+            help="WiC folders (SPLIT.data.txt, SPLIT.gold.txt) and/or SCWS-style files; each weighs the same."
+        ),
+    ],
+    split: Annotated[str, typer.Option("--split", help="The WiC split to fit on.")] = "train",
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Where to write the mix (default: the cache folder, read by --mix learned)."),
+    ] = None,
+    json_out: JsonOpt = False,
+    explorer=None,
+) -> None:
+    """Learn ELMo's layer mix (weights s_j and scale γ) on labelled pairs, for --mix learned or --mix FILE.
+
+    Only the mixing weights are learned, over the layers of the attention options given here (their
+    own --mix is ignored): s = softmax(w) and γ maximise the likelihood of P(same) = σ(γ²·cos + b)."""
+    from ctxembed.mixfit import fit_document, learned_path, read_labelled, write_mix_file
+
+    labelled = [read_labelled(source, split) for source in sources]
+    found = explorer()
+    say(f"fitting the layer mix on {', '.join(s.path for s in labelled)} ...")
+    doc = fit_document(found.store, found.settings, labelled, found.vectors)
+    target = out if out is not None else learned_path()
+    doc["written"] = str(target)
+    write_mix_file(doc, target)
+    show(doc, json_out, "render_mix_fit")
+    say(f"wrote {target}: use it with --mix {'learned' if out is None else target}")

@@ -121,14 +121,19 @@ def neighbors(
     sentence: SentenceArg = None,
     word: Annotated[str, typer.Option("--word", "-w", help="The word whose neighbours to list.")] = ...,
     k: Annotated[int, typer.Option("-k", "--k", min=1, max=1000, help="How many neighbours.")] = 10,
+    include_context: Annotated[
+        bool, typer.Option("--include-context", help="Keep the sentence's own words among the neighbours.")
+    ] = False,
     json_out: JsonOpt = False,
     save: SaveOpt = None,
     explorer=None,
 ) -> None:
-    """Nearest vocabulary words of a word's contextual vector, beside those of its static vector."""
+    """Nearest vocabulary words of a word's contextual vector, beside those of its static vector.
+
+    The sentence's own words are left out, so the list says what the word means here."""
     text = read_sentence(sentence, "neighbors")
     check_saves(save)
-    doc = explorer().neighbors(text, word, k).document()
+    doc = explorer().neighbors(text, word, k, include_context=include_context).document()
     save_all(doc, save)
     show(doc, json_out, "render_neighbors")
 
