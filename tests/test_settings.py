@@ -108,7 +108,7 @@ def test_the_ladder_is_built_from_the_default_preset():
     rungs = ladder()
     assert rungs["static"] is None and rungs["textbook"] == {}
     assert rungs["textbook+abtt"] == {"abtt": 3}
-    assert rungs["abtt+sif+self-mask"] == {"abtt": 3, "sif": 1e-4, "exclude_self": True}  # the default without mix
+    assert rungs["self-mask+abtt+sif"] == {"abtt": 3, "sif": 1e-4, "exclude_self": True}  # the default without mix
     assert rungs["textbook+self-mask"] == {"exclude_self": True}
     assert rungs["textbook+mix"] == {"mix": "0.2,0.8"}
     assert rungs["previous-default"]["residual_scale"] == 1 / 9 and "mix" not in rungs["previous-default"]
