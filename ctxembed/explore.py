@@ -83,6 +83,7 @@ class Contextualized:
     layer_inputs: list[np.ndarray] = field(default_factory=list)  # L arrays (T, d_l), positions included
     steps: list[LayerSteps] | None = None  # Engine.run(..., trace=True): every step of every layer
     top: np.ndarray | None = None  # (T, d_out) the last layer's output when a mix made ``contextual``
+    mix: LayerMix | None = None  # the mix that made ``contextual`` from the layers, or None
 
     @property
     def last_layer(self) -> np.ndarray:
@@ -291,6 +292,7 @@ class Engine:
                     layer_inputs=[layer[b, :n] for layer in layer_inputs],
                     steps=[layer.sentence(b, n) for layer in result.steps] if trace else None,
                     top=None if top is None else top[b, :n],
+                    mix=self.mix,
                 )
             )
         return out

@@ -369,8 +369,20 @@ def render_explain(console: Console, steps: dict) -> None:
     if steps["layer_norm"]:
         parts.append("then layer norm")
     which = "the contextual vectors" if steps["last_layer"] else f"the input of layer {layer + 1}"
+    mix = steps.get("mix")
+    if mix is not None:
+        which = "the last layer's output h" + str(len(mix["weights"]) - 1)
     console.print(Text(f"8. output = {', '.join(parts) or 'the context'}: {which}", style="bold"))
     _vectors(console, tokens, steps["output"])
+    if mix is not None:
+        console.print(
+            Text(
+                f"9. layer mix: contextual = {mix['formula']}, h0 the attention input (step 1 of layer 0), "
+                "h1 ... each layer's output",
+                style="bold",
+            )
+        )
+        _vectors(console, tokens, mix["contextual"])
 
 
 # ------------------------------------------------------------------------------ compare

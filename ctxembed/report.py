@@ -233,4 +233,17 @@ def explain_steps(result: Contextualized, settings: Settings, *, layer: int, hea
         "layer_norm": a.layer_norm,
         "output_projection": s.merged.shape[-1] != s.v.shape[0] * s.v.shape[-1] or settings.output_projection,
         "output": s.output,
+        "mix": _mix_step(result) if layer == a.layers - 1 else None,
+    }
+
+
+def _mix_step(result: Contextualized) -> dict | None:
+    """The last step when a layer mix is on: contextual = γ·Σ s_j h_j, h0 the attention input."""
+    if result.mix is None:
+        return None
+    return {
+        "formula": result.mix.formula(),
+        "weights": [float(w) for w in result.mix.weights],
+        "gamma": result.mix.gamma,
+        "contextual": result.contextual,  # (T, d)
     }

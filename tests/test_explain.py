@@ -13,7 +13,7 @@ from tests.cli_helpers import TOY, run_json, succeeds
 
 SENTENCE = "the fisherman sat on the muddy river bank"
 CASES = [
-    [],  # the default preset: all-but-the-top, SIF key bias, self masked, residual
+    [],  # the default preset: all-but-the-top, SIF key bias, self masked, layer mix 0.2·h0 + 0.8·h1
     ["--preset", "textbook", "--causal", "--causal-mode", "after"],
     ["--preset", "textbook", "--heads", "4", "--layers", "3", "--layer", "1", "--head", "2"],
     ["--preset", "textbook", "--projection", "random", "--output-projection", "--layer-norm", "--positions"],
@@ -56,8 +56,12 @@ def test_explain_json_equals_the_result_exactly(args):
     steps = doc["explain"]
     layer, head = steps["layer"], steps["head"]
     assert steps["weights"] == doc["weights"][layer][head]  # == on the numbers, not allclose
-    if steps["last_layer"]:
+    if steps["last_layer"] and steps["mix"] is None:
         assert steps["output"] == doc["contextual"]
+    if steps["mix"] is not None:  # the default's layer mix: the last step makes the contextual vectors
+        assert steps["last_layer"] and steps["mix"]["contextual"] == doc["contextual"]
+        inputs, output = np.array(steps["inputs"]), np.array(steps["output"])
+        assert np.allclose(doc["contextual"], 0.2 * inputs + 0.8 * output, atol=1e-6)
     masked = np.array([[value is None for value in row] for row in steps["scores"]])
     weights = np.array(steps["weights"])
     assert np.all(weights[masked] == 0)
@@ -77,10 +81,13 @@ def test_explain_document_is_built_from_the_traced_arrays():
         explain_steps(ex.attend(SENTENCE).result, ex.settings, layer=0, head=0)
 
 
-def test_explain_steps_are_numbered_one_to_eight_and_each_matrix_is_printed_once():
+def test_explain_steps_are_numbered_one_to_nine_and_each_matrix_is_printed_once():
     stdout = succeeds("attend", SENTENCE, "--explain").stdout
     numbers = [int(n) for n in re.findall(r"^(\d)\. ", stdout, re.M)]
-    assert numbers == list(range(1, 9))
+    assert numbers == list(range(1, 10))  # 9: the default's layer mix
+    assert "9. layer mix: contextual = 0.2·h0 + 0.8·h1" in stdout
+    without = succeeds("attend", SENTENCE, "--explain", "--mix", "off").stdout
+    assert [int(n) for n in re.findall(r"^(\d)\. ", without, re.M)] == list(range(1, 9))
     assert stdout.count("weights, softmax") == 1
     assert "5. scores after the key bias and the mask" in stdout
 
