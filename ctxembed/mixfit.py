@@ -77,11 +77,12 @@ def _finite(value: object) -> bool:
 
 
 def write_mix_file(doc: dict, path: Path) -> None:
+    from ctxembed.output import dumps
     from ctxembed.store import atomic_file
 
     try:
         with atomic_file(path) as fh:
-            fh.write((json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode())
+            fh.write((dumps(doc, indent=2) + "\n").encode())  # the numbers exactly as --json prints them
     except OSError as exc:
         raise DataError(f"{path}: cannot write the mix ({exc.strerror})") from None
 
