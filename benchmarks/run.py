@@ -562,8 +562,14 @@ def senses_job(repeat: int) -> Report:
     forms_regex = "|".join(
         json.loads(run_process([PYTHON, "-c", _SCAN_FORMS, *SENSES_WORDS], env, capture=True).stdout)
     )
-    scans, commands, greps = [], [], []
+    small = CACHE / "brown-half.txt"  # half the corpus: most words still fill their 1,000-occurrence sample
+    if not small.exists():
+        with open(corpus, "rb") as fh:
+            head = fh.read(corpus.stat().st_size // 2)
+        small.write_bytes(head[: head.rfind(b"\n") + 1])
+    scans, commands, greps, small_commands = [], [], [], []
     for _ in range(repeat):
+        small_commands.append(run_process([CTXEMBED, "senses", *SENSES_WORDS, str(small), "--json"], env))
         scans.append(
             json.loads(run_process([PYTHON, "-c", _SCAN, str(corpus), *SENSES_WORDS], env, capture=True).stdout)
         )
@@ -581,6 +587,8 @@ def senses_job(repeat: int) -> Report:
         "command_wall_seconds": spread([s.wall for s in commands]),
         "command_peak_rss_mb": spread([s.peak_rss for s in commands]),
         "command_mb_per_minute": command_rate,
+        "small_corpus_mb": small.stat().st_size / 1e6,
+        "small_command_peak_rss_mb": spread([s.peak_rss for s in small_commands]),
         "grep_mb_per_minute": grep_rate,
         "grep_candidate_lines": [int(s.stdout.strip() or 0) for s in greps],
     }
@@ -604,6 +612,18 @@ def senses_job(repeat: int) -> Report:
             f"{command_rate['median'] / grep_rate['median']:.0%} of grep",
             "≥ 100 MB/min",
             command_rate["median"] >= 100,
+        )
+    )
+    small_peak = spread([s.peak_rss for s in small_commands])
+    report.rows.append(
+        Row(
+            f"senses, peak RSS of the whole command: {megabytes:.0f} MB corpus against its first "
+            f"{small.stat().st_size / 1e6:.0f} MB",
+            f"{peak['median']:.0f} MB",
+            f"{small_peak['median']:.0f} MB",
+            f"× {peak['median'] / small_peak['median']:.2f}",
+            "constant memory: ≤ × 1.25",
+            peak["median"] <= 1.25 * small_peak["median"],
         )
     )
     return report

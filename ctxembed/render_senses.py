@@ -92,3 +92,9 @@ def render_eval_wsi(console: Console, doc: dict) -> None:
             f"{row['mean_k']:.2f}",
         )
     console.print(table)
+
+
+def _fixed(value: float, digits: int) -> str:
+    """A number with ``digits`` decimals, never "-0.000" for a tiny negative."""
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text

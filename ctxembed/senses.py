@@ -102,7 +102,8 @@ def target_vectors(engine: Engine, prepared: list, rows: list[int], *, drop_own:
     if not prepared:
         return vectors
     distinct = list({id(s): s for s in prepared}.values())
-    results = dict(zip(map(id, distinct), engine.run_many(distinct), strict=True))
+    with one_thread():
+        results = dict(zip(map(id, distinct), engine.run_many(distinct), strict=True))
     scale = own_term_scale(engine) if drop_own else 0.0
     for n, (sentence, row) in enumerate(zip(prepared, rows, strict=True)):
         result = results[id(sentence)]
@@ -120,11 +121,9 @@ def cluster(
     unit: np.ndarray, k: int | None = None, *, k_max: int = AUTO_K_MAX, min_share: float = MIN_SHARE, seed: int = 0
 ) -> Clustering:
     """Cluster unit vectors (n, d): ``k`` given, or chosen by silhouette (``None``)."""
-    from threadpoolctl import threadpool_limits
-
     # One thread: k-means over a few thousand points gains nothing from OpenMP, and on a busy
     # machine its spinning threads made each fit 20 times slower (0.24 s against 0.012 s, measured).
-    with threadpool_limits(1):
+    with one_thread():
         return _cluster(unit, k, k_max=k_max, min_share=min_share, seed=seed)
 
 
@@ -344,6 +343,32 @@ def find_senses(
     )
     if scan.blank:
         raise DataError(f"{name}: the corpus is empty")
+    with one_thread():
+        entries, problems = _each_word(engine, forms, scan, name, options)
+    doc = {
+        "schema": "ctxembed.senses/1",
+        "corpus": {
+            "name": name,
+            "lines": scan.lines,
+            "characters": scan.chars,
+            "candidate_lines": scan.candidate_lines,
+            "long_lines": scan.long_lines,
+        },
+        "options": {
+            "k": options.k if options.k is not None else "auto",
+            "k_max": options.k_max,
+            "min_share": options.min_share,
+            "max_occurrences": options.max_occurrences,
+            "seed": options.seed,
+            "own_term": "dropped" if options.drop_own else "kept",
+            "max_tokens": engine.max_tokens,
+        },
+        "words": entries,
+    }
+    return doc, problems
+
+
+def _each_word(engine: Engine, forms: dict[str, list[str]], scan, name: str, options: SenseOptions):
     entries, problems = [], []
     for word, word_forms_ in forms.items():
         found = occurrence_vectors(engine, scan.occurrences[word], drop_own=options.drop_own)
@@ -366,24 +391,13 @@ def find_senses(
                 examples=options.examples, label_words=options.label_words,
             )
         )  # fmt: skip
-    doc = {
-        "schema": "ctxembed.senses/1",
-        "corpus": {
-            "name": name,
-            "lines": scan.lines,
-            "characters": scan.chars,
-            "candidate_lines": scan.candidate_lines,
-            "long_lines": scan.long_lines,
-        },
-        "options": {
-            "k": options.k if options.k is not None else "auto",
-            "k_max": options.k_max,
-            "min_share": options.min_share,
-            "max_occurrences": options.max_occurrences,
-            "seed": options.seed,
-            "own_term": "dropped" if options.drop_own else "kept",
-            "max_tokens": engine.max_tokens,
-        },
-        "words": entries,
-    }
-    return doc, problems
+    return entries, problems
+
+
+def one_thread():
+    """BLAS and OpenMP limited to one thread: the many small products of a senses run (attention over
+    short sentences, k-means over a thousand points) gain nothing from threads, and on a busy machine
+    spinning threads made the whole command 2.5 times slower (27.6 s against 11.3 s wall, measured)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(1)
