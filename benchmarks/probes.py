@@ -127,6 +127,7 @@ def coldstart_profile() -> None:
         "typer: build pydantic adapters for the options": ("typer/_coercion.py", "build_runtime_param"),
         "open the store": ("ctxembed/sources.py", "open_vectors"),
         "Engine(): vocabulary statistics, projections": ("ctxembed/explore.py", "__init__"),
+        "all-but-the-top statistics (store section, cache or computed)": ("ctxembed/abtt.py", "statistics"),
         "prepare the sentences": ("ctxembed/explore.py", "prepare"),
         "attention (Engine.run)": ("ctxembed/explore.py", "run"),
         "compare_document": ("ctxembed/report.py", "compare_document"),

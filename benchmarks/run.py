@@ -223,11 +223,19 @@ def coldstart(repeat: int) -> Report:
     for _ in range(repeat):  # rounds, so a burst of load hits every command alike
         for name, cmd in commands.items():
             walls[name].append(run_process(cmd, warm_env).wall)
-    first = []
-    for _ in range(max(1, min(repeat, 3))):
+    # A first run after install (empty cache) and a run whose cache cannot be written, each next to
+    # a warm run of the same round, so load on the machine hits both alike.
+    first, read_only, warm_beside = [], [], []
+    for _ in range(max(3, min(repeat, 5))):
         empty = Path(tempfile.mkdtemp(prefix="empty-cache-", dir=CACHE))
         first.append(run_process(commands["ctxembed"], base_env(empty)).wall)
         shutil.rmtree(empty, ignore_errors=True)
+        locked = Path(tempfile.mkdtemp(prefix="read-only-cache-", dir=CACHE))
+        locked.chmod(0o500)
+        read_only.append(run_process(commands["ctxembed"], base_env(locked)).wall)
+        locked.chmod(0o700)
+        shutil.rmtree(locked, ignore_errors=True)
+        warm_beside.append(run_process(commands["ctxembed"], warm_env).wall)
     no_pyc_env = dict(warm_env, PYTHONDONTWRITEBYTECODE="1")
     no_pyc_env.pop("PYTHONPYCACHEPREFIX")
     no_pyc = [run_process(commands["ctxembed"], no_pyc_env).wall for _ in range(max(1, min(repeat, 3)))]
@@ -238,6 +246,8 @@ def coldstart(repeat: int) -> Report:
         "wall_seconds": stats,
         "samples": walls,
         "first_run_empty_cache": spread(first),
+        "read_only_cache": spread(read_only),
+        "warm_beside_first_runs": spread(warm_beside),
         "without_bytecode_cache": spread(no_pyc),
         "importtime": importtime_breakdown(warm_env),
         "in_process_profile_seconds": {
@@ -254,22 +264,28 @@ def coldstart(repeat: int) -> Report:
             Row(
                 f"cold start: `{name} compare ... --json`",
                 secs(s),
-                f"gensim script {secs(ref)}",
+                f"gensim script {secs(ref)}; wave 1: 0.164 s",
                 f"{speedup:.1f}× faster",
-                "≤ 0.25 s, ≥ 5× faster",
-                s["median"] <= 0.25 and speedup >= 5,
+                "≤ 0.164 s (wave 1), ≥ 5× faster",
+                s["median"] <= 0.164 and speedup >= 5,
             )
         )
-    report.rows.append(
-        Row(
-            "cold start, first run ever (empty cache: vocabulary statistics computed)",
-            secs(spread(first)),
-            "",
-            f"+{(statistics.median(first) - stats['ctxembed']['median']) * 1e3:.0f} ms once",
-            "",
-            None,
+    warm_median = statistics.median(warm_beside)
+    for label, samples in (
+        ("cold start, first run after install (empty CTXEMBED_CACHE_DIR)", first),
+        ("cold start with a read-only cache directory", read_only),
+    ):
+        ratio = statistics.median(samples) / warm_median
+        report.rows.append(
+            Row(
+                label,
+                secs(spread(samples)),
+                f"warm {secs(spread(warm_beside))}",
+                f"{ratio:.2f}× warm",
+                "≤ 1.2× warm",
+                ratio <= 1.2,
+            )
         )
-    )
     report.rows.append(
         Row(
             "cold start without .pyc (PYTHONDONTWRITEBYTECODE=1, as in this sandbox)",
