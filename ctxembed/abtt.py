@@ -89,7 +89,10 @@ def statistics(store: VectorStore, n_words: int) -> Statistics:
     saved = load_npz_checked(cache, ("mean", "directions", "variances", "words")) if cache is not None else None
     if saved is not None:
         return Statistics.from_arrays(saved)
-    found = compute_statistics(store, n_words)
+    from ctxembed.progress import slow
+
+    with slow(f"principal directions of {n_words:,} words (all-but-the-top, once)"):
+        found = compute_statistics(store, n_words)
     if cache is not None:
         save_npz_atomic(cache, **found.as_arrays())
     return found

@@ -188,9 +188,11 @@ def convert(
 ) -> Path:
     """Parse a foreign file through gensim and write it as a store at ``out``."""
     from ctxembed.formats import load_foreign
+    from ctxembed.progress import reading
 
     fingerprint = _fingerprint(path)  # before parsing: a file replaced meanwhile is caught below
-    loaded = load_foreign(path, fmt, limit=limit, trust=trust)
+    with reading(path, f"reading {path.name}"):
+        loaded = load_foreign(path, fmt, limit=limit, trust=trust)
     if not loaded.words:
         raise DataError(f"{path}: no vectors in the file")
     if _fingerprint(path) != fingerprint:

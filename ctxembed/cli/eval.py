@@ -31,13 +31,21 @@ ConfigOpt = Annotated[list[str] | None, typer.Option("--config", "-c", help=_con
 def _sweep(names: list[str] | None, explorer, default: tuple[str, ...], evaluate: Callable) -> list[dict]:
     """Evaluate each chosen configuration (default: ``default``); "custom" is the command line's settings."""
     from ctxembed.evaluate import named_settings
+    from ctxembed.progress import enabled, steps
 
     chosen = names or list(default)
     custom = explorer().settings if "custom" in chosen else None
     rows = []
-    for name in chosen:
-        settings = named_settings(name, custom)
-        rows.append({"name": name, "settings": settings.as_dict() if settings else None, **evaluate(name, settings)})
+    with steps(f"evaluating {len(chosen)} configuration(s)", total=len(chosen)) as progress:
+        for name in chosen:
+            progress.describe(f"evaluating {name}")
+            if not enabled():  # a log rather than a terminal: one line per configuration
+                say(f"evaluating {name} ...")
+            settings = named_settings(name, custom)
+            rows.append(
+                {"name": name, "settings": settings.as_dict() if settings else None, **evaluate(name, settings)}
+            )
+            progress.done()
     return rows
 
 
@@ -57,11 +65,9 @@ def eval_wic(
     splits = read_wic(directory)
     store = explorer().store
 
-    def evaluate(name, settings):
-        say(f"evaluating {name} on {', '.join(s.name for s in splits)} ...")
-        return evaluate_wic(store, splits, settings, tune_on)
-
-    rows = _sweep(config, explorer, tuple(LADDER), evaluate)
+    rows = _sweep(
+        config, explorer, tuple(LADDER), lambda name, settings: evaluate_wic(store, splits, settings, tune_on)
+    )
     primary = next((r for r in rows if r["name"] == "default"), rows[0])
     doc = {
         "schema": "ctxembed.eval-wic/1",
