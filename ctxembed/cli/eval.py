@@ -31,7 +31,7 @@ ConfigOpt = Annotated[list[str] | None, typer.Option("--config", "-c", help=_con
 def _sweep(names: list[str] | None, explorer, default: tuple[str, ...], evaluate: Callable) -> list[dict]:
     """Evaluate each chosen configuration (default: ``default``); "custom" is the command line's settings."""
     from ctxembed.evaluate import named_settings
-    from ctxembed.progress import enabled, steps
+    from ctxembed.progress import steps
 
     chosen = names or list(default)
     custom = explorer().settings if "custom" in chosen else None
@@ -39,8 +39,6 @@ def _sweep(names: list[str] | None, explorer, default: tuple[str, ...], evaluate
     with steps(f"evaluating {len(chosen)} configuration(s)", total=len(chosen)) as progress:
         for name in chosen:
             progress.describe(f"evaluating {name}")
-            if not enabled():  # a log rather than a terminal: one line per configuration
-                say(f"evaluating {name} ...")
             settings = named_settings(name, custom)
             rows.append(
                 {"name": name, "settings": settings.as_dict() if settings else None, **evaluate(name, settings)}
@@ -61,13 +59,17 @@ def eval_wic(
 ) -> None:
     """Word-in-Context accuracy: same sense or not, by thresholding the cosine of the target's vectors."""
     from ctxembed.evaluate import LADDER, evaluate_wic, read_wic
+    from ctxembed.progress import enabled
 
     splits = read_wic(directory)
     store = explorer().store
 
-    rows = _sweep(
-        config, explorer, tuple(LADDER), lambda name, settings: evaluate_wic(store, splits, settings, tune_on)
-    )
+    def evaluate(name, settings):
+        if not enabled():  # a log rather than a terminal (where a bar shows it): one line per configuration
+            say(f"evaluating {name} on {', '.join(s.name for s in splits)} ...")
+        return evaluate_wic(store, splits, settings, tune_on)
+
+    rows = _sweep(config, explorer, tuple(LADDER), evaluate)
     primary = next((r for r in rows if r["name"] == "default"), rows[0])
     doc = {
         "schema": "ctxembed.eval-wic/1",
