@@ -175,3 +175,19 @@ def test_notebook_fragment_works_twice_on_one_page(browser, tmp_path):
     assert page.errors == []
     json.dumps(page.requests)
     page.close()
+
+
+def test_a_long_sentence_draws_only_the_selected_tokens_lines(browser, tmp_path):
+    sentence = " ".join(["the river bank was wide and the water was cold"] * 20)  # 200 tokens
+    path = tmp_path / "long.html"
+    succeeds("attend", sentence, "--preset", "textbook", "--save", path)
+    doc = run_json("attend", sentence, "--preset", "textbook", "--json")
+    page = open_page(browser, path)
+    assert page.locator("svg.lines text.tok.q").count() == 200
+    assert page.locator("svg.lines line").count() == 0  # 40,000 pairs: no line until a token is chosen
+    page.locator("svg.lines text.tok.q").nth(150).hover()
+    assert page.locator("svg.lines line").count() == 200
+    assert as_numbers(shown_numbers(page)) == doc["weights"][0][0][150]
+    assert "up to 80 tokens" in page.locator("table.matrix").text_content()
+    assert page.errors == []
+    page.close()

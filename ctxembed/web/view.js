@@ -109,14 +109,16 @@
         svg.appendChild(text); spec[3].push(text);
       });
     }
-    for (var a = 0; a < T; a++) {
-      lines.push([]);
-      for (var b = 0; b < T; b++) {
-        var line = el("line", { x1: colW, y1: 15 + a * rowH, x2: width + colW, y2: 15 + b * rowH,
-          "data-q": a, "data-k": b }, null, NS);
-        svg.appendChild(line); lines[a].push(line);
-      }
+    /* every pair gets a line up to ALL_LINES pairs; longer sentences draw the selected token's lines only */
+    var ALL_LINES = 4000, MATRIX_MAX = 80, every = T * T <= ALL_LINES;
+    function makeLine(a, b) {
+      var line = el("line", { x1: colW, y1: 15 + a * rowH, x2: width + colW, y2: 15 + b * rowH,
+        "data-q": a, "data-k": b }, null, NS);
+      svg.insertBefore(line, svg.firstChild);
+      return line;
     }
+    var drawn = [];
+    if (every) for (var a = 0; a < T; a++) { lines.push([]); for (var b = 0; b < T; b++) lines[a].push(makeLine(a, b)); }
     function select(side, index, pin) {
       if (pin) {
         var same = state.pinned && state.side === side && state.index === index;
@@ -140,12 +142,16 @@
       var top = 0;
       w.forEach(function (row) { row.forEach(function (v) { if (v > top) top = v; }); });
       top = top || 1;
-      for (var i = 0; i < T; i++) for (var j = 0; j < T; j++) {
-        var on = state.side === null || (state.side === "q" ? i === state.index : j === state.index);
-        var line = lines[i][j], v = w[i][j];
-        line.setAttribute("stroke-width", on ? 1 + 5 * v / top : 1);
-        line.setAttribute("stroke-opacity", on ? (v / top).toFixed(4) : 0);
-        line.setAttribute("class", on && state.side !== null ? "active" : "");
+      if (every) {
+        for (var i = 0; i < T; i++) for (var j = 0; j < T; j++) paint(lines[i][j], w[i][j], top,
+          state.side === null || (state.side === "q" ? i === state.index : j === state.index));
+      } else {
+        drawn.forEach(function (line) { line.remove(); });
+        drawn = [];
+        if (state.side !== null) for (var n = 0; n < T; n++) {
+          var q = state.side === "q" ? state.index : n, k = state.side === "q" ? n : state.index;
+          var line = makeLine(q, k); drawn.push(line); paint(line, w[q][k], top, true);
+        }
       }
       [left, right].forEach(function (column, c) {
         column.forEach(function (t, i) {
@@ -155,6 +161,11 @@
         });
       });
       drawInfo(w); drawMatrix(w, top);
+    }
+    function paint(line, v, top, on) {
+      line.setAttribute("stroke-width", on ? 1 + 5 * v / top : 1);
+      line.setAttribute("stroke-opacity", on ? (v / top).toFixed(4) : 0);
+      line.setAttribute("class", on && state.side !== null ? "active" : "");
     }
     function drawInfo(w) {
       info.textContent = "";
@@ -180,6 +191,11 @@
     }
     function drawMatrix(w, top) {
       matrix.textContent = "";
+      if (T > MATRIX_MAX) {
+        matrix.appendChild(el("caption", {}, "the matrix is drawn for up to " + MATRIX_MAX + " tokens; " +
+          "this sentence has " + T + ": hover or click the tokens above"));
+        return;
+      }
       var head = matrix.appendChild(el("tr"));
       head.appendChild(el("th"));
       tokens.forEach(function (t) { head.appendChild(el("th", { "class": "col" }, t)); });
