@@ -330,7 +330,7 @@ class ReadOptions:
     oov: str = setting(
         Oov,
         "skip",
-        "Out-of-vocabulary tokens: skip them, use a zero vector, or refuse the sentence.",
+        "Out-of-vocabulary tokens: skip them (listed as skipped), use a zero vector, or refuse the sentence.",
         panel=INPUT_PANEL,
     )
     # One layer and head keep T² float32 weights: 4096 tokens are 64 MB; the product with

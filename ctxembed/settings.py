@@ -90,7 +90,7 @@ class Settings:
     weights_file: str | None = setting(
         str,
         None,
-        "Projections .npz (l0.h0.W_query, ...); selects the file projection.",
+        "Projections .npz (l0.h0.W_query, ...; layout in docs/attention.md); selects the file projection.",
         flag="--weights",
         metavar="FILE.npz",
         optional=True,
@@ -309,7 +309,7 @@ def ladder() -> dict[str, dict | None]:
 
 def settings_schema() -> dict:
     """The JSON Schema of the ``settings`` object of every document, generated from the declarations
-    (docs/schemas/common.schema.json carries it; scripts/settings_schema.py rewrites it)."""
+    (docs/schemas/common.schema.json carries it; scripts/settings_docs.py rewrites it)."""
 
     def schema(spec: Setting) -> dict:
         if spec.choices is not None:
@@ -339,3 +339,34 @@ def settings_schema() -> dict:
             **{name: schema(spec) for name, spec in rest.items()},
         },
     }
+
+
+def options_table() -> str:
+    """The README's table of the settings' options (Markdown), generated from the declarations."""
+    from ctxembed.config import ReadOptions
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    def flag(spec: Setting) -> str:
+        if spec.kind is bool:
+            return f"`{spec.option}/{spec.off_flag or '--no-' + spec.option[2:]}`"
+        value = "|".join(spec.choices) if spec.choices else spec.metavar or spec.kind.__name__.upper()
+        return f"`{spec.option} {value}`"
+
+    def shown(value: Any) -> str:
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        return "–" if value is None else f"{value:.3g}" if isinstance(value, float) else str(value)
+
+    rows = [
+        "| option | meaning | limits | default preset |",
+        "|---|---|---|---|",
+        f"| {cell('`--preset ' + '|'.join(PRESET_NAMES) + '`')} | {cell(PRESET_HELP.split('  [')[0])} | | `default` |",
+    ]
+    default = PRESETS["default"].values()
+    for name, spec in SETTINGS.items():
+        rows.append(f"| {cell(flag(spec))} | {cell(spec.help)} | {spec.limits()} | {shown(default[name])} |")
+    for spec in declarations(ReadOptions).values():
+        rows.append(f"| {cell(flag(spec))} | {cell(spec.help)} | {spec.limits()} | {shown(spec.default)} |")
+    return "\n".join(rows)
