@@ -58,6 +58,15 @@ def _fmt(value: float, digits: int = 2) -> str:
     return "nan" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
 
 
+def _print_vectors(console: Console, v: dict) -> None:
+    """The vectors line, broken only between its name, its size and its source."""
+    from ctxembed.layout import wrap_parts
+
+    parts = [v["name"], f"({v['words']:,} words, {v['dim']}d,", f"source: {v['source']})"]
+    for line in wrap_parts("vectors  ", parts, console.width, separator=" "):
+        console.print(Text(line, style="bold"), overflow="fold", crop=False)
+
+
 def _print_settings(console: Console, doc: dict) -> None:
     """The settings line, broken only between settings."""
     from ctxembed.layout import wrap_parts
@@ -68,10 +77,7 @@ def _print_settings(console: Console, doc: dict) -> None:
 
 
 def _header(console: Console, doc: dict) -> None:
-    v = doc["vectors"]
-    console.print(
-        Text(f"vectors  {v['name']} ({v['words']:,} words, {v['dim']}d, source: {v['source']})", style="bold")
-    )
+    _print_vectors(console, doc["vectors"])
     _print_settings(console, doc)
     skipped = doc.get("skipped")
     if skipped and isinstance(skipped[0], dict):
@@ -405,10 +411,7 @@ def render_compare(console: Console, doc: dict) -> None:
 
 
 def _header_compare(console: Console, doc: dict) -> None:
-    v = doc["vectors"]
-    console.print(
-        Text(f"vectors  {v['name']} ({v['words']:,} words, {v['dim']}d, source: {v['source']})", style="bold")
-    )
+    _print_vectors(console, doc["vectors"])
     _print_settings(console, doc)
     for i, (sentence, skipped) in enumerate(zip(doc["sentences"], doc["skipped"], strict=True)):
         note = f"  (skipped: {', '.join(s['text'] for s in skipped)})" if skipped else ""
