@@ -37,5 +37,6 @@ def random_line(rng: random.Random) -> bytes:
         return rng.choice(list(BAD_KINDS.values()))
     if roll < 0.85:
         return bytes(rng.randrange(256) for _ in range(rng.randrange(60))).replace(b"\n", b" ")
-    value = {"text": rng.choice(["the bank", "", "\ud800", 5, None]), "id": rng.choice([1, 2**70, -(2**70), "x", [1], None])}
+    text = rng.choice(["the bank", "", "\ud800", 5, None])
+    value = {"text": text, "id": rng.choice([1, 2**70, -(2**70), "x", [1], None])}
     return json.dumps(value).encode("utf-8", "surrogatepass")
