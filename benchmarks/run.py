@@ -36,7 +36,7 @@ CACHE = make_corpus.CACHE
 PYTHON = sys.executable
 CTXEMBED = str(Path(sys.executable).parent / "ctxembed")
 SENTENCES = ["we sat on the river bank", "I deposited money in the bank"]
-JOBS = ("coldstart", "stores", "batch", "scaling", "senses")
+JOBS = ("coldstart", "stores", "batch", "scaling", "senses", "robustness")
 SENSES_WORDS = ["bass", "plant", "bank", "interest", "apple"]
 SENSES_COPIES = 17  # of the 5.97 MB Brown example corpus: 101 MB of text
 BATCH_SENTENCES = 20_000
@@ -655,6 +655,14 @@ print(json.dumps(sorted({f for listed in forms.values() for f in listed})))
 
 
 # ------------------------------------------------------------------------------ output
+def robustness_job(repeat: int) -> Report:
+    """Bounded memory, huge lines, checksum costs: benchmarks/robustness.py."""
+    import robustness
+
+    rows, details = robustness.robustness(CTXEMBED, base_env(CACHE / "ctxembed-cache"), CACHE, REPO, repeat)
+    return Report([Row(*row) for row in rows], details)
+
+
 def table(rows: list[Row]) -> str:
     head = ["job", "ctxembed", "reference", "ratio", "target", "met?"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -692,6 +700,8 @@ def main() -> None:
             reports[job] = batch(args.repeat)
         elif job == "senses":
             reports[job] = senses_job(args.repeat)
+        elif job == "robustness":
+            reports[job] = robustness_job(args.repeat)
         else:
             reports[job] = scaling()
         reports[job].details["job_seconds"] = time.perf_counter() - t0

@@ -37,7 +37,7 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ctxembed.errors import DataError
+from ctxembed.errors import CtxembedError, DataError
 from ctxembed.explore import Engine
 from ctxembed.records import LongLine, error_record, process_chunk
 
@@ -295,16 +295,18 @@ def _results(engine: Engine, lines: LineSource, options: dict, size: int, worker
 
 
 def safe_process(engine: Engine, block: list, options: dict) -> bytes:
-    """process_chunk, but an unexpected exception redoes the chunk line by line, and a line that
-    still fails becomes an ``internal error`` record: one bad line never costs the others."""
+    """process_chunk, but an unexpected exception (or running out of memory) redoes the chunk line
+    by line, and a line that still fails becomes an error record: one bad line never costs the others."""
     try:
         return process_chunk(engine, block, options)
-    except (KeyboardInterrupt, SystemExit, MemoryError):
-        raise
-    except Exception:  # noqa: BLE001 - a bug for one line must not lose the chunk
+    except (Exception, MemoryError):  # noqa: BLE001 - a bug or a memory shortage must not lose the chunk
         if len(block) == 1:
             number, _ = block[0]
             exc = sys.exc_info()[1]
+            if isinstance(exc, CtxembedError):  # e.g. NaN at some stage: a known failure, said plainly
+                return error_record(number, exc.message)
+            if isinstance(exc, MemoryError):
+                return error_record(number, "out of memory for this line (try fewer --layers/--heads or --max-tokens)")
             return error_record(number, f"internal error: {type(exc).__name__}: {exc}")
         return b"".join(safe_process(engine, [item], options) for item in block)
 

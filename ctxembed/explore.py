@@ -270,7 +270,10 @@ class Engine:
                 static[b, index] = vector
         inputs = self.project_inputs(static)  # (B, T, d)
         bias = self.key_bias(ranks)  # (B, T) or None
-        result = encode(inputs, self.settings.attention, self.params, lengths=lengths, key_bias=bias, trace=trace)
+        with np.errstate(all="ignore"):  # a NaN or overflow is reported below, naming its stage, not warned
+            result = encode(inputs, self.settings.attention, self.params, lengths=lengths, key_bias=bias, trace=trace)
+        if not (np.isfinite(result.contextual).all() and np.isfinite(result.weights).all()):
+            raise DataError(f"the computation gave NaN or infinite values at {self._bad_stage(inputs, lengths, bias)}")
         hidden_in = (
             inputs + sinusoidal_positions(T, self.dim, inputs.dtype) if self.settings.attention.positions else inputs
         )
@@ -296,6 +299,28 @@ class Engine:
                 )
             )
         return out
+
+    def _bad_stage(self, inputs: np.ndarray, lengths: np.ndarray, bias) -> str:
+        """The first step whose numbers are not all finite (only run after a failure): re-run traced."""
+        if not np.isfinite(inputs).all():
+            return "the input vectors (after all-but-the-top)"
+        with np.errstate(all="ignore"):
+            traced = encode(inputs, self.settings.attention, self.params, lengths=lengths, key_bias=bias, trace=True)
+        for number, layer in enumerate(traced.steps):
+            a = layer.attention
+            for name, array in (
+                ("the queries, keys and values", (layer.q, layer.k, layer.v)),
+                ("the attention scores", (a.scores,)),
+                ("the attention weights (normalisation)", (a.weights,)),
+                ("the weighted sum of values", (a.context,)),
+                ("the merged heads (output projection)", (layer.merged,)),
+                ("the layer output (residual, layer norm)", (layer.output,)),
+            ):
+                # masked scores may be -inf by design; NaN and +inf never are
+                masked_ok = name == "the attention scores"
+                if any(np.isnan(x).any() or np.isposinf(x).any() if masked_ok else not np.isfinite(x).all() for x in array):
+                    return f"{name} of layer {number}"
+        return "the contextual vectors"
 
     def run_many(self, sentences: Sequence[Prepared], *, group: int = 256) -> list[Contextualized]:
         """:meth:`run` in groups of similar length, so padding stays small; results in input order."""

@@ -125,11 +125,25 @@ def show(doc: dict, json_out: bool, renderer: str) -> None:
     getattr(render, renderer)(stdout_console(), doc)
 
 
-def read_stdin(what: str) -> str:
-    """All of stdin as text; a usage error on a terminal (nothing piped)."""
+STDIN_LIMIT = 4 << 20  # bytes: the batch line limit at the largest --max-tokens (4096 x 1 KiB)
+
+
+def read_stdin(what: str, limit: int = STDIN_LIMIT) -> str:
+    """All of stdin as text, read in pieces and refused as soon as it passes ``limit`` bytes (a
+    runaway input costs neither memory nor time); a usage error on a terminal (nothing piped)."""
     if sys.stdin.isatty():
         raise UsageError(f"give a {what} or pipe text on stdin")
-    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+    stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
+    pieces, size = [], 0
+    while size <= limit:
+        piece = stream.read(1 << 16) if stream is not None else sys.stdin.read(1 << 16).encode()
+        if not piece:
+            break
+        pieces.append(piece)
+        size += len(piece)
+    if size > limit:
+        raise DataError(f"stdin is longer than {limit:,} bytes: too long for a {what} (use 'ctxembed batch' for many)")
+    data = b"".join(pieces)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -178,12 +192,35 @@ def _terminate(signum, frame) -> None:
     raise Interrupted(signum)
 
 
+def check_arguments(arguments: list[str]) -> None:
+    """Command-line bytes that are not UTF-8 (Python keeps them as lone surrogates) would reach
+    the JSON encoder or the tokenizer; refuse them up front, unless the argument names a file."""
+    for number, argument in enumerate(arguments, start=1):
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            if os.path.lexists(argument):
+                continue  # a file name in another encoding: fine, it is only opened
+            shown = argument.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            raise UsageError(f"argument {number} is not valid UTF-8: {shown!r}") from None
+
+
 def main() -> None:
     """Console-script entry point: one line per unexpected error, never a traceback."""
     try:
         signal.signal(signal.SIGTERM, _terminate)  # stop like Ctrl-C, with exit 143
     except (ValueError, OSError):  # not the main thread
         pass
+    import warnings
+
+    # numpy's RuntimeWarnings are not for users: a NaN or overflow that matters is an error naming
+    # its stage (Engine.run), never a warning on stderr
+    warnings.filterwarnings("ignore", category=RuntimeWarning)
+    try:
+        check_arguments(sys.argv[1:])
+    except UsageError as exc:
+        say(f"ctxembed: error: {exc.message}")
+        sys.exit(exc.exit_code)
     try:
         app()
     except Interrupted as exc:
