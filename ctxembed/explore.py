@@ -132,6 +132,13 @@ def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
     return np.clip(unit @ unit.T, -1.0, 1.0)  # (n, n)
 
 
+def _non_finite(x: np.ndarray, *, masked: bool = False) -> bool:
+    """True when ``x`` holds NaN or infinity; with ``masked``, -inf (a masked score) is allowed."""
+    if masked:
+        return bool(np.isnan(x).any() or np.isposinf(x).any())
+    return not np.isfinite(x).all()
+
+
 class Engine:
     """Static vectors + settings -> contextual vectors. Build once, run on many sentences."""
 
@@ -316,9 +323,7 @@ class Engine:
                 ("the merged heads (output projection)", (layer.merged,)),
                 ("the layer output (residual, layer norm)", (layer.output,)),
             ):
-                # masked scores may be -inf by design; NaN and +inf never are
-                masked_ok = name == "the attention scores"
-                if any(np.isnan(x).any() or np.isposinf(x).any() if masked_ok else not np.isfinite(x).all() for x in array):
+                if any(_non_finite(x, masked=name == "the attention scores") for x in array):
                     return f"{name} of layer {number}"
         return "the contextual vectors"
 
