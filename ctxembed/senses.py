@@ -4,10 +4,9 @@
     clustering = cluster(vectors.unit, k=None)                           # k chosen by silhouette
     doc = word_document(engine, vectors, clustering, forms)              # part of ctxembed.senses/1
 
-The vector of an occurrence is its contextual vector; with ``drop_own`` the word's own term (the
-residual ``λ·x`` of the last layer, when the settings have one and no layer norm follows it) is
-taken out, leaving what the context adds. Keeping it is the default: on the project's WSI files
-it scored as well or a little better (docs/senses.md).
+The vector of an occurrence is its contextual vector; with ``drop_own`` the word's own term (see
+:func:`own_term`: the layer-0 share of a layer mix, the residual λ·x) is taken out, leaving what
+the context adds. Keeping it is the default (docs/senses.md has the measurements).
 The vectors are normalised and clustered by k-means (on the unit sphere,
 cosine = dot product: spherical k-means as far as the assignment step goes).
 
@@ -60,10 +59,21 @@ class Clustering:
     tried: list[dict] = field(default_factory=list)  # -k auto: {k, silhouette, smallest_share}
 
 
-def own_term_scale(engine: Engine) -> float:
-    """λ of the last layer's residual when the output is λ·input + attention (no layer norm after it), else 0."""
+def own_term(engine: Engine, result, row: int) -> np.ndarray | None:
+    """(d_out,) the part of token ``row``'s contextual vector that is its own input, not its context:
+    the layer-0 term of a layer mix (γ·s₀·h0), plus the last layer's residual λ·x (weighted by the
+    mix's last weight when there is a mix) when the settings have a residual and no layer norm after it.
+    None when there is no such term."""
     a = engine.settings.attention
-    return float(a.residual_scale) if a.residual and not a.layer_norm else 0.0
+    residual = float(a.residual_scale) if a.residual and not a.layer_norm else 0.0
+    mix = result.mix
+    if mix is None:
+        return residual * result.layer_inputs[-1][row] if residual else None
+    weights = mix.gamma * np.asarray(mix.weights, dtype=np.float64)  # (L + 1,)
+    own = weights[0] * result.inputs[row]  # (d,)
+    if residual:
+        own = own + weights[-1] * residual * result.layer_inputs[-1][row]
+    return own
 
 
 def occurrence_vectors(engine: Engine, occurrences: list[Occurrence], *, drop_own: bool = False) -> OccurrenceVectors:
@@ -104,12 +114,12 @@ def target_vectors(engine: Engine, prepared: list, rows: list[int], *, drop_own:
     distinct = list({id(s): s for s in prepared}.values())
     with one_thread():
         results = dict(zip(map(id, distinct), engine.run_many(distinct), strict=True))
-    scale = own_term_scale(engine) if drop_own else 0.0
     for n, (sentence, row) in enumerate(zip(prepared, rows, strict=True)):
         result = results[id(sentence)]
         vectors[n] = result.contextual[row]
-        if scale:
-            vectors[n] -= scale * result.layer_inputs[-1][row]  # the word's own term: λ·x of the last layer
+        own = own_term(engine, result, row) if drop_own else None
+        if own is not None:
+            vectors[n] -= own
     return vectors
 
 
