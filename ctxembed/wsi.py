@@ -78,9 +78,7 @@ def _by_word(items: list[LabelledOccurrence]) -> dict[str, list[int]]:
     return groups
 
 
-def contextual_vectors(
-    store: VectorStore, settings: Settings | None, items, *, drop_own: bool = False, max_tokens=4096
-):
+def contextual_vectors(store: VectorStore, settings: Settings | None, items, *, drop_own: bool = True, max_tokens=4096):
     """(n, d) vectors of every target: contextual (own term dropped), or static when ``settings`` is None;
     and a (n,) mask of the targets that got one."""
     from ctxembed.senses import target_vectors

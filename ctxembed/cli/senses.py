@@ -31,7 +31,7 @@ OwnTermOpt = Annotated[
     bool,
     typer.Option(
         "--keep-own/--drop-own",
-        help="Keep (default) or drop the word's own residual term λ·x from its vector.",
+        help="Keep or drop (default) the word's own term (its layer-0 share, its residual) in its vector.",
         show_default=False,
     ),
 ]
@@ -120,7 +120,7 @@ def senses(
         int, typer.Option("--max-occurrences", min=0, help="Per word, a seeded uniform sample (0: all).")
     ] = DEFAULT_MAX_OCCURRENCES,
     sample_seed: SeedOpt = 0,
-    own_term: OwnTermOpt = True,
+    own_term: OwnTermOpt = False,
     examples: Annotated[int, typer.Option("--examples", min=0, max=100, help="Central examples per sense.")] = 5,
     label_words: Annotated[int, typer.Option("--label-words", min=1, max=50, help="Words labelling a sense.")] = 8,
     json_out: JsonOpt = False,
@@ -189,7 +189,7 @@ def eval_wsi(
     k: KOpt = "auto",
     k_max: KMaxOpt = 8,
     min_share: MinShareOpt = 0.05,
-    own_term: OwnTermOpt = True,
+    own_term: OwnTermOpt = False,
     sample_seed: SeedOpt = 0,
     json_out: JsonOpt = False,
     explorer=None,
