@@ -40,18 +40,22 @@ def render_info(console: Console, info: dict) -> None:
 
 # ------------------------------------------------------------------------------ helpers
 def _heat(value: float, low: float = 0.0, high: float = 1.0) -> Style:
-    """White-to-blue background for a value in [low, high]; dark text on light cells."""
+    """The heatmap's shading for a value in [low, high] (eighths of the range; the lowest eighth unshaded)."""
+    from ctxembed.layout import heat_level
+
     share = 0.0 if high <= low else float(np.clip((value - low) / (high - low), 0, 1))
-    red, green = int(255 - 205 * share), int(255 - 155 * share)
-    return Style(bgcolor=f"rgb({red},{green},255)", color="white" if share > 0.55 else "black")
+    return _SEGMENT_STYLES[f"heat{heat_level(share, 1.0)}"] if share > 0 else Style()
+
+
+_NEGATIVE_BACKGROUNDS = ("#6b1f1f", "#8e2525", "#b22a2a", "#d63a3a")  # dark to bright red, white text
 
 
 def _diverging(value: float) -> Style:
-    """Cosine in [-1, 1]: red below 0, blue above."""
-    share = float(np.clip(abs(value), 0, 1))
-    fade = int(255 - 180 * share)
-    bg = f"rgb({fade},{fade},255)" if value >= 0 else f"rgb(255,{fade},{fade})"
-    return Style(bgcolor=bg, color="white" if share > 0.6 else "black")
+    """Cosine in [-1, 1]: the heatmap's shading above 0, reds below; near 0 unshaded."""
+    if value >= 0:
+        return _heat(value)
+    level = min(4, int(np.ceil(4 * min(1.0, -value) - 1e-9)))
+    return Style(bgcolor=_NEGATIVE_BACKGROUNDS[level - 1], color="white") if value < -0.125 else Style()
 
 
 def _fmt(value: float, digits: int = 2) -> str:
@@ -137,6 +141,7 @@ _SEGMENT_STYLES = {
         f"heat{level}": Style(bgcolor=bg, color="white" if level <= 5 else "black")
         for level, bg in enumerate(_HEAT_BACKGROUNDS, start=1)
     },
+    "heat1": Style(),  # the lowest eighth stays unshaded: near-zero weights do not outshine real ones
 }
 
 
@@ -207,7 +212,9 @@ def render_attend(
         key = []
         if layout.cells == "glyphs" or layout.with_glyph:
             key.append(f"▁▂▃▄▅▆▇█ eighths of the largest weight shown ({top:.2f})")
-        key.append("0 unshaded" if layout.cells != "glyphs" else "blank = 0")
+        if colour:
+            key.append(f"shading in eighths of {top:.2f}, the lowest eighth unshaded")
+        key.append("blank = 0" if layout.cells == "glyphs" else "0 unshaded")
         if masked.any():
             key.append("· masked")
         console.print(Text("; ".join(key), style="dim"), overflow="fold")
