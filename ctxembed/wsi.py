@@ -87,7 +87,7 @@ def contextual_vectors(store: VectorStore, settings: Settings | None, items, *, 
     prepared, rows, kept = [], [], []
     for n, item in enumerate(items):
         words = list(item.words)
-        if engine._lookup(words[item.index].lower() if store.lowercase else words[item.index]) is None:
+        if engine.words.row(words[item.index].lower() if store.lowercase else words[item.index]) is None:
             words[item.index] = item.word  # an unknown form falls back to the word (its lemma)
         try:
             sentence = engine.prepare(" ".join(words), words=words)
