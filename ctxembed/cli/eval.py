@@ -135,7 +135,7 @@ def eval_pairs(
         rows = _sweep(
             config,
             explorer,
-            ("static", "textbook", "default"),
+            ("static", "textbook", "previous-default", "default"),  # the default with and without the layer mix
             lambda name, settings: evaluate_scws(store, items, settings),
         )
         doc = {"schema": "ctxembed.eval-pairs/1", "layout": "scws", "file": str(file), "configs": rows}
