@@ -61,7 +61,8 @@ def render_senses(console: Console, doc: dict) -> None:
         for sense in entry["senses"]:
             head = Text(f"  sense {sense['sense'] + 1}", style="bold cyan")
             head.append(f"  {sense['size']:,} ({sense['share']:.0%})  ", style="default")
-            head.append(" ".join(item["word"] for item in sense["label"]), style="italic")
+            label = " ".join(item["word"] for item in sense["label"])
+            head.append(label or "(no label: the vectors are not in the vocabulary's space)", style="italic")
             console.print(head)
             for example in sense["examples"]:
                 left, keyword, right = kwic(example["text"], example["start"], example["end"], width)

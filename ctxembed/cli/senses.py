@@ -92,7 +92,7 @@ def _progress(corpus: str):
     return bar, lambda chars: bar.update(task, completed=chars)
 
 
-@app.command()
+@app.command(epilog="Example: ctxembed senses bass plant   |   ctxembed senses bank corpus.txt -k 3 --json")
 @reports_errors
 @with_attention_options
 def senses(
@@ -177,7 +177,7 @@ def senses(
 
 
 # ------------------------------------------------------------------------------ eval wsi
-@eval_app.command("wsi")
+@eval_app.command("wsi", epilog="Example: ctxembed eval wsi data/wsi-pseudowords.tsv -c textbook -c default")
 @reports_errors
 @with_attention_options
 def eval_wsi(
