@@ -34,6 +34,7 @@ from ctxembed.search import nearest
 from ctxembed.settings import Settings
 from ctxembed.store import VectorStore
 from ctxembed.tokenize import Token, pretokenized, tokenize, vocabulary_key
+from ctxembed.weights import check_trained_weights
 
 _EULER_GAMMA = 0.5772156649
 
@@ -174,6 +175,7 @@ class Engine:
         self.dim = store.dim
         self.words = WordLookup(store)  # word -> store row
         self.removal = top_removal(store, settings)  # all-but-the-top, or None
+        check_trained_weights(settings, store)
         self.params = projection_params(settings, self.dim)
         try:
             self.out_dim = validate_params(

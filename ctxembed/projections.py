@@ -236,11 +236,16 @@ def project_heads(x: np.ndarray, layer: LayerParams, heads: int) -> tuple[np.nda
 
 def _project(x: np.ndarray, heads: list[HeadProjection], kind: str) -> np.ndarray:
     """x (B, T, d) -> (B, h, T, d_out) with every head's W_{kind} and optional b_{kind}."""
-    W = np.stack([getattr(head, f"W_{kind}") for head in heads]).astype(x.dtype)  # (h, d, d_out)
-    projected = x[:, None] @ W[None]  # (B, 1, T, d) x (1, h, d, d_out) -> (B, h, T, d_out)
+    B, T, d = x.shape
+    h = len(heads)
+    W = np.concatenate([getattr(head, f"W_{kind}") for head in heads], axis=1).astype(x.dtype)  # (d, h * d_out)
+    d_out = W.shape[1] // h
+    # one matrix product for every head and token (many small per-head products are several times slower)
+    flat = x.reshape(B * T, d) @ W  # (B*T, d) x (d, h*d_out) -> (B*T, h*d_out)
+    projected = flat.reshape(B, T, h, d_out).transpose(0, 2, 1, 3)  # (B, T, h, d_out) -> (B, h, T, d_out)
     biases = [getattr(head, f"b_{kind}") for head in heads]
     if any(bias is not None for bias in biases):
-        zeros = np.zeros(W.shape[-1])  # a head without a bias among heads with one
+        zeros = np.zeros(d_out)  # a head without a bias among heads with one
         b = np.stack([zeros if bias is None else bias for bias in biases]).astype(x.dtype)  # (h, d_out)
         projected = projected + b[None, :, None, :]  # (B, h, T, d_out) + (1, h, 1, d_out)
     return projected
@@ -251,7 +256,8 @@ def load_projections(path: str | PathLike, d_in: int, config: AttentionConfig) -
 
     Raises ValueError for a missing, unknown, non-numeric or wrongly shaped array; the message names it.
     """
-    arrays = _read_npz(path)
+    # "meta" and "train.*" are what ``ctxembed train`` records beside the projections (ctxembed.weights)
+    arrays = {name: value for name, value in _read_npz(path).items() if name != "meta" and not name.startswith("train.")}
     plain = sorted(set(arrays) & set(HEAD_ARRAYS + LAYER_ARRAYS))
     if plain:
         if config.layers != 1 or config.heads != 1:

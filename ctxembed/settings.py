@@ -226,10 +226,23 @@ PRESET_CHANGES: dict[str, dict[str, Any]] = {
 EXTRA_RUNGS: dict[str, dict[str, Any]] = {
     "previous-default": {"exclude_self": True, "residual": True, "residual_scale": 1 / 9, "abtt": 3, "sif": 1e-4},
 }
+
+
+def _learned_changes() -> dict[str, Any]:
+    """The shipped weights trained by scripts/build_learned_weights.py. A trained file's recorded
+    settings are the ones that count (:func:`build_settings` reads them); a test checks they agree."""
+    from ctxembed.weights import learned_weights_path
+
+    architecture = {"layers": 2, "heads": 4, "residual": True, "positions": True}
+    return architecture | {"projection": "file", "weights_file": str(learned_weights_path())}
+
+
+PRESET_CHANGES["learned"] = _learned_changes()
 PRESETS: dict[str, Settings] = {name: _make(name, changes) for name, changes in PRESET_CHANGES.items()}
 PRESET_NAMES = tuple(PRESETS)
 PRESET_HELP = (
-    "Named recipe: default (separates senses), textbook (softmax(XXᵀ/√d)X), notes (unscaled); "
+    "Named recipe: default (separates senses), textbook (softmax(XXᵀ/√d)X), notes (unscaled), "
+    "learned (projections trained on the Brown corpus by `ctxembed train`); "
     "the options below change one setting of it.  [default: default]"
 )
 
@@ -249,7 +262,10 @@ def build_settings(preset: str = "default", **overrides: Any) -> Settings:
     if unknown:
         raise SettingError(f"unknown setting(s): {', '.join(unknown)}; known: {', '.join(SETTINGS)}")
     chosen = {k: SETTINGS[k].check(v) for k, v in chosen.items()}
-    values = PRESETS[preset].values() | chosen
+    values = PRESETS[preset].values()
+    if weights_file := chosen.get("weights_file") or values["weights_file"]:
+        values |= _trained_values(weights_file)
+    values |= chosen
     if chosen.get("weights_file") and "projection" not in chosen and values["projection"] == "identity":
         values["projection"] = "file"
     for name in chosen:
@@ -370,3 +386,21 @@ def options_table() -> str:
     for spec in declarations(ReadOptions).values():
         rows.append(f"| {cell(flag(spec))} | {cell(spec.help)} | {spec.limits()} | {shown(spec.default)} |")
     return "\n".join(rows)
+
+
+# Settings a weights file decides for itself: its projections are not random.
+_FILE_DECIDES = {"projection", "weights_file", "seed", "d_out", "output_projection"}
+
+
+def _trained_values(weights_file: str) -> dict[str, Any]:
+    """A weights file written by ``ctxembed train`` carries its architecture: its recorded settings
+    replace the preset's, so ``--weights FILE`` needs no other flag (flags given still override)."""
+    from ctxembed.weights import trained_settings
+
+    trained = trained_settings(weights_file)
+    if trained is None:
+        return {}
+    flat = dict(trained.get("attention", {})) | {k: v for k, v in trained.items() if k != "attention"}
+    values = {k: v for k, v in flat.items() if k in SETTINGS and k not in _FILE_DECIDES}
+    defaults = {k: SETTINGS[k].default for k in ("seed", "d_out", "output_projection")}
+    return values | defaults | {"projection": "file", "weights_file": weights_file}

@@ -1,0 +1,72 @@
+"""Lay out a ``ctxembed.train/1`` document in the terminal: what was trained, on what, and the loss curves
+as sparklines. Reads the document only."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float], width: int = 48) -> str:
+    """One character per value (at most ``width``, evenly picked), low to high as ▁ to █."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return ""
+    if len(values) > width:
+        values = [values[round(i * (len(values) - 1) / (width - 1))] for i in range(width)]
+    low, high = min(values), max(values)
+    span = (high - low) or 1.0
+    return "".join(SPARKS[min(len(SPARKS) - 1, int((v - low) / span * len(SPARKS)))] for v in values)
+
+
+def loss_rows(doc: dict) -> list[tuple[str, str, str]]:
+    rows = []
+    for name in ("train", "held_out"):
+        curve = [entry["loss"] for entry in doc[name] if entry["loss"] is not None]
+        if curve:
+            change = curve[-1] / curve[0] - 1 if curve[0] else 0.0
+            label = "held-out" if name == "held_out" else "train"
+            rows.append((label, sparkline(curve), f"{curve[0]:.4f} → {curve[-1]:.4f} ({change:+.1%})"))
+    return rows
+
+
+def render_train(console: Console, doc: dict) -> None:
+    corpus, options = doc["corpus"], doc["options"]
+    state = "interrupted" if doc["interrupted"] else "done"
+    console.print(f"[bold]ctxembed train[/bold]: {state} after {doc['steps']:,} of {doc['total_steps']:,} steps")
+    console.print(doc["settings_summary"], style="dim", highlight=False)
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    speed = doc["tokens_per_second"]
+    cropped = corpus["cropped_sentences"] + corpus["cropped_lines"]
+    facts.add_row(
+        "corpus",
+        f"{corpus['sentences']:,} sentences, {corpus['tokens']:,} tokens "
+        f"({corpus['train_sentences']:,} train, {corpus['held_out_sentences']:,} held out)"
+        + (f", {cropped:,} cropped" if cropped else ""),
+    )
+    facts.add_row("vectors", f"{doc['vectors']['name']} ({doc['vectors']['dim']} dimensions)")
+    facts.add_row("learned", ", ".join(sorted({name.rsplit(".", 1)[-1] for name in doc["learned"]})) or "nothing")
+    facts.add_row(
+        "objective",
+        f"{options['mask_rate']:.0%} of tokens masked, true word vs {options['negatives']} sampled words",
+    )
+    facts.add_row(
+        "time",
+        f"{doc['seconds']:.1f} s" + (f", {speed:,.0f} tokens/s while training" if speed else ""),
+    )
+    if doc.get("out"):
+        facts.add_row("weights", doc["out"])
+    elif doc["interrupted"]:
+        facts.add_row("checkpoint", f"{doc['checkpoint']} (continue with --resume)")
+    console.print(facts)
+    curves = Table(title="loss (cross-entropy, nats)", title_justify="left", show_edge=False)
+    curves.add_column("")
+    curves.add_column("curve")
+    curves.add_column("first → last")
+    for row in loss_rows(doc):
+        curves.add_row(*row)
+    console.print(curves)
