@@ -69,6 +69,7 @@ class TrainOptions:
     max_tokens: int = 128  # longer sentences are cropped to their first max_tokens in-vocabulary tokens
     held_out: float = 0.1  # share of sentences kept out of training, scored every epoch
     warmup: int = 100  # steps of linear learning-rate warm-up (fewer when the run is shorter)
+    clip: float = 1.0  # gradients with a larger global norm are scaled down to it (0: never)
     seed: int = 0  # seed of the initial weights and of every random choice
 
     def check(self) -> None:
@@ -79,6 +80,8 @@ class TrainOptions:
             "max_tokens": (self.max_tokens, 1, 100_000),
             "warmup": (self.warmup, 0, 10_000_000),
         }
+        if not (math.isfinite(self.clip) and self.clip >= 0):
+            raise UsageError(f"clip must be a finite number >= 0, not {self.clip}")
         for name, (value, low, high) in limits.items():
             if not low <= value <= high:
                 raise UsageError(f"{name} must lie in [{low}, {high}], not {value}")
@@ -401,6 +404,15 @@ class Adam:
             value -= (lr / correction1) * m / (np.sqrt(v / correction2) + self.eps)
 
 
+def clip_gradients(grads: dict[str, np.ndarray], max_norm: float) -> float:
+    """Scale every gradient down in place when their global L2 norm exceeds ``max_norm``; return the norm."""
+    norm = math.sqrt(sum(float(np.vdot(g, g)) for g in grads.values()))
+    if max_norm and norm > max_norm:
+        for g in grads.values():
+            g *= max_norm / norm
+    return norm
+
+
 def learning_rate(step: int, total: int, peak: float, warmup: int) -> float:
     """Linear warm-up over ``warmup`` steps (at most a tenth of the run), then cosine decay to peak / 10."""
     warmup = min(warmup, max(1, total // 10))
@@ -485,7 +497,17 @@ class Trainer:
         stop: Callable[[], bool] = lambda: False,
     ) -> TrainResult:
         """Train for ``options.epochs``; ``stop()`` is asked after every step (Ctrl-C), and a stopped run
-        returns with ``interrupted`` set and the state a checkpoint needs. ``resume`` is such a state."""
+        returns with ``interrupted`` set and the state a checkpoint needs. ``resume`` is such a state.
+
+        BLAS runs on one thread: the products are small (a few hundred tokens x d), so threads cost
+        more than they give, and one thread adds the same numbers in the same order on every machine.
+        """
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._run(resume, on_step, on_epoch, stop)
+
+    def _run(self, resume, on_step, on_epoch, stop) -> TrainResult:
         o, sentences = self.options, self.corpus.sentences
         model = (
             resume["model"] if resume else new_model(self.settings, self.dim, len(self.corpus.vocabulary), o.fix_values)
@@ -519,6 +541,7 @@ class Trainer:
                     raise DataError(f"the loss became {loss} at step {step}; try a smaller --lr")
                 if step == 0:
                     history["train"].append({"step": 0, "epoch": 0, "loss": loss})
+                clip_gradients(grads, o.clip)
                 adam.step(trainable, grads, learning_rate(step, self.total_steps, o.lr, o.warmup))
                 step += 1
                 history["tokens"] += int(batch.real.sum())

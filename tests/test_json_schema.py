@@ -135,6 +135,7 @@ SCHEMA_FILES = {
     "ctxembed.eval-senses/1": "eval-senses.schema.json",
     "ctxembed.eval-pairs/1": "eval-pairs.schema.json",
     "ctxembed.mix-fit/1": "mix-fit.schema.json",
+    "ctxembed.train/1": "train.schema.json",
 }
 
 

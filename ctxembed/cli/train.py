@@ -94,6 +94,12 @@ def train(
     warmup: Annotated[
         int, typer.Option("--warmup", min=0, help="Warm-up steps.", rich_help_panel=_PANEL_TRAINING)
     ] = 100,
+    clip: Annotated[
+        float,
+        typer.Option(
+            "--clip", min=0.0, help="Largest gradient norm (0: no clipping).", rich_help_panel=_PANEL_TRAINING
+        ),
+    ] = 1.0,
     resume: Annotated[
         bool,
         typer.Option("--resume", help="Continue from the checkpoint Ctrl-C wrote.", rich_help_panel=_PANEL_TRAINING),
@@ -123,13 +129,14 @@ def train(
         raise UsageError("--resume needs the corpus as a file (stdin cannot be read again)")
     options = training.TrainOptions(
         epochs=epochs, lr=lr, batch_tokens=batch_tokens, mask_rate=mask_rate, negatives=negatives,
-        fix_values=fix_values, max_tokens=max_tokens, held_out=held_out, warmup=warmup, seed=seed,
+        fix_values=fix_values, max_tokens=max_tokens, held_out=held_out, warmup=warmup, seed=seed, clip=clip,
     )  # fmt: skip
     settings = training.training_settings(
         layers=layers, heads=heads, d_out=d_out, output_projection=output_projection, residual=residual,
         layer_norm=layer_norm, positions=positions, exclude_self=exclude_self, abtt=abtt, sif=sif, seed=seed,
     )  # fmt: skip
     store = open_store(vectors, limit, trust)
+    training.initial_params(settings, store.dim, fix_values)  # an impossible architecture fails before reading
     say(f"reading {corpus} ...")
     text = training.read_corpus(corpus, store, max_tokens=max_tokens, name="stdin" if corpus == "-" else corpus)
     trainer = training.Trainer(store, text, settings, options, corpus_name=corpus)
