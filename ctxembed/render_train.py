@@ -3,6 +3,7 @@ as sparklines. Reads the document only."""
 
 from __future__ import annotations
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -70,3 +71,50 @@ def render_train(console: Console, doc: dict) -> None:
     for row in loss_rows(doc):
         curves.add_row(*row)
     console.print(curves)
+
+
+def _attention_of(doc: dict, layer: int, head: int | None) -> np.ndarray:
+    weights = np.asarray(doc["weights"], dtype=float)[layer]  # (h, T, T)
+    return weights.mean(axis=0) if head is None else weights[head]  # (T, T)
+
+
+def render_before_after(console: Console, doc: dict, *, layer: int, head: int | None) -> None:
+    """The two attention matrices side by side, then each token's most-attended words before and after."""
+    from rich.columns import Columns
+
+    from ctxembed.render import matrix_table
+
+    before, after = doc["before"], doc["after"]
+    labels = [before["tokens"][p]["text"] for p in [t["position"] for t in before["tokens"] if t["used"]]]
+    losses = doc["losses"]
+    console.print(f"[bold]weights[/bold] {doc['weights_file']}", highlight=False)
+    console.print(after["settings_summary"], style="dim", highlight=False)
+    which = "mean of heads" if head is None else f"head {head}"
+    held = ""
+    if losses.get("held_out_initial") is not None and losses.get("held_out") is not None:
+        held = f", held-out loss {losses['held_out_initial']:.3f} → {losses['held_out']:.3f}"
+    seed = doc["init"]["seed"]
+    matrices = [
+        matrix_table(
+            f"before training (initial weights, seed {seed}), layer {layer}, {which}",
+            labels, labels, _attention_of(before, layer, head),
+        ),
+        matrix_table(
+            f"after training ({doc['steps']:,} steps{held}), layer {layer}, {which}",
+            labels, labels, _attention_of(after, layer, head),
+        ),
+    ]  # fmt: skip
+    console.print(Columns(matrices, padding=(0, 4)))
+    table = Table(title="attends most to (last layer, mean of heads)", title_justify="left")
+    table.add_column("token")
+    table.add_column("before")
+    table.add_column("after")
+    for label, was, now in zip(labels, before["top_attended"], after["top_attended"], strict=True):
+        table.add_row(label, _top_text(was), _top_text(now))
+    console.print(table)
+    learned = sorted({name.rsplit(".", 1)[-1] for name in doc["learned"]})
+    console.print(f"learned by `ctxembed train`: {', '.join(learned)}", style="dim", highlight=False)
+
+
+def _top_text(entries: list[dict]) -> str:
+    return ", ".join(f"{entry['text']} {entry['weight']:.2f}" for entry in entries)

@@ -53,6 +53,12 @@ def _projection(v: Mapping[str, Any]) -> str:
     return f"projection {kind}"
 
 
+def _weights_explained(path: str) -> str:
+    from ctxembed.weights import describe_weights
+
+    return describe_weights(path)
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything that decides the contextual vectors, besides the vectors themselves."""
@@ -96,6 +102,7 @@ class Settings:
         optional=True,
         panel=PROJECTION_PANEL,
         requires=("projection", "file"),
+        explain=lambda v: _weights_explained(v["weights_file"]) if v["weights_file"] else None,
     )
     output_projection: bool = setting(
         bool,
@@ -309,7 +316,8 @@ def ingredients() -> dict[str, dict[str, Any]]:
 def ladder() -> dict[str, dict | None]:
     """The ingredient ladder, built from the default preset's ingredients: ``static`` (no attention),
     ``textbook``, the textbook plus each ingredient alone, the default without each ingredient (named
-    by the ingredients it keeps), and ``default``. Values are settings overriding the textbook."""
+    by the ingredients it keeps), ``default``, and ``learned`` (the shipped trained projections).
+    Values are settings overriding the textbook."""
     parts = ingredients()
     rungs: dict[str, dict | None] = {"static": None, "textbook": {}}
     for name, changes in parts.items():
@@ -320,6 +328,7 @@ def ladder() -> dict[str, dict | None]:
             rungs["+".join(kept)] = {k: v for name in kept for k, v in parts[name].items()}
     rungs.update(EXTRA_RUNGS)
     rungs["default"] = {k: v for changes in parts.values() for k, v in changes.items()}
+    rungs["learned"] = dict(PRESET_CHANGES["learned"])  # projections trained by `ctxembed train`
     return rungs
 
 

@@ -41,7 +41,7 @@ import numpy as np
 from ctxembed import backprop
 from ctxembed.errors import DataError, UsageError
 from ctxembed.projections import LayerParams, random_params, validate_params
-from ctxembed.settings import Settings, build_settings
+from ctxembed.settings import SETTINGS, Settings, build_settings
 from ctxembed.weights import check_vectors, vectors_record, write_weights
 
 TRAIN_SCHEMA = "ctxembed.train/1"
@@ -77,7 +77,7 @@ class TrainOptions:
             "epochs": (self.epochs, 0, 10_000),
             "batch_tokens": (self.batch_tokens, 1, 10_000_000),
             "negatives": (self.negatives, 1, 1_000_000),
-            "max_tokens": (self.max_tokens, 1, 100_000),
+            "max_tokens": (self.max_tokens, 1, 2048),
             "warmup": (self.warmup, 0, 10_000_000),
         }
         if not (math.isfinite(self.clip) and self.clip >= 0):
@@ -161,7 +161,7 @@ def read_corpus(source: str | Path, store, *, max_tokens: int = 128, name: str |
     ``max_tokens`` tokens. Raises DataError when no sentence has an in-vocabulary word."""
     from ctxembed.explore import Engine
 
-    engine = Engine(store, build_settings("textbook"), oov="skip", max_tokens=10**9).bulk()
+    engine = Engine(store, build_settings("textbook"), oov="skip", max_tokens=4096).bulk()
     stats = {"lines": 0, "invalid_lines": 0, "cropped_lines": 0, "cropped_sentences": 0, "sentences_without_words": 0}
     stats |= {"oov_tokens": 0}
     digest = hashlib.sha256()
@@ -183,6 +183,10 @@ def read_corpus(source: str | Path, store, *, max_tokens: int = 128, name: str |
                 for text in _SENTENCE_END.split(line.strip()):
                     if not text.strip():
                         continue
+                    words = text.split()
+                    if len(words) > max_tokens:  # a word gives at most two tokens: the engine's 4096 is safe
+                        text = " ".join(words[:max_tokens])
+                        stats["cropped_sentences"] += 1
                     try:
                         prepared = engine.prepare(text)
                     except DataError:
@@ -191,7 +195,7 @@ def read_corpus(source: str | Path, store, *, max_tokens: int = 128, name: str |
                     rows = [row for row in prepared.rows if row >= 0]
                     stats["oov_tokens"] += len(prepared.tokens) - len(rows)
                     if len(rows) > max_tokens:
-                        stats["cropped_sentences"] += 1
+                        stats["cropped_sentences"] += len(words) <= max_tokens  # not counted twice
                         rows = rows[:max_tokens]
                     sentences.append(np.array([ids.setdefault(row, len(ids)) for row in rows], dtype=np.int32))
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -693,4 +697,49 @@ def read_checkpoint(path: str | Path, store, settings: Settings, options: TrainO
         "adam_v": {name: arrays[f"adam_v.{name}"] for name in names},
         "step": int(arrays["step"]),
         "history": json.loads(str(arrays["history"])),
+    }
+
+
+# ------------------------------------------------------------------------------------------ before and after
+
+BEFORE_AFTER_SCHEMA = "ctxembed.before-after/1"
+
+
+def before_and_after(
+    store, text: str, weights_file: str | Path | None, *, source: str = "default", top: int = 2
+) -> dict:
+    """One sentence through a trained model at its initial weights (rebuilt from the seed the file
+    records) and at its trained weights: a ``ctxembed.before-after/1`` document holding two
+    ``ctxembed.attend/1`` documents. ``weights_file`` None is the shipped ``--preset learned``."""
+    from ctxembed.explore import Engine
+    from ctxembed.report import attend_document
+    from ctxembed.weights import read_metadata
+
+    after_settings = (
+        build_settings("learned") if weights_file is None else build_settings("default", weights_file=str(weights_file))
+    )
+    path = after_settings.weights_file
+    meta = read_metadata(path) if Path(path).is_file() else None
+    if meta is None:
+        raise DataError(f"{path}: not written by `ctxembed train`, so it records no initial weights to compare with")
+    after = Engine(store, after_settings)
+    trained = meta["settings"]
+    flat = dict(trained["attention"]) | {k: v for k, v in trained.items() if k in SETTINGS}
+    initial = build_settings("textbook", **{k: v for k, v in flat.items() if k in SETTINGS})  # the untrained model
+    before = Engine(store, replace(after_settings, preset="before training"))
+    before.params = initial_params(initial, store.dim, meta["init"]["fix_values"])
+    vectors = {"source": source, "name": store.meta.get("name", "vectors"), "words": len(store), "dim": store.dim}
+    documents = {}
+    for name, engine in (("before", before), ("after", after)):
+        result = engine.run([engine.prepare(text)])[0]
+        documents[name] = attend_document(result, engine.settings, vectors, top=top)
+    return {
+        "schema": BEFORE_AFTER_SCHEMA,
+        "weights_file": str(path),
+        "init": meta["init"],
+        "steps": meta["steps"],
+        "learned": meta["learned"],
+        "losses": meta["losses"],
+        "corpus": meta["corpus"],
+        **documents,
     }

@@ -47,6 +47,40 @@ def trained_settings(path: str | PathLike) -> dict | None:
     return None if meta is None else meta.get("settings")
 
 
+def describe_weights(path: str | PathLike) -> str:
+    """One line for ``--explain``: which matrices a weights file holds and, if ``ctxembed train``
+    wrote it, which of them were learned, on what, and how far the held-out loss fell."""
+    try:
+        meta = read_metadata(path) if Path(path).is_file() else None
+    except DataError:
+        meta = None
+    if meta is None:
+        return f"W_query, W_key, W_value (and any W_out) are read from {path}"
+    kinds = sorted({name.rsplit(".", 1)[-1] for name in meta.get("learned", [])})
+    losses = meta.get("losses", {})
+    fell = ""
+    if losses.get("held_out_initial") is not None and losses.get("held_out") is not None:
+        fell = f", held-out loss {losses['held_out_initial']:.3f} -> {losses['held_out']:.3f}"
+    fixed = "; W_value is fixed to the identity" if meta.get("init", {}).get("fix_values") else ""
+    corpus = meta.get("corpus", {})
+    return (
+        f"{', '.join(kinds)} were learned by `ctxembed train` from random (Xavier, seed "
+        f"{meta.get('init', {}).get('seed')}) weights: {meta.get('steps', 0):,} steps of masked-word "
+        f"prediction on {corpus.get('source') or 'a corpus'} ({corpus.get('tokens', 0):,} tokens{fell}){fixed}"
+    )
+
+
+def fits_learned_weights(store) -> bool:
+    """Whether the shipped learned weights were trained on these vectors (the ladder's ``learned`` rung)."""
+    path = learned_weights_path()
+    meta = read_metadata(path) if path.is_file() else None
+    return (
+        meta is not None
+        and meta["vectors"]["dim"] == store.dim
+        and meta["vectors"]["fingerprint"] == vectors_fingerprint(store)
+    )
+
+
 def vectors_fingerprint(store) -> str:
     """A short content hash of a vector store: its dimension, first 1,000 words and their vectors.
 

@@ -136,6 +136,7 @@ SCHEMA_FILES = {
     "ctxembed.eval-pairs/1": "eval-pairs.schema.json",
     "ctxembed.mix-fit/1": "mix-fit.schema.json",
     "ctxembed.train/1": "train.schema.json",
+    "ctxembed.before-after/1": "before-after.schema.json",
 }
 
 

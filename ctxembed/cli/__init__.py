@@ -169,6 +169,7 @@ __all__ = ["JsonOpt", "app", "main", "read_sentence", "read_stdin", "reports_err
 # The command groups register themselves on `app`.
 from ctxembed.cli import eval as _eval  # noqa: E402, F401
 from ctxembed.cli import explore as _explore  # noqa: E402, F401
+from ctxembed.cli import train as _train  # noqa: E402, F401
 from ctxembed.cli import vectors as _vectors  # noqa: E402, F401
 
 

@@ -34,6 +34,11 @@ def _sweep(names: list[str] | None, explorer, default: tuple[str, ...], evaluate
     from ctxembed.progress import steps
 
     chosen = names or list(default)
+    if not names and "learned" in chosen:
+        from ctxembed.weights import fits_learned_weights
+
+        if not fits_learned_weights(explorer().store):  # trained on the shipped vectors only
+            chosen.remove("learned")
     custom = explorer().settings if "custom" in chosen else None
     rows = []
     with steps(f"evaluating {len(chosen)} configuration(s)", total=len(chosen)) as progress:

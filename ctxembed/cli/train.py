@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from ctxembed.cli import JsonOpt, LimitOpt, TrustOpt, VectorsOpt, app, open_store, reports_errors
+from ctxembed.cli import app, reports_errors
+from ctxembed.cli.options import JsonOpt, LimitOpt, TrustOpt, VectorsOpt
 from ctxembed.errors import UsageError
 from ctxembed.output import emit_json, say, stderr_console, stdout_console
 
@@ -82,7 +83,7 @@ def train(
     max_tokens: Annotated[
         int,
         typer.Option(
-            "--max-tokens", min=1, max=4096, help="Longer sentences are cropped.", rich_help_panel=_PANEL_TRAINING
+            "--max-tokens", min=1, max=2048, help="Longer sentences are cropped.", rich_help_panel=_PANEL_TRAINING
         ),
     ] = 128,
     held_out: Annotated[
@@ -135,7 +136,9 @@ def train(
         layers=layers, heads=heads, d_out=d_out, output_projection=output_projection, residual=residual,
         layer_norm=layer_norm, positions=positions, exclude_self=exclude_self, abtt=abtt, sif=sif, seed=seed,
     )  # fmt: skip
-    store = open_store(vectors, limit, trust)
+    from ctxembed.sources import open_vectors
+
+    store = open_vectors(vectors, limit=limit, trust=trust, on_convert=say)
     training.initial_params(settings, store.dim, fix_values)  # an impossible architecture fails before reading
     say(f"reading {corpus} ...")
     text = training.read_corpus(corpus, store, max_tokens=max_tokens, name="stdin" if corpus == "-" else corpus)
@@ -245,3 +248,39 @@ class _progress:
         if self.previous_handler is not None:
             signal.signal(signal.SIGINT, self.previous_handler)
         return False
+
+
+@app.command("before-after", epilog="Example: ctxembed before-after 'we sat on the river bank' --preset learned")
+@reports_errors
+def before_after(
+    sentence: Annotated[str | None, typer.Argument(help="The sentence ('-' or none: read stdin).")] = None,
+    weights: Annotated[
+        Path | None, typer.Option("--weights", help="Weights written by `ctxembed train` (default: the shipped ones).")
+    ] = None,
+    layer: Annotated[int | None, typer.Option("--layer", min=0, help="Layer to show (default: the last).")] = None,
+    head: Annotated[int | None, typer.Option("--head", min=0, help="Head to show (default: mean of heads).")] = None,
+    top: Annotated[int, typer.Option("--top", min=1, help="Most-attended tokens listed per token.")] = 2,
+    vectors: VectorsOpt = None,
+    limit: LimitOpt = None,
+    trust: TrustOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """One sentence's attention before training (the same model at its initial weights) and after, side by side."""
+    from ctxembed.cli import read_sentence
+    from ctxembed.sources import open_vectors
+    from ctxembed.train import before_and_after
+
+    text = read_sentence(sentence, "before-after")
+    store = open_vectors(vectors, limit=limit, trust=trust, on_convert=say)
+    doc = before_and_after(store, text, weights, source=vectors or "default", top=top)
+    a = doc["after"]["settings"]["attention"]
+    if layer is not None and layer >= a["layers"]:
+        raise UsageError(f"--layer {layer} does not exist: there are {a['layers']} layer(s), numbered from 0")
+    if head is not None and head >= a["heads"]:
+        raise UsageError(f"--head {head} does not exist: there are {a['heads']} head(s), numbered from 0")
+    if json_out:
+        emit_json(doc)
+        return
+    from ctxembed.render_train import render_before_after
+
+    render_before_after(stdout_console(), doc, layer=a["layers"] - 1 if layer is None else layer, head=head)

@@ -1,0 +1,89 @@
+"""The shipped learned weights: `--preset learned`, `before-after`, `--explain`, and the eval ladder."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ctxembed.settings import PRESETS, build_settings, ladder
+from ctxembed.weights import learned_weights_path, read_metadata
+from tests.cli_helpers import TOY, invoke, strict_json, succeeds
+
+SENTENCE = "we sat on the river bank and watched the boats"
+
+
+def test_the_shipped_file_is_small_and_records_the_preset():
+    path = learned_weights_path()
+    assert path.stat().st_size <= 1_000_000
+    meta = read_metadata(path)
+    preset = PRESETS["learned"].values()
+    recorded = meta["settings"]["attention"] | {k: v for k, v in meta["settings"].items() if k in ("abtt", "sif")}
+    assert {k: preset[k] for k in recorded} == recorded  # the preset declares what the file was trained with
+    assert meta["settings"]["attention"]["layers"] >= 2  # so W_query learns (see test_backprop)
+    assert meta["complete"] and meta["losses"]["held_out"] < meta["losses"]["held_out_initial"]
+    assert {"l0.h0.W_query", "l1.h0.W_query", "l1.W_out"} <= set(meta["learned"])
+
+
+def test_learned_attention_differs_from_default():
+    learned = strict_json(succeeds("attend", SENTENCE, "--preset", "learned", "--json").stdout)
+    default = strict_json(succeeds("attend", SENTENCE, "--json").stdout)
+    assert learned["settings"]["preset"] == "learned" and learned["settings"]["projection"] == "file"
+    assert np.shape(learned["weights"])[:2] == (2, 4)
+    ours = np.asarray(learned["weights"])[-1].mean(axis=0)
+    theirs = np.asarray(default["weights"])[-1].mean(axis=0)
+    assert np.abs(ours - theirs).max() > 0.05
+
+
+def test_weights_flag_takes_the_architecture_from_the_file():
+    settings = build_settings("default", weights_file=str(learned_weights_path()))
+    assert settings.attention == PRESETS["learned"].attention
+    assert settings.abtt == 0 and settings.sif == 0  # the default preset's ingredients are not trained with
+    assert build_settings("default", weights_file=str(learned_weights_path()), heads=4).attention.heads == 4
+
+
+def test_before_after_shows_initial_and_trained_attention():
+    doc = strict_json(succeeds("before-after", SENTENCE, "--json").stdout)
+    before, after = np.asarray(doc["before"]["weights"]), np.asarray(doc["after"]["weights"])
+    assert before.shape == after.shape and not np.allclose(before, after)
+    # "before" is exactly the untrained model: random projections from the recorded seed
+    initial = strict_json(
+        succeeds(
+            "attend", SENTENCE, "--preset", "textbook", "--projection", "random", "--seed", str(doc["init"]["seed"]),
+            "--layers", "2", "--heads", "4", "--residual", "--positions", "--output-projection", "--json",
+        ).stdout
+    )  # fmt: skip
+    np.testing.assert_allclose(before, np.asarray(initial["weights"]), atol=1e-6)
+    from tests.test_json_schema import assert_valid
+
+    assert_valid(doc, "ctxembed.before-after/1")
+    table = succeeds("before-after", SENTENCE).stdout
+    assert "before training" in table and "after training" in table
+
+
+def test_before_after_needs_a_trained_file(tmp_path):
+    from ctxembed.projections import random_params, save_projections
+
+    plain = tmp_path / "plain.npz"
+    config = build_settings("textbook", layers=1, heads=1).attention
+    save_projections(plain, random_params(100, 100, config))
+    result = invoke("before-after", SENTENCE, "--weights", plain)
+    assert result.exit_code == 1 and "not written by `ctxembed train`" in result.stderr
+
+
+def test_explain_names_the_learned_matrices():
+    doc = strict_json(succeeds("attend", "the bank was closed", "--preset", "learned", "--explain", "--json").stdout)
+    assert "W_query" in doc["explain"]["projections"] and "learned by `ctxembed train`" in doc["explain"]["projections"]
+    assert any("learned by" in line for line in build_settings("learned").explain())
+
+
+def test_the_eval_ladder_has_the_learned_rung():
+    assert "learned" in ladder()
+    doc = strict_json(succeeds("eval", "senses", "--config", "learned", "--json").stdout)
+    assert doc["configs"][0]["name"] == "learned"
+
+
+def test_the_learned_rung_fits_only_the_shipped_vectors():
+    from ctxembed.sources import open_vectors
+    from ctxembed.weights import fits_learned_weights
+
+    assert fits_learned_weights(open_vectors(None))
+    assert not fits_learned_weights(open_vectors(TOY))
