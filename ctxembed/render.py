@@ -298,6 +298,8 @@ def render_explain(console: Console, steps: dict) -> None:
         console.print(Text(f"2. queries, keys, values: q = k = v = x (no parameters){part}", style="bold"))
     else:
         console.print(Text(f"2. queries, keys, values: projected to d_k = {q.shape[1]}", style="bold"))
+        if steps.get("projections"):
+            console.print(Text(f"   ({steps['projections']})"))
         for name in ("queries", "keys", "values"):
             console.print(Text(f"   {name}", style="bold"))
             _vectors(console, tokens, steps[name])

@@ -189,6 +189,17 @@ def neighbors_document(
     }
 
 
+def _projections_text(settings: Settings) -> str | None:
+    """Where W_query, W_key, W_value come from, when not the identity; a trained file names what it learned."""
+    if settings.projection == "random":
+        return f"W_query, W_key, W_value are random (Xavier uniform, seed {settings.seed}), not trained"
+    if settings.projection == "file":
+        from ctxembed.weights import describe_weights
+
+        return describe_weights(settings.weights_file)
+    return None
+
+
 def explain_steps(result: Contextualized, settings: Settings, *, layer: int, head: int) -> dict:
     """The --explain document: every step of one layer and head, from the steps the result was computed
     with (``Engine.run(..., trace=True)``), with the tokens as labels."""
@@ -214,6 +225,7 @@ def explain_steps(result: Contextualized, settings: Settings, *, layer: int, hea
         "positions": a.positions and layer == 0,
         "shared_projection": settings.abtt > 0 and layer == 0,
         "projected": settings.projection != "identity",
+        "projections": _projections_text(settings),
         "queries": s.q[head],
         "keys": s.k[head],
         "values": s.v[head],
