@@ -241,4 +241,3 @@ def main() -> None:
 
 
 from ctxembed.cli import senses as _senses  # noqa: E402,F401  (registers `senses` and `eval wsi`)
-from ctxembed.cli import train as _train  # noqa: E402,F401  (registers `ctxembed train`)
