@@ -257,7 +257,7 @@ def load_projections(path: str | PathLike, d_in: int, config: AttentionConfig) -
     Raises ValueError for a missing, unknown, non-numeric or wrongly shaped array; the message names it.
     """
     # "meta" and "train.*" are what ``ctxembed train`` records beside the projections (ctxembed.weights)
-    arrays = {name: value for name, value in _read_npz(path).items() if name != "meta" and not name.startswith("train.")}
+    arrays = {name: value for name, value in _read_npz(path).items() if not _training_record(name)}
     plain = sorted(set(arrays) & set(HEAD_ARRAYS + LAYER_ARRAYS))
     if plain:
         if config.layers != 1 or config.heads != 1:
@@ -302,6 +302,10 @@ def load_projections(path: str | PathLike, d_in: int, config: AttentionConfig) -
 
 
 MAX_ABS_WEIGHT = 1e4  # larger entries make scores overflow float32 long before they mean anything
+
+
+def _training_record(name: str) -> bool:
+    return name == "meta" or name.startswith("train.")
 
 
 def _read_npz(path: str | PathLike) -> dict[str, np.ndarray]:

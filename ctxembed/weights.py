@@ -104,12 +104,17 @@ def vectors_record(store) -> dict:
 
 def read_metadata(path: str | PathLike) -> dict | None:
     """The ``meta`` record of a weights file, or None when it has none (a hand-made projections file)."""
+    import zipfile
+
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            if not isinstance(archive, np.lib.npyio.NpzFile) or META_KEY not in archive.files:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            return None  # a bare .npy array: load_projections says what is wrong with it
+        with loaded as archive:
+            if META_KEY not in archive.files:
                 return None
             text = str(archive[META_KEY])
-    except (OSError, ValueError, EOFError):
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
         return None  # load_projections reports an unreadable file with its own message
     try:
         meta = json.loads(text)
