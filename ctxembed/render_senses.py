@@ -85,13 +85,8 @@ def render_eval_wsi(console: Console, doc: dict) -> None:
     for column in ("configuration", "ARI", "V-measure", "pair accuracy", "mean k"):
         table.add_column(column, justify="left" if column == "configuration" else "right")
     for row in doc["configs"]:
-        table.add_row(
-            row["name"],
-            f"{row['ari']:.3f}",
-            f"{row['v_measure']:.3f}",
-            f"{row['pair_accuracy']:.3f}",
-            f"{row['mean_k']:.2f}",
-        )
+        numbers = [_fixed(row[key], 3) for key in ("ari", "v_measure", "pair_accuracy")]
+        table.add_row(row["name"], *numbers, _fixed(row["mean_k"], 2))
     console.print(table)
 
 

@@ -50,8 +50,11 @@ def test_batch_turns_it_into_error_records(store, monkeypatch):
         engine, "project_inputs", lambda static: np.full_like(static, np.nan) if static.shape[1] == 5 else real(static)
     )
     data = b"the river bank\nthe bank of the river\nthe money bank\n"
-    out = b"".join(_results(engine, LineSource(io.BytesIO(data), 1 << 16), {"with_vectors": False, "weights": True,
-                                                                           "word": None}, 8, 1))
+    out = b"".join(
+        _results(
+            engine, LineSource(io.BytesIO(data), 1 << 16), {"with_vectors": False, "weights": True, "word": None}, 8, 1
+        )
+    )
     records = [json.loads(line) for line in out.splitlines()]
     assert [r["line"] for r in records] == [1, 2, 3]
     assert records[1]["error"].startswith("the computation gave NaN or infinite values at the input vectors")

@@ -56,3 +56,10 @@ def test_given_k_and_too_few_points():
     assert cluster(points, 2).k == 2
     with pytest.raises(DataError, match="fewer than"):
         cluster(points[:3], 4)
+
+
+def test_tables_never_print_minus_zero():
+    from ctxembed.render_senses import _fixed
+
+    assert _fixed(-4e-7, 3) == "0.000"
+    assert _fixed(-0.25, 3) == "-0.250"
