@@ -433,9 +433,18 @@ def convert_to_store(spec: str, out: Path, *, limit: int | None, trust: bool, qu
     if out.exists() and out.is_dir():
         raise UsageError(f"{out}: is a directory; give a file name for the store")
     if fmt == "ctxembed-store":
-        store = _limited(VectorStore.open(resolved.path), limit)
-        keep_int8 = quantize or store.dtype == "int8"
-        write_store(out, store.words, store.matrix(), quantize=keep_int8, meta=dict(store.meta, format=fmt))
+        whole = VectorStore.open(resolved.path)
+        store = _limited(whole, limit)
+        meta = dict(store.meta, format=fmt)
+        # the sections (e.g. all-but-the-top statistics) describe every word: kept only when all are
+        sections = {name: whole.section(name) for name in whole._extra} if len(store) == len(whole) else None
+        try:
+            if store.dtype == "int8":  # the same codes and scales, byte for byte
+                write_store(out, store.words, store._matrix, scales=store._scales, meta=meta, sections=sections)
+            else:
+                write_store(out, store.words, store.matrix(), quantize=quantize, meta=meta, sections=sections)
+        except OSError as exc:
+            raise DataError(f"{out}: cannot write the store ({exc.strerror or exc})") from None
     else:
         convert(resolved.path, fmt, out, limit=limit, trust=trust, quantize=quantize)
     store = VectorStore.open(out)

@@ -22,3 +22,14 @@ def test_non_utf8_argv_bytes_are_one_usage_line():
 def test_a_runaway_stdin_is_refused_without_reading_it_all():
     message = fails(1, "attend", "-", input=b"the bank " * 600_000)  # 5.4 MB
     assert "stdin is longer than 4,194,304 bytes" in message
+
+
+def test_issue_10_number_cases_are_one_usage_line():
+    """The exact command lines of the issue (option limits are declared with the settings)."""
+    from tests.cli_helpers import invoke
+
+    for args in (["--sif", "nan"], ["--seed", "99999999999999999999999"], ["--temperature", "3.4e38"],
+                 ["--layers", "100000000"], ["--residual-scale", "1e308"]):  # fmt: skip
+        result = invoke("attend", "the bank", *args)
+        assert result.exit_code == 2, args
+        assert result.stdout == "" and result.stderr.count("\n") == 1 and result.stderr.startswith("ctxembed: error:")

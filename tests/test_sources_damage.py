@@ -162,3 +162,54 @@ def test_statistics_cache_with_nan_is_refused(tmp_path, capfd):
                 np.lib.format.write_array(fh, value)
     assert load_npz_checked(path, ("mean", "directions")) is None
     assert "damaged" in capfd.readouterr().err
+
+
+def test_an_emptied_statistics_cache_is_rebuilt_on_the_next_run(w2v_file, isolated_env):
+    from tests.cli_helpers import RUNNER
+
+    from ctxembed.cli import app
+
+    def attend():
+        args = ["attend", "w1 w2 w3", "--vectors", str(w2v_file), "--preset", "textbook", "--abtt", "2", "--json"]
+        return RUNNER.invoke(app, args, env={"CTXEMBED_CACHE_DIR": str(isolated_env)})
+
+    first = attend()
+    assert first.exit_code == 0, first.stderr
+    [stats] = isolated_env.glob("stats-*.npz")
+    stats.write_bytes(b"")
+    second = attend()
+    assert second.exit_code == 0, second.stderr
+    notes = [line for line in second.stderr.splitlines() if "statistics cache" in line]
+    assert len(notes) == 1 and "is damaged" in notes[0] and "rebuilding it" in notes[0]
+    assert stats.stat().st_size > 0  # rebuilt
+    assert second.stdout == first.stdout
+    third = attend()
+    assert "statistics cache" not in third.stderr
+
+
+def test_convert_to_a_full_disk_is_one_clean_error(tmp_path, monkeypatch):
+    import errno
+
+    import ctxembed.store
+    from ctxembed.sources import convert_to_store
+
+    class Full:
+        def __init__(self, path):
+            pass
+
+        def __enter__(self):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(ctxembed.store, "atomic_file", Full)
+    with pytest.raises(DataError, match="cannot write the store \\(No space left on device\\)"):
+        convert_to_store("default", tmp_path / "x.ctxv", limit=None, trust=False, quantize=False)
+
+
+def test_converting_the_shipped_store_copies_it_byte_for_byte(tmp_path):
+    from ctxembed.sources import convert_to_store, default_store_path
+
+    convert_to_store("default", tmp_path / "copy.ctxv", limit=None, trust=False, quantize=False)
+    assert (tmp_path / "copy.ctxv").read_bytes() == default_store_path().read_bytes()
