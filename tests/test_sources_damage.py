@@ -165,9 +165,8 @@ def test_statistics_cache_with_nan_is_refused(tmp_path, capfd):
 
 
 def test_an_emptied_statistics_cache_is_rebuilt_on_the_next_run(w2v_file, isolated_env):
-    from tests.cli_helpers import RUNNER
-
     from ctxembed.cli import app
+    from tests.cli_helpers import RUNNER
 
     def attend():
         args = ["attend", "w1 w2 w3", "--vectors", str(w2v_file), "--preset", "textbook", "--abtt", "2", "--json"]
