@@ -249,3 +249,28 @@ def senses_figure(doc: dict, view: View) -> Figure:
         raise UsageError("no word was clustered: nothing to draw")
     corpus = doc["corpus"]["name"]
     return Figure(f"senses in {corpus}", _settings_lines(doc), panels, columns=min(2, len(panels)))
+
+
+@figure_for("ctxembed.train/1")
+def train_figure(doc: dict, view: View) -> Figure:
+    """The loss curves of a training run: the training batches and the held-out sentences, by step."""
+    series = [
+        (
+            name.replace("_", "-"),
+            [e["step"] for e in doc[name] if e["loss"] is not None],
+            [e["loss"] for e in doc[name] if e["loss"] is not None],
+        )
+        for name in ("train", "held_out")
+    ]
+    final = doc["final"]
+    lines = [
+        doc["settings_summary"],
+        f"{doc['corpus']['source']}: {doc['corpus']['tokens']:,} tokens, {doc['steps']:,} steps",
+    ]
+    if final["held_out"] is not None and final["held_out_initial"] is not None:
+        lines.append(f"held-out loss {final['held_out_initial']:.3f} -> {final['held_out']:.3f}")
+    return Figure(
+        "training loss (masked-word cross-entropy, nats)",
+        lines,
+        [Curves("loss", "step", "loss", [s for s in series if s[1]])],
+    )

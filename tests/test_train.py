@@ -235,3 +235,12 @@ def test_weights_file_metadata(tmp_path):
     assert meta["corpus"]["sha256"] == json.loads(json.dumps(meta))["corpus"]["sha256"]
     assert set(meta["learned"]) >= {"l0.h0.W_query", "l1.W_out"}
     assert meta["losses"]["held_out"] < meta["losses"]["held_out_initial"]
+
+
+def test_save_draws_the_loss_curves(tmp_path):
+    picture = tmp_path / "loss.svg"
+    result, _ = train_cli(tmp_path, "--epochs", "2", "--save", picture)
+    assert result.exit_code == 0, result.stderr
+    svg = picture.read_text()
+    assert svg.startswith("<svg") or "<svg" in svg[:200]
+    assert "held-out" in svg and "training loss" in svg

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from ctxembed.cli import app, reports_errors
-from ctxembed.cli.options import JsonOpt, LimitOpt, TrustOpt, VectorsOpt
+from ctxembed.cli.options import JsonOpt, LimitOpt, SaveOpt, TrustOpt, VectorsOpt, check_saves, save_all
 from ctxembed.errors import UsageError
 from ctxembed.output import emit_json, say, stderr_console, stdout_console
 
@@ -115,6 +115,7 @@ def train(
     limit: LimitOpt = None,
     trust: TrustOpt = False,
     json_out: JsonOpt = False,
+    save: SaveOpt = None,
 ) -> None:
     """Learn W_query, W_key, W_value and W_out by predicting masked words (NumPy backprop).
 
@@ -122,6 +123,8 @@ def train(
     with `attend/compare/neighbors --weights OUT`.
     """
     from ctxembed import train as training
+
+    check_saves(save)
 
     checkpoint = checkpoint or out.with_name(out.name.removesuffix(".npz") + ".checkpoint.npz")
     if out.resolve() == checkpoint.resolve():
@@ -158,6 +161,7 @@ def train(
         if resume:
             checkpoint.unlink(missing_ok=True)
     report = dict(result.report, out=None if result.interrupted else str(out), checkpoint=str(checkpoint))
+    save_all(report, save)  # the loss curves as a picture or page
     if json_out:
         emit_json(report)
     else:
