@@ -36,7 +36,7 @@ CACHE = make_corpus.CACHE
 PYTHON = sys.executable
 CTXEMBED = str(Path(sys.executable).parent / "ctxembed")
 SENTENCES = ["we sat on the river bank", "I deposited money in the bank"]
-JOBS = ("coldstart", "stores", "batch", "scaling", "senses", "robustness")
+JOBS = ("coldstart", "stores", "batch", "scaling", "senses", "robustness", "train")
 SENSES_WORDS = ["bass", "plant", "bank", "interest", "apple"]
 SENSES_COPIES = 17  # of the 5.97 MB Brown example corpus: 101 MB of text
 BATCH_SENTENCES = 20_000
@@ -663,6 +663,16 @@ def robustness_job(repeat: int) -> Report:
     return Report([Row(*row) for row in rows], details)
 
 
+def train_job(repeat: int) -> Report:
+    """Training throughput in tokens/s: benchmarks/training.py."""
+    import training
+
+    rows, details = training.training(
+        CTXEMBED, base_env(CACHE / "ctxembed-cache"), CACHE, REPO, max(1, min(repeat, 3)), run_process
+    )
+    return Report([Row(*row) for row in rows], details)
+
+
 def table(rows: list[Row]) -> str:
     head = ["job", "ctxembed", "reference", "ratio", "target", "met?"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -702,6 +712,8 @@ def main() -> None:
             reports[job] = senses_job(args.repeat)
         elif job == "robustness":
             reports[job] = robustness_job(args.repeat)
+        elif job == "train":
+            reports[job] = train_job(args.repeat)
         else:
             reports[job] = scaling()
         reports[job].details["job_seconds"] = time.perf_counter() - t0
