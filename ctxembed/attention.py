@@ -443,7 +443,7 @@ class EncodeResult:
     """What :func:`encode` returns. Unbatched input drops the B axis everywhere."""
 
     contextual: np.ndarray  # (B, T, d_model) the last layer's output; padding positions are 0
-    weights: np.ndarray  # (L, B, h, T, T) the attention weights of every layer and head
+    weights: np.ndarray | None  # (L, B, h, T, T) the attention weights of every layer and head (None: not kept)
     layer_outputs: list[np.ndarray]  # L arrays (B, T, d_l): each layer's output, the next layer's input
     steps: list[LayerSteps] | None = None  # with trace=True: every intermediate step of every layer
 
@@ -457,6 +457,7 @@ def encode(
     token_mask: np.ndarray | None = None,
     key_bias: np.ndarray | None = None,
     trace: bool = False,
+    keep_weights: bool = True,
 ) -> EncodeResult:
     """Run ``config.layers`` attention layers over static vectors x (B, T, d) or (T, d).
 
@@ -465,7 +466,8 @@ def encode(
     to every layer's scores. Each layer computes ``attention_layer``, then, if switched on,
     ``residual_scale * input + output`` and the post-norm ``layer_norm``. Integer input becomes float64.
     ``trace`` keeps every intermediate step (:class:`LayerSteps`): the numbers --explain shows are the
-    ones this call computed, not a re-run.
+    ones this call computed, not a re-run. ``keep_weights=False`` drops each layer's weights once its
+    context is computed (``weights`` is None), so memory holds one layer's weights, not all of them.
     """
     x = np.asarray(x)
     if not np.issubdtype(x.dtype, np.floating):
@@ -501,9 +503,12 @@ def encode(
             traced.append(LayerSteps(hidden, q, k, v, steps, merged, output))
         hidden = output
         layer_outputs.append(hidden)
-        layer_weights.append(steps.weights)  # (B, h, T, T)
-    weights = np.stack(layer_weights)  # L x (B, h, T, T) -> (L, B, h, T, T)
+        if keep_weights:
+            layer_weights.append(steps.weights)  # (B, h, T, T)
+        del steps  # without keep_weights (and trace), the next layer reuses this layer's weights' memory
+    weights = np.stack(layer_weights) if keep_weights else None  # L x (B, h, T, T) -> (L, B, h, T, T)
     if unbatched:
         steps_of_one = [s.sentence(0, T) for s in traced] if trace else None
-        return EncodeResult(hidden[0], weights[:, 0], [output[0] for output in layer_outputs], steps_of_one)
+        one = None if weights is None else weights[:, 0]  # (L, h, T, T)
+        return EncodeResult(hidden[0], one, [output[0] for output in layer_outputs], steps_of_one)
     return EncodeResult(hidden, weights, layer_outputs, traced if trace else None)

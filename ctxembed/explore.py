@@ -33,9 +33,12 @@ from ctxembed.projections import projection_params
 from ctxembed.search import nearest
 from ctxembed.settings import Settings
 from ctxembed.store import VectorStore
-from ctxembed.tokenize import Token, pretokenized, tokenize, vocabulary_key
+from ctxembed.tokenize import WINDOW, Token, pretokenized, token_pieces, token_strings, tokenize, vocabulary_key
 from ctxembed.weights import check_trained_weights
 
+# Attention weights one group of sentences may hold at once (16 MB of float32): bounds the memory of
+# a batch chunk's attention whatever its sentences' lengths (a longer sentence runs alone).
+GROUP_FLOATS = 1 << 22
 _EULER_GAMMA = 0.5772156649
 
 
@@ -43,16 +46,27 @@ _EULER_GAMMA = 0.5772156649
 class Prepared:
     """A sentence ready for attention: every token, and the ones that take part.
 
-    It holds store rows, not vectors: :meth:`Engine.run` gathers a whole batch in one operation."""
+    Token objects (with character offsets) are built only when asked for: batch needs the
+    tokens' texts and keys alone. Static vectors are gathered from the store when first asked
+    for, so that a batch of sentences is gathered in one operation by :meth:`Engine.run`."""
 
     text: str
-    tokens: list[Token]
+    texts: list[str]  # per token: its text as written
+    token_keys: list[str]  # per token: the tokenizer's key (normalised, lower-cased for a lower-case vocabulary)
     in_vocab: list[bool]  # per token: has a vector (in the vocabulary, or built from subwords)
     used: list[int]  # positions (into tokens) of the tokens that enter attention, in order
     rows: list[int]  # per used token: its store row (= frequency rank), -1 when it has none
     keys: list[str | None]  # per token: the vocabulary word looked up
     extra: dict[int, np.ndarray]  # index into used -> a vector that is no store row (subwords, zeros)
     store: VectorStore = field(repr=False)
+    _tokens: list[Token] | None = field(default=None, repr=False)
+
+    @property
+    def tokens(self) -> list[Token]:
+        """Every token with its position and character offsets (the same texts as ``texts``)."""
+        if self._tokens is None:
+            self._tokens = tokenize(self.text, lowercase=self.store.lowercase)
+        return self._tokens
 
     @property
     def ranks(self) -> np.ndarray:
@@ -80,7 +94,7 @@ class Contextualized:
     static: np.ndarray  # (T, d) the static vectors of the used tokens
     inputs: np.ndarray  # (T, d) what attention saw: static vectors after all-but-the-top removal
     contextual: np.ndarray  # (T, d_out) the layer mix when one is on, else the last layer's output
-    weights: np.ndarray  # (L, h, T, T) attention weights of every layer and head
+    weights: np.ndarray | None  # (L, h, T, T) attention weights of every layer and head (None: not kept)
     layer_inputs: list[np.ndarray] = field(default_factory=list)  # L arrays (T, d_l), positions included
     steps: list[LayerSteps] | None = None  # Engine.run(..., trace=True): every step of every layer
     top: np.ndarray | None = None  # (T, d_out) the last layer's output when a mix made ``contextual``
@@ -101,8 +115,9 @@ class Contextualized:
     def index_of(self, word: str) -> int | None:
         """Row of the first used token whose lookup key or lower-cased text equals ``word``."""
         wanted = word.lower()
-        for row, token in enumerate(self.used_tokens()):
-            if token.key.lower() == wanted or token.text.lower() == wanted:
+        texts, keys = self.prepared.texts, self.prepared.token_keys
+        for row, position in enumerate(self.prepared.used):
+            if keys[position].lower() == wanted or texts[position].lower() == wanted:
                 return row
         return None
 
@@ -208,38 +223,57 @@ class Engine:
 
     # ------------------------------------------------------------------ sentences
     def prepare(self, text: str, *, words: Sequence[str] | None = None) -> Prepared:
-        """Tokenise and look up a sentence (or pre-split ``words``); raise DataError when it is unusable."""
+        """Tokenise and look up a sentence (or pre-split ``words``); raise DataError when it is unusable.
+
+        Tokenising stops as soon as more than ``max_tokens`` tokens would enter attention, so a huge
+        line is refused without being tokenised whole."""
         lowercase = self.store.lowercase
-        tokens = pretokenized(words, lowercase=lowercase) if words is not None else tokenize(text, lowercase=lowercase)
-        if not tokens:
-            raise DataError("empty sentence: nothing to attend to")
-        store, lookup = self.store, self.words.row
+        tokens, lookup = None, self.words.row
+        if words is not None:
+            tokens = pretokenized(words, lowercase=lowercase)
+            pieces = iter([([t.text for t in tokens], [t.key for t in tokens], True)])
+        elif len(text) <= WINDOW:  # one piece
+            texts, keys = token_strings(text, lowercase=lowercase)
+            found = list(map(lookup, keys))
+            if None not in found and 0 < len(found) <= self.max_tokens:
+                # the usual case, without the bookkeeping below: every token is a vocabulary word
+                n = len(found)
+                return Prepared(text, texts, keys, [True] * n, list(range(n)), found, keys, {}, self.store)
+            pieces = iter([(texts, keys, True)])
+        else:
+            pieces = token_pieces(text, lowercase=lowercase)
+        texts: list[str] = []
+        token_keys: list[str] = []
         in_vocab: list[bool] = []
         keys: list[str | None] = []
         used: list[int] = []
         rows: list[int] = []  # per used token: its store row, or -1 (zero vector or subword vector)
         extra: dict[int, np.ndarray] = {}  # index into used -> a vector that is not a store row
-        for token in tokens:
-            key = token.key
-            row = lookup(key)
-            if row is None:
-                key = vocabulary_key(token.key, lambda k: lookup(k) is not None)
-                if key is None and not lowercase and token.key != token.key.lower():
-                    key = vocabulary_key(token.key.lower(), lambda k: lookup(k) is not None)
-                row = lookup(key) if key is not None else None
-            known = row is not None or (store.subwords is not None and store.can_embed(token.key))
-            in_vocab.append(known)
-            keys.append(key if row is not None else (token.key if known else None))
-            if known or self.oov == "zero":
-                if row is None:
-                    extra[len(used)] = store.vector(token.key) if known else np.zeros(store.dim, np.float32)
-                used.append(token.position)
-                rows.append(-1 if row is None else row)
+        for piece_texts, piece_keys, last in pieces:
+            found = list(map(lookup, piece_keys))
+            offset = len(texts)
+            texts += piece_texts
+            token_keys += piece_keys
+            if None not in found:  # the usual case: every token is a vocabulary word
+                in_vocab += [True] * len(found)
+                keys += piece_keys
+                used += range(offset, len(texts))
+                rows += found
+            else:
+                self._look_up_slowly(piece_keys, found, offset, in_vocab, keys, used, rows, extra)
+            if len(used) > self.max_tokens and not last:  # refused before the rest is tokenised
+                raise DataError(
+                    f"sentence has over {self.max_tokens} tokens, more than {{max_tokens}} {self.max_tokens} "
+                    f"(attention keeps n^2 weights per head and layer)",
+                    "max_tokens",
+                )
+        if not texts:
+            raise DataError("empty sentence: nothing to attend to")
         if self.oov == "error" and not all(in_vocab):
-            missing = ", ".join(repr(t.text) for t, ok in zip(tokens, in_vocab, strict=True) if not ok)
+            missing = ", ".join(repr(t) for t, ok in zip(texts, in_vocab, strict=True) if not ok)
             raise DataError(f"out of vocabulary: {missing} ({{oov}} skip or zero to go on)", "oov")
         if not any(in_vocab):
-            shown = " ".join(t.text for t in tokens[:8]) + (" ..." if len(tokens) > 8 else "")
+            shown = " ".join(texts[:8]) + (" ..." if len(texts) > 8 else "")
             raise DataError(f"no token is in the vocabulary: {shown}")
         if len(used) > self.max_tokens:
             raise DataError(
@@ -256,7 +290,26 @@ class Engine:
                 "layers",
                 "heads",
             )
-        return Prepared(text, tokens, in_vocab, used, rows, keys, extra, store)
+        return Prepared(text, texts, token_keys, in_vocab, used, rows, keys, extra, self.store, tokens)
+
+    def _look_up_slowly(self, piece_keys, found, offset, in_vocab, keys, used, rows, extra) -> None:
+        """Tokens of a piece, one by one: clitic fallbacks, case, subwords and --oov for unknown words."""
+        store, lookup, lowercase = self.store, self.words.row, self.store.lowercase
+        for position, (token_key, row) in enumerate(zip(piece_keys, found, strict=True), start=offset):
+            key = token_key
+            if row is None:
+                key = vocabulary_key(token_key, lambda k: lookup(k) is not None)
+                if key is None and not lowercase and token_key != token_key.lower():
+                    key = vocabulary_key(token_key.lower(), lambda k: lookup(k) is not None)
+                row = lookup(key) if key is not None else None
+            known = row is not None or (store.subwords is not None and store.can_embed(token_key))
+            in_vocab.append(known)
+            keys.append(key if row is not None else (token_key if known else None))
+            if known or self.oov == "zero":
+                if row is None:
+                    extra[len(used)] = store.vector(token_key) if known else np.zeros(store.dim, np.float32)
+                used.append(position)
+                rows.append(-1 if row is None else row)
 
     def key_bias(self, ranks: np.ndarray) -> np.ndarray | None:
         """SIF: log(a / (a + p(w))) per key, with p from the Zipf estimate; 0 for words without a rank."""
@@ -270,33 +323,57 @@ class Engine:
         """(..., d) static vectors -> attention inputs (all-but-the-top removal when on)."""
         return static if self.removal is None else self.removal(static)  # (..., d)
 
-    def run(self, sentences: Sequence[Prepared], *, trace: bool = False) -> list[Contextualized]:
-        """Attention over many sentences at once (padded batch); one result per sentence, in order.
+    def run(self, sentences: Sequence[Prepared], *, weights: bool = True, trace: bool = False) -> list[Contextualized]:
+        """Attention over many sentences; one result per sentence, in order.
 
-        ``trace`` keeps every intermediate step in ``result.steps`` (what --explain shows).
-        """
-        if not sentences:
-            return []
-        lengths = np.array([len(s.used) for s in sentences])  # (B,)
-        B, T = len(sentences), int(lengths.max())
-        # one gather for the whole batch, scattered into the padded (B, T) grid
-        flat = np.fromiter(itertools.chain.from_iterable(s.rows for s in sentences), np.int64, int(lengths.sum()))
-        batch_index = np.repeat(np.arange(B), lengths)  # (N,) sentence of each token
-        starts = np.cumsum(lengths) - lengths  # (B,)
-        token_index = np.arange(len(flat)) - starts[batch_index]  # (N,) position within its sentence
-        ranks = np.full((B, T), -1, dtype=np.int64)  # (B, T)
-        ranks[batch_index, token_index] = flat
-        static = np.zeros((B, T, self.dim), dtype=np.float32)  # (B, T, d)
-        static[batch_index, token_index] = self.store.rows(np.maximum(flat, 0))  # (N, d)
+        Sentences run in groups of equal length (see :meth:`groups`), so a sentence's numbers never
+        depend on the sentences it runs with. ``weights=False`` keeps no attention weights; ``trace``
+        keeps every intermediate step in ``result.steps`` (what --explain shows)."""
+        results: list[Contextualized | None] = [None] * len(sentences)
+        for members, group in self.groups(sentences, weights=weights, trace=trace):
+            for i, result in zip(members, group, strict=True):
+                results[i] = result
+        return results
+
+    def run_many(self, sentences: Sequence[Prepared], *, weights: bool = True, group: int | None = None):
+        """The same as :meth:`run` (kept for callers of the padded-group days; ``group`` is ignored)."""
+        return self.run(sentences, weights=weights)
+
+    def groups(self, sentences: Sequence[Prepared], *, weights: bool = True, trace: bool = False):
+        """Yield (indices into sentences, their results) group by group, shortest sentences first.
+
+        A group holds sentences of one length T, and at most GROUP_FLOATS attention weights at a
+        time: layers x heads x T^2 per sentence when weights are kept, heads x T^2 (one layer's)
+        when they are not. Without padding, a sentence's arithmetic is the same whatever it runs with."""
+        a = self.settings.attention
+        by_length: dict[int, list[int]] = {}
+        for i, sentence in enumerate(sentences):
+            by_length.setdefault(len(sentence.used), []).append(i)
+        for T in sorted(by_length):
+            members = by_length[T]
+            size = max(1, GROUP_FLOATS // (a.heads * T * T * (a.layers if weights else 1)))
+            for start in range(0, len(members), size):
+                chosen = members[start : start + size]
+                yield chosen, self._run_group([sentences[i] for i in chosen], weights, trace)
+
+    def _run_group(self, sentences: list[Prepared], weights: bool, trace: bool) -> list[Contextualized]:
+        """Attention over sentences of one length T, stacked into (B, T, d) without padding."""
+        B, T = len(sentences), len(sentences[0].used)
+        ranks = np.fromiter(itertools.chain.from_iterable(s.rows for s in sentences), np.int64, B * T)  # (B*T,)
+        static = self.store.rows(np.maximum(ranks, 0)).reshape(B, T, self.dim)  # (B, T, d)
+        ranks = ranks.reshape(B, T)  # (B, T)
         for b, sentence in enumerate(sentences):
             for index, vector in sentence.extra.items():
                 static[b, index] = vector
         inputs = self.project_inputs(static)  # (B, T, d)
         bias = self.key_bias(ranks)  # (B, T) or None
         with np.errstate(all="ignore"):  # a NaN or overflow is reported below, naming its stage, not warned
-            result = encode(inputs, self.settings.attention, self.params, lengths=lengths, key_bias=bias, trace=trace)
-        if not (np.isfinite(result.contextual).all() and np.isfinite(result.weights).all()):
-            raise DataError(f"the computation gave NaN or infinite values at {self._bad_stage(inputs, lengths, bias)}")
+            result = encode(
+                inputs, self.settings.attention, self.params, key_bias=bias, trace=trace, keep_weights=weights
+            )
+        finite = np.isfinite(result.contextual).all() and (result.weights is None or np.isfinite(result.weights).all())
+        if not finite:
+            raise DataError(f"the computation gave NaN or infinite values at {self._bad_stage(inputs, None, bias)}")
         hidden_in = (
             inputs + sinusoidal_positions(T, self.dim, inputs.dtype) if self.settings.attention.positions else inputs
         )
@@ -305,25 +382,22 @@ class Engine:
         if self.mix is not None:  # h0 is the word itself: the input without positions
             layers = np.stack([inputs, *result.layer_outputs])  # (L + 1, B, T, d)
             top, contextual = contextual, self.mix.apply(layers)  # (B, T, d)
-        out = []
-        for b, sentence in enumerate(sentences):
-            n = lengths[b]
-            out.append(
-                Contextualized(
-                    prepared=sentence,
-                    static=static[b, :n],
-                    inputs=inputs[b, :n],
-                    contextual=contextual[b, :n],
-                    weights=result.weights[:, b, :, :n, :n],
-                    layer_inputs=[layer[b, :n] for layer in layer_inputs],
-                    steps=[layer.sentence(b, n) for layer in result.steps] if trace else None,
-                    top=None if top is None else top[b, :n],
-                    mix=self.mix,
-                )
+        return [
+            Contextualized(
+                prepared=sentence,
+                static=static[b],  # (T, d)
+                inputs=inputs[b],  # (T, d)
+                contextual=contextual[b],  # (T, d_out)
+                weights=None if result.weights is None else result.weights[:, b],  # (L, h, T, T)
+                layer_inputs=[layer[b] for layer in layer_inputs],  # L arrays (T, d_l)
+                steps=[layer.sentence(b, T) for layer in result.steps] if trace else None,
+                top=None if top is None else top[b],  # (T, d_out)
+                mix=self.mix,
             )
-        return out
+            for b, sentence in enumerate(sentences)
+        ]
 
-    def _bad_stage(self, inputs: np.ndarray, lengths: np.ndarray, bias) -> str:
+    def _bad_stage(self, inputs: np.ndarray, lengths: np.ndarray | None, bias) -> str:
         """The first step whose numbers are not all finite (only run after a failure): re-run traced."""
         if not np.isfinite(inputs).all():
             return "the input vectors (after all-but-the-top)"
@@ -342,16 +416,6 @@ class Engine:
                 if any(_non_finite(x, masked=name == "the attention scores") for x in array):
                     return f"{name} of layer {number}"
         return "the contextual vectors"
-
-    def run_many(self, sentences: Sequence[Prepared], *, group: int = 256) -> list[Contextualized]:
-        """:meth:`run` in groups of similar length, so padding stays small; results in input order."""
-        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].used))
-        results: list[Contextualized | None] = [None] * len(sentences)
-        for start in range(0, len(order), group):
-            chunk = order[start : start + group]
-            for i, result in zip(chunk, self.run([sentences[i] for i in chunk]), strict=True):
-                results[i] = result
-        return results
 
     # ------------------------------------------------------------------ neighbours
     def neighbors(self, vector: np.ndarray, *, k: int, exclude: set[str], space: str) -> list[tuple[str, float]]:

@@ -108,31 +108,48 @@ def error_record(number: int, message: str) -> bytes:
 
 def process_chunk(engine: Engine, chunk: list[tuple[int, bytes]], options: dict) -> bytes:
     """Input lines -> their output lines (bytes, newline-terminated), in the same order."""
-    records: list[dict] = []
-    prepared: list = []  # (index into records, Prepared)
+    return b"".join(chunk_records(engine, chunk, options, encode=_encode_or_error))
+
+
+def chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict, *, encode=None) -> list:
+    """Input lines -> their records (dicts; NumPy arrays for vectors and weights), in the same order.
+
+    With ``encode``, each record is replaced by ``encode(record)`` as soon as its group of sentences
+    has run, so a chunk never holds more than one group's arrays (see :meth:`Engine.groups`)."""
+    records: list = []
+    prepared: list = []  # Prepared, in input order
+    where: list[int] = []  # per prepared sentence: its index into records
     for number, raw in chunk:
         text, record = parse_line(number, raw)
         records.append(record)
         if text is None:
             continue
         try:
-            prepared.append((len(records) - 1, engine.prepare(text)))
+            prepared.append(engine.prepare(text))
+            where.append(len(records) - 1)
         except CtxembedError as exc:
             record["error"] = exc.render(engine.label)
-    results = engine.run_many([p for _, p in prepared])
-    for (index, _), result in zip(prepared, results, strict=True):
-        _fill(records[index], result, options)
-    return b"".join(_encode_or_error(record) for record in records)
+    done = [False] * len(records)
+    for members, results in engine.groups(prepared, weights=options["weights"]):
+        for i, result in zip(members, results, strict=True):
+            index = where[i]
+            _fill(records[index], result, options)
+            if encode is not None:
+                records[index] = encode(records[index])
+                done[index] = True
+    if encode is not None:
+        records = [record if finished else encode(record) for record, finished in zip(records, done, strict=True)]
+    return records
 
 
 def _fill(record: dict, result, options: dict) -> None:
-    tokens = result.prepared.tokens
-    record["text"] = result.prepared.text
-    record["tokens"] = [t.text for t in tokens]
-    record["in_vocab"] = result.prepared.in_vocab
-    record["attended_positions"] = result.prepared.used
+    prepared = result.prepared
+    record["text"] = prepared.text
+    record["tokens"] = prepared.texts
+    record["in_vocab"] = prepared.in_vocab
+    record["attended_positions"] = prepared.used
     if options["weights"]:
-        # a view into the padded batch (L, B, h, T_max, T_max): orjson needs a contiguous array
+        # orjson needs a contiguous array; a view into a group of more than one layer is not
         record["weights"] = np.ascontiguousarray(result.weights)  # (L, h, T, T)
     if options["with_vectors"]:
         record["static"] = result.static
@@ -143,7 +160,7 @@ def _fill(record: dict, result, options: dict) -> None:
         record["word"] = (
             None
             if row is None
-            else {"word": word, "position": result.used_tokens()[row].position, "contextual": result.contextual[row]}
+            else {"word": word, "position": prepared.used[row], "contextual": result.contextual[row]}
         )
 
 

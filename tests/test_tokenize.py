@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gensim.models import KeyedVectors
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ctxembed.tokenize import pretokenized, tokenize, vocabulary_key
+from ctxembed.tokenize import pretokenized, token_pieces, token_strings, tokenize, vocabulary_key
 from tests.cli_helpers import fails, run_json, succeeds
 
 
@@ -164,3 +166,37 @@ def test_oov_error_names_the_unknown_words():
 
 def test_oov_error_accepts_a_fully_known_sentence():
     assert attend("the river bank", "--oov", "error")["skipped"] == []
+
+
+# ------------------------------------------------------------------------------ the fast path of batch
+_AWKWARD = "ab'\u2019\u02bc\u2018 .-_,US\t3é中\u0301İẞ\x1c\x85\u2028\u00a0\u3000\x0b½²٣$"
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+@pytest.mark.parametrize("window", [4096, 5, 1])
+@given(sentence=st.text(alphabet=_AWKWARD, max_size=60) | st.text(max_size=30))
+@settings(max_examples=150, deadline=None)
+def test_token_strings_and_pieces_equal_tokenize(sentence, lowercase, window):
+    """batch's tokenizer (strings, no offsets, a piece at a time) gives exactly tokenize()'s tokens."""
+    tokens = tokenize(sentence, lowercase=lowercase)
+    assert token_strings(sentence, lowercase=lowercase) == ([t.text for t in tokens], [t.key for t in tokens])
+    pieces = list(token_pieces(sentence, lowercase=lowercase, window=window))
+    assert [text for texts, _, _ in pieces for text in texts] == [t.text for t in tokens]
+    assert [key for _, keys, _ in pieces for key in keys] == [t.key for t in tokens]
+    assert [last for _, _, last in pieces] == [False] * (len(pieces) - 1) + [True] * bool(pieces)
+
+
+def test_a_huge_line_is_refused_before_it_is_tokenised_whole():
+    import time
+
+    from ctxembed.errors import DataError
+    from ctxembed.explore import Engine
+    from ctxembed.settings import build_settings
+    from ctxembed.sources import open_vectors
+
+    engine = Engine(open_vectors(None), build_settings("textbook"), max_tokens=512)
+    line = "the river bank " * 2_000_000  # 30 MB, 6 million tokens
+    start = time.perf_counter()
+    with pytest.raises(DataError, match="over 512 tokens, more than max_tokens 512"):
+        engine.prepare(line)
+    assert time.perf_counter() - start < 0.5  # tokenising it whole takes over a minute

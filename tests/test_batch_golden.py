@@ -1,0 +1,79 @@
+"""`ctxembed batch` gives the same bytes as before the speed work, on lines chosen to be awkward.
+
+tests/fixtures/batch/lines.txt holds out-of-vocabulary words, clitics (straight and curly
+apostrophes), abbreviations, JSON lines with every kind of id, bad JSON, bad UTF-8, CRLF, empty
+lines and a last line without a newline; cased.txt is a small case-sensitive vocabulary with
+clitic entries and no subwords. golden.json lists the cases (batch options), each with the
+SHA-256 of the output written by `ctxembed batch --chunk 1` at commit 2d26431 (each sentence run
+alone, which is what batch does now at any chunk size); the *.jsonl.gz files hold some of those
+outputs in full, so a failure can name the first record that changed.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from tests.cli_helpers import succeeds
+from tests.conftest import FIXTURES, REPO
+
+GOLDEN = FIXTURES / "batch"
+CASES = json.loads((GOLDEN / "golden.json").read_text(encoding="utf-8"))
+
+
+@functools.cache  # each case runs once for both tests
+def run_case(name: str, *extra: str) -> bytes:
+    args = [str(REPO / a) if a.startswith("tests/fixtures/") else a for a in CASES[name]["args"]]
+    return succeeds("batch", GOLDEN / "lines.txt", *args, *extra).stdout_bytes
+
+
+def first_difference(new: bytes, old: bytes) -> str:
+    for number, (a, b) in enumerate(zip(new.splitlines(), old.splitlines(), strict=False), start=1):
+        if a != b:
+            return f"record {number} differs:\nnew {a[:300]!r}\nold {b[:300]!r}"
+    return f"{len(new.splitlines())} records now, {len(old.splitlines())} before"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_output_is_byte_identical_to_the_golden_copy(name):
+    new = run_case(name)
+    assert new.count(b"\n") == CASES[name]["records"]
+    if hashlib.sha256(new).hexdigest() != CASES[name]["sha256"]:
+        stored = GOLDEN / f"{name}.jsonl.gz"
+        detail = first_difference(new, gzip.decompress(stored.read_bytes())) if stored.exists() else ""
+        pytest.fail(f"batch output for {name} ({' '.join(CASES[name]['args'])}) changed. {detail}")
+
+
+def _close(new, old) -> bool:
+    """Same structure, same strings, ints and booleans; floats equal to float32 precision."""
+    if isinstance(old, dict):
+        return isinstance(new, dict) and new.keys() == old.keys() and all(_close(new[k], old[k]) for k in old)
+    if isinstance(old, list) and old and isinstance(old[0], (float, list)) and not isinstance(new, str):
+        try:
+            return np.allclose(np.array(new, dtype=float), np.array(old, dtype=float), rtol=1e-5, atol=1e-7)
+        except ValueError:  # ragged: compare item by item
+            return len(new) == len(old) and all(_close(a, b) for a, b in zip(new, old, strict=True))
+    if isinstance(old, float):
+        return isinstance(new, float) and abs(new - old) <= 1e-7 + 1e-5 * abs(old)
+    return new == old and type(new) is type(old)
+
+
+@pytest.mark.parametrize("name", sorted(p.name.removesuffix(".jsonl.gz") for p in GOLDEN.glob("*.jsonl.gz")))
+def test_records_match_the_golden_copy_up_to_float32_rounding(name):
+    """The portable form of the test above: on another CPU, BLAS may round the last bit differently."""
+    old = [json.loads(line) for line in gzip.decompress((GOLDEN / f"{name}.jsonl.gz").read_bytes()).splitlines()]
+    new = [json.loads(line) for line in run_case(name).splitlines()]
+    assert len(new) == len(old)
+    for a, b in zip(new, old, strict=True):
+        assert _close(a, b), f"record {b['line']} changed: {json.dumps(a)[:300]} vs {json.dumps(b)[:300]}"
+
+
+@pytest.mark.parametrize("extra", [("--chunk", "1"), ("--chunk", "4", "--workers", "2"), ("--chunk", "7")])
+def test_chunking_and_workers_never_change_a_byte(extra):
+    """Sentences run in groups of equal length without padding: a record is a function of its line alone."""
+    assert run_case("default", *extra) == run_case("default")
