@@ -26,6 +26,7 @@ _LAZY = {
     "AttendResult": "ctxembed.api",
     "CompareResult": "ctxembed.api",
     "NeighborsResult": "ctxembed.api",
+    "embed_lines": "ctxembed.embed",
     "AttentionConfig": "ctxembed.config",
     "Settings": "ctxembed.settings",
     "build_settings": "ctxembed.settings",

@@ -1,0 +1,100 @@
+"""Batch on Dask (ctxembed.scale, docs/scale.md): partitions keep batch's line numbers, and a
+LocalCluster of two worker processes writes what `ctxembed batch` writes, record for record."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from ctxembed.scale import Partition, embed_partition, partitions, read_partition
+from tests.cli_helpers import succeeds
+from tests.conftest import FIXTURES, REPO
+
+pytest.importorskip("dask")
+distributed = pytest.importorskip("distributed")
+
+
+def corpus(path, n: int = 3000) -> None:
+    """n lines: the awkward batch fixture's lines among plain sentences of the shipped vocabulary."""
+    from ctxembed.sources import open_vectors
+
+    words = open_vectors(None).words[:5000]
+    rng = random.Random(15)
+    awkward = (FIXTURES / "batch" / "lines.txt").read_bytes().split(b"\n")
+    lines = [
+        rng.choice(awkward) if rng.random() < 0.1 else " ".join(rng.choices(words, k=rng.randint(3, 20))).encode()
+        for _ in range(n)
+    ]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_partitions_cover_the_file_at_line_ends_and_number_its_lines(tmp_path, monkeypatch, seed):
+    import ctxembed.scale
+
+    rng = random.Random(seed)
+    lines = [bytes(rng.choice(b"ab \r") for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(0, 30))]
+    data = b"\n".join(lines) + (b"\n" if rng.random() < 0.5 else b"")
+    path = tmp_path / "lines.txt"
+    path.write_bytes(data)
+    monkeypatch.setattr(ctxembed.scale, "_COUNT_BYTES", rng.randint(1, 16))  # cuts across read boundaries
+    parts = partitions(str(path), rng.randint(1, 40))
+    numbered = [(p.first_line + i, line) for p in parts for i, line in enumerate(read_partition(p))]
+    assert b"".join(line for _, line in numbered) == data
+    assert [n for n, _ in numbered] == list(range(1, len(numbered) + 1))
+    assert all(line.endswith(b"\n") for _, line in numbered[:-1])  # a lone \r never ends a line
+    assert [p.start for p in parts[1:]] == [p.stop for p in parts[:-1]]
+
+
+def test_a_partition_gives_batch_records_with_batch_line_numbers(tmp_path):
+    path = tmp_path / "corpus.txt"
+    corpus(path, 300)
+    expected = succeeds("batch", path, "--no-weights").stdout_bytes.splitlines(keepends=True)
+    part = partitions(str(path), 4000)[2]
+    records = [(line + "\n").encode() for line in embed_partition(part, weights=False)]
+    assert records == expected[part.first_line - 1 : part.first_line - 1 + len(records)]
+    assert len(records) > 10
+
+
+def test_local_cluster_of_two_processes_writes_what_batch_writes(tmp_path):
+    from ctxembed.scale import embed_file
+
+    path = tmp_path / "corpus.txt"
+    corpus(path)
+    expected = succeeds("batch", path).stdout_bytes
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        bag = embed_file(str(path), blocksize=path.stat().st_size // 6)
+        assert bag.npartitions >= 6
+        records = client.compute(bag).result()
+        workers_used = {w for part in client.who_has().values() for w in part} or set(
+            client.scheduler_info()["workers"]
+        )
+    assert ("\n".join(records) + "\n").encode() == expected
+    assert len(records) == 3000 and len(workers_used) == 2
+    assert re.search(rb'"error":"line is not valid UTF-8', expected)  # the awkward lines are in
+
+
+def test_the_docs_example_runs(tmp_path, monkeypatch):
+    """docs/scale.md's first example, on a small file, in a local scheduler."""
+    text = (REPO / "docs" / "scale.md").read_text(encoding="utf-8")
+    example = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    path = tmp_path / "corpus.txt"
+    corpus(path, 200)
+    monkeypatch.chdir(tmp_path)
+    example = example.replace('Client("tcp://scheduler:8786")', "Client(processes=False, dashboard_address=None)")
+    namespace: dict = {}
+    exec(compile(example, "docs/scale.md", "exec"), namespace)  # noqa: S102 - our own documentation
+    written = b"".join(p.read_bytes() for p in sorted((tmp_path / "out").glob("*.jsonl")))
+    assert written == succeeds("batch", path, "--no-weights").stdout_bytes
+
+
+def test_partition_is_a_plain_tuple_that_pickles():
+    import pickle
+
+    part = Partition("corpus.txt", 0, 10, 1)
+    assert pickle.loads(pickle.dumps(part)) == part
