@@ -71,11 +71,12 @@ def test_local_cluster_of_two_processes_writes_what_batch_writes(tmp_path):
         bag = embed_file(str(path), blocksize=path.stat().st_size // 6)
         assert bag.npartitions >= 6
         records = client.compute(bag).result()
-        workers_used = {w for part in client.who_has().values() for w in part} or set(
-            client.scheduler_info()["workers"]
-        )
+        built = client.run(lambda: __import__("ctxembed.embed").embed._cached_explorer.cache_info())
     assert ("\n".join(records) + "\n").encode() == expected
-    assert len(records) == 3000 and len(workers_used) == 2
+    assert len(records) == 3000 and len(built) == 2
+    # each worker process built its Explorer at most once, whatever the number of tasks it ran
+    assert all(info.misses <= 1 for info in built.values())
+    assert sum(info.hits + info.misses for info in built.values()) == bag.npartitions
     assert re.search(rb'"error":"line is not valid UTF-8', expected)  # the awkward lines are in
 
 
