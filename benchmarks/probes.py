@@ -4,6 +4,7 @@
     python benchmarks/probes.py gensim-load PATH (--binary | --no-header)
     python benchmarks/probes.py coldstart-profile                  # where `compare --json` spends its time
     python benchmarks/probes.py batch-stages CORPUS                 # per-sentence cost of each batch stage
+    python benchmarks/probes.py dask-batch CORPUS [--no-weights]    # the same job on a 2-process LocalCluster
     python benchmarks/probes.py scaling --preset default --n 8,16,32
 
 Times are seconds from time.perf_counter(); memory is in MB (2^20 bytes): ``rss`` the resident
@@ -154,7 +155,7 @@ def batch_stages(corpus: str, n: int) -> None:
     from ctxembed.explore import Engine
     from ctxembed.settings import build_settings
     from ctxembed.sources import open_vectors
-    from ctxembed.tokenize import tokenize
+    from ctxembed.tokenize import token_strings, tokenize
 
     store = open_vectors(None)
     engine = Engine(store, build_settings("default"))
@@ -172,22 +173,17 @@ def batch_stages(corpus: str, n: int) -> None:
         per_sentence[label] = best / sentences * 1e6
         return result
 
-    def run_groups(prepared):
-        results = []
-        for start in range(0, len(prepared), 256):
-            results += engine.run(prepared[start : start + 256])
-        return results
-
     subset = texts[:1000]
     clock("prepare, binary-search lookups (as one sentence runs)", lambda: [engine.prepare(t) for t in subset], 1000, 1)
     start = time.perf_counter()
     engine.bulk()  # what batch does before its first chunk: dict lookups
     index_seconds = time.perf_counter() - start
     clock("parse_line", lambda: [rec.parse_line(i, line) for i, line in enumerate(raw, 1)])
-    clock("tokenize (inside prepare)", lambda: [tokenize(t) for t in texts])
+    clock("tokenize with offsets (attend's Token objects)", lambda: [tokenize(t) for t in texts])
+    clock("tokenize to strings (inside prepare)", lambda: [token_strings(t) for t in texts])
     prepared = clock("prepare, dict lookups (batch)", lambda: [engine.prepare(t) for t in texts])
     prepared.sort(key=lambda p: len(p.used))
-    results = clock("Engine.run, groups of 256", lambda: run_groups(prepared))
+    results = clock("Engine.run (groups of one length)", lambda: engine.run(prepared))
     ids = [p.ranks for p in prepared]
     clock("bare kernel on the same ids", lambda: bare_kernel.run(ids, store))
 
@@ -218,6 +214,39 @@ def batch_stages(corpus: str, n: int) -> None:
             "index_build_seconds": index_seconds,
             "us_per_sentence": per_sentence,
             "profile_tottime": top,
+        }
+    )
+
+
+def dask_batch(corpus: str, workers: int, weights: bool, runs: int) -> None:
+    """The batch job on a LocalCluster of ``workers`` processes (ctxembed.scale.embed_file): seconds to
+    start the cluster, then each run's seconds (the first one starts the workers' Explorers)."""
+    import hashlib
+
+    from dask.distributed import Client, LocalCluster
+
+    from ctxembed.scale import embed_file
+
+    began = time.perf_counter()
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    client = Client(cluster)
+    started = time.perf_counter()
+    blocksize = max(1, Path(corpus).stat().st_size // (4 * workers))  # 4 partitions per worker
+    seconds, records = [], []
+    for _ in range(runs):
+        start = time.perf_counter()
+        records = client.compute(embed_file(corpus, blocksize=blocksize, weights=weights)).result()
+        seconds.append(time.perf_counter() - start)
+    output = ("\n".join(records) + "\n").encode()
+    client.close()
+    cluster.close()
+    emit(
+        {
+            "cluster_start": started - began,
+            "runs": seconds,
+            "records": len(records),
+            "partitions": embed_file(corpus, blocksize=blocksize).npartitions,
+            "sha256": hashlib.sha256(output).hexdigest(),
         }
     )
 
@@ -301,6 +330,11 @@ def main() -> None:
     p = sub.add_parser("batch-stages")
     p.add_argument("corpus")
     p.add_argument("--sentences", type=int, default=8192)
+    p = sub.add_parser("dask-batch")
+    p.add_argument("corpus")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--no-weights", action="store_true")
+    p.add_argument("--runs", type=int, default=3)
     p = sub.add_parser("scaling")
     p.add_argument("--preset", default="default")
     p.add_argument("--n", default="8,16,32,64,128,256,512,1024")
@@ -313,6 +347,8 @@ def main() -> None:
         coldstart_profile()
     elif args.probe == "batch-stages":
         batch_stages(args.corpus, args.sentences)
+    elif args.probe == "dask-batch":
+        dask_batch(args.corpus, args.workers, not args.no_weights, args.runs)
     else:
         scaling(args.preset, [int(n) for n in args.n.split(",")])
 

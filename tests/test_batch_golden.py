@@ -6,7 +6,9 @@ lines and a last line without a newline; cased.txt is a small case-sensitive voc
 clitic entries and no subwords. golden.json lists the cases (batch options), each with the
 SHA-256 of the output written by `ctxembed batch --chunk 1` at commit 2d26431 (each sentence run
 alone, which is what batch does now at any chunk size); the *.jsonl.gz files hold some of those
-outputs in full, so a failure can name the first record that changed.
+outputs in full, so a failure can name the first record that changed. The cases spell the default
+preset of that commit out as flags (--preset textbook --abtt 3 --sif 0.0001 --exclude-self
+--residual --residual-scale 1/9), since the default preset has been retuned since.
 """
 
 from __future__ import annotations
