@@ -344,14 +344,17 @@ class Engine:
 
         A group holds sentences of one length T, and at most GROUP_FLOATS attention weights at a
         time: layers x heads x T^2 per sentence when weights are kept, heads x T^2 (one layer's)
-        when they are not. Without padding, a sentence's arithmetic is the same whatever it runs with."""
+        when they are not (and at most GROUP_FLOATS / d tokens). Without padding, a sentence's
+        arithmetic is the same whatever it runs with."""
         a = self.settings.attention
         by_length: dict[int, list[int]] = {}
         for i, sentence in enumerate(sentences):
             by_length.setdefault(len(sentence.used), []).append(i)
         for T in sorted(by_length):
             members = by_length[T]
-            size = max(1, GROUP_FLOATS // (a.heads * T * T * (a.layers if weights else 1)))
+            # floats a sentence holds at once: its attention weights, or its (T, d) vectors if more
+            per_sentence = T * max(a.heads * T * (a.layers if weights else 1), self.dim)
+            size = max(1, GROUP_FLOATS // per_sentence)
             for start in range(0, len(members), size):
                 chosen = members[start : start + size]
                 yield chosen, self._run_group([sentences[i] for i in chosen], weights, trace)
