@@ -240,9 +240,11 @@ def _project(x: np.ndarray, heads: list[HeadProjection], kind: str) -> np.ndarra
     h = len(heads)
     W = np.concatenate([getattr(head, f"W_{kind}") for head in heads], axis=1).astype(x.dtype)  # (d, h * d_out)
     d_out = W.shape[1] // h
-    # one matrix product for every head and token (many small per-head products are several times slower)
-    flat = x.reshape(B * T, d) @ W  # (B*T, d) x (d, h*d_out) -> (B*T, h*d_out)
-    projected = flat.reshape(B, T, h, d_out).transpose(0, 2, 1, 3)  # (B, T, h, d_out) -> (B, h, T, d_out)
+    # one matrix product per sentence for every head (many small per-head products are several times
+    # slower); not one for the whole (B*T, d) batch, whose rounding would depend on the batch's size,
+    # so that a sentence's numbers never depend on the sentences it runs with (batch, Dask partitions)
+    joined = x @ W  # (B, T, d) x (d, h*d_out) -> (B, T, h*d_out)
+    projected = joined.reshape(B, T, h, d_out).transpose(0, 2, 1, 3)  # (B, T, h, d_out) -> (B, h, T, d_out)
     biases = [getattr(head, f"b_{kind}") for head in heads]
     if any(bias is not None for bias in biases):
         zeros = np.zeros(d_out)  # a head without a bias among heads with one

@@ -75,7 +75,8 @@ def test_records_match_the_golden_copy_up_to_float32_rounding(name):
         assert _close(a, b), f"record {b['line']} changed: {json.dumps(a)[:300]} vs {json.dumps(b)[:300]}"
 
 
+@pytest.mark.parametrize("name", ["default", "random_proj"])
 @pytest.mark.parametrize("extra", [("--chunk", "1"), ("--chunk", "4", "--workers", "2"), ("--chunk", "7")])
-def test_chunking_and_workers_never_change_a_byte(extra):
+def test_chunking_and_workers_never_change_a_byte(extra, name):
     """Sentences run in groups of equal length without padding: a record is a function of its line alone."""
-    assert run_case("default", *extra) == run_case("default")
+    assert run_case(name, *extra) == run_case(name)
