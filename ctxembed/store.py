@@ -513,11 +513,12 @@ class _Checksums:
                 self.offsets[f"{group}/{key}"] = (int(item["offset"]), int(item["nbytes"]))
         self.buffer, self.data_start = buffer, data_start
         self.done: dict[str, np.ndarray] = {}  # blob -> (blocks,) bool, True once verified
+        self.complete: set[str] = set()  # blobs verified in full: no more bookkeeping per lookup
 
     def span(self, name: str, lo: int, hi: int, store: VectorStore) -> None:
         """Verify the blocks covering bytes [lo, hi) of blob ``name``."""
         crcs = self.crcs.get(name)
-        if crcs is None or hi <= lo:
+        if crcs is None or hi <= lo or name in self.complete:
             return
         self._check(name, range(lo // self.block, (hi - 1) // self.block + 1), store)
 
@@ -527,7 +528,7 @@ class _Checksums:
 
     def rows(self, name: str, ids: np.ndarray, row_bytes: int, store: VectorStore) -> None:
         """Verify the blocks holding the given rows of a (rows, row_bytes) blob."""
-        if name not in self.crcs or ids.size == 0:
+        if name not in self.crcs or ids.size == 0 or name in self.complete:
             return
         first = ids * row_bytes // self.block  # (n,)
         last = ((ids + 1) * row_bytes - 1) // self.block  # (n,)
@@ -553,6 +554,8 @@ class _Checksums:
             if stop > len(self.buffer) or zlib.crc32(memoryview(self.buffer)[start:stop]) != crcs[block]:
                 self._damaged(name, store)
             done[block] = True
+        if done.all():
+            self.complete.add(name)
 
     def _damaged(self, name: str, store: VectorStore) -> None:
         hint = store.damage_hint() if callable(store.damage_hint) else store.damage_hint
