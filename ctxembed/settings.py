@@ -411,5 +411,6 @@ def _trained_values(weights_file: str) -> dict[str, Any]:
         return {}
     flat = dict(trained.get("attention", {})) | {k: v for k, v in trained.items() if k != "attention"}
     values = {k: v for k, v in flat.items() if k in SETTINGS and k not in _FILE_DECIDES}
-    defaults = {k: SETTINGS[k].default for k in ("seed", "d_out", "output_projection")}
-    return values | defaults | {"projection": "file", "weights_file": weights_file}
+    # a setting the file does not record was not there when it was trained: it ran at its default
+    defaults = {k: spec.default for k, spec in SETTINGS.items()}
+    return defaults | values | {"projection": "file", "weights_file": weights_file}

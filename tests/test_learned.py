@@ -37,6 +37,7 @@ def test_weights_flag_takes_the_architecture_from_the_file():
     settings = build_settings("default", weights_file=str(learned_weights_path()))
     assert settings.attention == PRESETS["learned"].attention
     assert settings.abtt == 0 and settings.sif == 0  # the default preset's ingredients are not trained with
+    assert settings.values() == PRESETS["learned"].values()  # nothing of the default preset leaks in (e.g. mix)
     assert build_settings("default", weights_file=str(learned_weights_path()), heads=4).attention.heads == 4
 
 
