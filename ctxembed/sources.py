@@ -436,8 +436,14 @@ def convert_to_store(spec: str, out: Path, *, limit: int | None, trust: bool, qu
         whole = VectorStore.open(resolved.path)
         store = _limited(whole, limit)
         meta = dict(store.meta, format=fmt)
-        # the sections (e.g. all-but-the-top statistics) describe every word: kept only when all are
-        sections = {name: whole.section(name) for name in whole._extra} if len(store) == len(whole) else None
+        # the sections (e.g. all-but-the-top statistics) describe every word: kept only when all are;
+        # a copy cut by --limit gets all-but-the-top statistics of its own
+        if len(store) == len(whole):
+            sections = {name: whole.section(name) for name in whole._extra}
+        else:
+            from ctxembed.abtt import SECTION, statistics
+
+            sections = {SECTION: statistics(store, len(store)).as_arrays()}
         try:
             if store.dtype == "int8":  # the same codes and scales, byte for byte
                 write_store(out, store.words, store._matrix, scales=store._scales, meta=meta, sections=sections)

@@ -71,3 +71,15 @@ def test_top_removal_removes_the_mean_and_the_top_directions(small_store):
     out = removal(small_store.matrix())  # (50, 6)
     np.testing.assert_allclose(out @ found.directions[:, :2], 0, atol=1e-4)
     np.testing.assert_allclose(out.mean(axis=0), 0, atol=1e-4)
+
+
+def test_a_converted_store_carries_its_own_statistics(tmp_path, monkeypatch):
+    from ctxembed.sources import convert_to_store
+
+    convert_to_store(str(default_store_path()), tmp_path / "small.ctxv", limit=5000, trust=False, quantize=False)
+    small = VectorStore.open(tmp_path / "small.ctxv")
+    monkeypatch.setattr(abtt, "compute_statistics", lambda *a: pytest.fail("computed despite the section"))
+    found = statistics(small, 5000)
+    assert found.words == 5000 and small.dtype == "int8"
+    monkeypatch.undo()  # the section holds the statistics of the 5,000 words, not of the 200,000
+    np.testing.assert_allclose(found.mean, compute_statistics(small, 5000).mean, atol=1e-6)
