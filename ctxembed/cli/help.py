@@ -3,6 +3,8 @@ summaries. Plain (no rich) so that help is cheap and reads the same in a pipe.""
 
 from __future__ import annotations
 
+import math
+
 from typer.core import TyperCommand, TyperGroup
 
 
@@ -47,10 +49,36 @@ class FullSummaryGroup(TyperGroup):
 
 
 def _adopt(group: TyperGroup) -> None:
-    """Give typer's plain commands and groups (built before we see them) the help above."""
+    """Give typer's plain commands and groups (built before we see them) the help above, and make
+    every float option of every command refuse NaN and infinity."""
     for command in group.commands.values():
         if type(command) is TyperCommand:
             command.__class__ = PanelCommand  # only how help is formatted differs
         elif type(command) is TyperGroup:
             command.__class__ = FullSummaryGroup
             _adopt(command)
+        for param in command.params:
+            if getattr(param.type, "name", "") in ("float", "float range"):
+                param.type = _finite(param.type)
+
+
+def _finite(float_type):
+    """click's float type (any range kept) that also refuses nan, inf and -inf, which it accepts."""
+    base = next(c for c in type(float_type).__mro__ if c.__name__ == "ParamType")
+
+    class Finite(base):
+        name = float_type.name
+
+        def convert(self, value, param, ctx):
+            number = float_type.convert(value, param, ctx)
+            if not math.isfinite(number):
+                self.fail(f"{value!r} is not a finite number", param, ctx)
+            return number
+
+        def get_metavar(self, *args, **kwargs):
+            return float_type.get_metavar(*args, **kwargs)
+
+        def __repr__(self) -> str:
+            return repr(float_type)
+
+    return Finite()

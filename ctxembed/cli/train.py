@@ -22,7 +22,7 @@ def _flag(names: str, help_text: str, panel: str = _PANEL_MODEL):
     return typer.Option(*names.split(), help=help_text, show_default=False, rich_help_panel=panel)
 
 
-@app.command()
+@app.command(epilog="Example: ctxembed train data/brown.txt.gz --epochs 1 --out my-weights.npz")
 @reports_errors
 def train(
     corpus: Annotated[str, typer.Argument(help="Text, one sentence per line or running text; .gz; '-' for stdin.")],
