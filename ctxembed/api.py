@@ -132,14 +132,14 @@ class Explorer:
         document = neighbors_document(self.engine, result, word, k, self.vectors, include_context=include_context)
         return NeighborsResult(document)
 
-    def embed_lines(self, lines: Iterable[str], **keywords: Any):
-        """Batch records (dicts) for many sentences, one per line, in order: see ``ctxembed.embed_lines``."""
-        import ctxembed
+    def embed_lines(
+        self, lines: Iterable[str], *, weights: bool = True, with_vectors: bool = False, word: str | None = None
+    ):
+        """Batch records (dicts, as ``ctxembed batch`` prints them) for many sentences, one per line, in
+        order; a bad line gives an error record. Delegates to :func:`ctxembed.embed_lines`."""
+        from ctxembed.embed import embed_lines
 
-        embed = getattr(ctxembed, "embed_lines", None)
-        if embed is None:
-            raise NotImplementedError("embed_lines arrives with the batch API")
-        return embed(lines, explorer=self, **keywords)
+        return embed_lines(lines, weights=weights, with_vectors=with_vectors, word=word, explorer=self)
 
 
 class _Shown:
