@@ -132,14 +132,13 @@ class Explorer:
         document = neighbors_document(self.engine, result, word, k, self.vectors, include_context=include_context)
         return NeighborsResult(document)
 
-    def embed_lines(
-        self, lines: Iterable[str], *, weights: bool = True, with_vectors: bool = False, word: str | None = None
-    ):
+    def embed_lines(self, lines: Iterable[str], **options: Any):
         """Batch records (dicts, as ``ctxembed batch`` prints them) for many sentences, one per line, in
-        order; a bad line gives an error record. Delegates to :func:`ctxembed.embed_lines`."""
+        order; a bad line gives an error record. ``options``: ``weights``, ``with_vectors``, ``word``,
+        ``start``, ``encoded``, ``chunk`` of :func:`ctxembed.embed_lines`, which this delegates to."""
         from ctxembed.embed import embed_lines
 
-        return embed_lines(lines, weights=weights, with_vectors=with_vectors, word=word, explorer=self)
+        return embed_lines(lines, explorer=self, **options)
 
 
 class _Shown:
