@@ -9,7 +9,7 @@ Guarantees of this driver (tests/test_batch_driver.py pins each one):
 
 - **Bounded input.** Lines are read in pieces of 64 KiB; a line longer than
   :func:`line_limit` bytes is never held whole: it becomes an error record as soon as it passes
-  the limit and the rest of it is skipped. A chunk also stops growing at 8 MiB of input.
+  the limit and the rest of it is skipped. A chunk also stops growing at 1 MiB of input.
 - **Streaming.** A chunk is handed on when it is full, or as soon as the input has nothing more
   to give right now (a slow producer's line is answered within ~50 ms); each chunk's records are
   written, unbuffered, as soon as they and all earlier ones are ready.
@@ -48,7 +48,8 @@ SCHEMA = "ctxembed.batch/1"
 _INDEX_AFTER_LINES = 512
 _INDEX_MAX_WORDS = 1_000_000
 _READ_BYTES = 1 << 16  # one read from the input
-_CHUNK_BYTES = 8 << 20  # a chunk stops growing here, whatever its line count
+_CHUNK_BYTES = 1 << 20  # a chunk stops growing here, whatever its line count: its sentences' tokens,
+# records and groups are what a process holds (500-token lines, 4 heads, 4 layers: ~245 MB at 1 MiB, ~380 at 8)
 _IDLE_SECONDS = 0.05  # input silent this long: hand on the lines read so far
 _BYTES_PER_TOKEN = 1024  # line limit = this x --max-tokens (at least _MIN_LINE_BYTES)
 _MIN_LINE_BYTES = 64 << 10
