@@ -223,3 +223,14 @@ def test_readme_option_table_is_generated_from_the_declarations():
     # after adding or changing a setting: .venv/bin/python scripts/settings_docs.py
     assert module.readme_with_table(readme) == readme
     assert all(spec.option in readme for spec in SETTINGS.values())
+
+
+def test_a_run_builds_only_its_command_and_gives_the_same_output():
+    script = Path(sys.executable).parent / "ctxembed"
+    args = ["compare", "we sat on the river bank", "I paid the bank", "--word", "bank", "--json"]
+    alone = subprocess.run([script, *args], capture_output=True, text=True)
+    assert alone.returncode == 0 and alone.stdout == invoke(*args).stdout
+    listing = subprocess.run([script, "--help"], capture_output=True, text=True).stdout
+    assert all(name in listing for name in ("attend", "compare", "neighbors", "batch", "eval", "vectors"))
+    wrong = subprocess.run([script, "comapre", "x"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and "No such command" in wrong.stderr
