@@ -158,6 +158,7 @@ class Settings:
         metavar="WEIGHTS|learned|FILE|off",
         panel=INGREDIENT_PANEL,
         summary=lambda v: f"layer mix {v['mix']}" if v["mix"] not in (None, "off") else None,
+        order=1,
         explain=lambda v: (
             f"the contextual vector is the layer mix {v['mix']}: γ·Σ s_j h_j over the attention input h0 "
             "and every layer's output"
