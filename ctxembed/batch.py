@@ -250,6 +250,8 @@ def run_batch(
     """Stream ``source`` (a path or "-") to stdout; return the number of lines written."""
     options = {"with_vectors": with_vectors, "weights": weights, "word": word}
     if source == "-":
+        if sys.stdin is None:  # started with stdin closed (<&-)
+            raise DataError("stdin is closed: give a file of sentences, or pipe them in")
         stream, total_bytes = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else sys.stdin, None
     else:
         try:

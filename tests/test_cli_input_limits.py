@@ -33,3 +33,11 @@ def test_issue_10_number_cases_are_one_usage_line():
         result = invoke("attend", "the bank", *args)
         assert result.exit_code == 2, args
         assert result.stdout == "" and result.stderr.count("\n") == 1 and result.stderr.startswith("ctxembed: error:")
+
+
+def test_closed_stdin_is_one_clean_line():
+    for args, code in ((["batch", "-"], 1), (["attend"], 2)):
+        done = subprocess.run([sys.executable, "-m", "ctxembed", *args], stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=60, preexec_fn=lambda: os.close(0))  # fmt: skip
+        assert done.returncode == code, done.stderr
+        assert done.stderr.count(b"\n") == 1 and b"stdin is closed" in done.stderr

@@ -131,6 +131,8 @@ STDIN_LIMIT = 4 << 20  # bytes: the batch line limit at the largest --max-tokens
 def read_stdin(what: str, limit: int = STDIN_LIMIT) -> str:
     """All of stdin as text, read in pieces and refused as soon as it passes ``limit`` bytes (a
     runaway input costs neither memory nor time); a usage error on a terminal (nothing piped)."""
+    if sys.stdin is None:  # started with stdin closed (<&-)
+        raise UsageError(f"give a {what} (stdin is closed)")
     if sys.stdin.isatty():
         raise UsageError(f"give a {what} or pipe text on stdin")
     stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
