@@ -23,6 +23,17 @@ def require_matplotlib() -> None:
 
 def figure_png(figure: Figure, dpi: int = 150) -> bytes:
     """The figure as PNG bytes."""
+    import matplotlib.pyplot as plt
+
+    fig = draw(figure)
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=dpi)
+    plt.close(fig)
+    return out.getvalue()
+
+
+def draw(figure: Figure):
+    """The figure as a matplotlib Figure (the caller closes it)."""
     require_matplotlib()
     import matplotlib
 
@@ -32,20 +43,29 @@ def figure_png(figure: Figure, dpi: int = 150) -> bytes:
     per_row = figure.columns or len(figure.panels)
     rows = math.ceil(len(figure.panels) / per_row)
     side = max(3.5, max(_panel_size(p) for p in figure.panels))
-    fig, axes = plt.subplots(rows, per_row, figsize=(side * per_row + 1, side * rows + 1.2), squeeze=False)
+    width = max(6.5, side * per_row + 1)  # inches: room for the header of a small figure
+    # Wrap text to the figure's width, so no header or note runs off a small picture's edge,
+    # and give the wrapped text its own height above and below the panels.
+    lines = _wrap(figure.lines, width, fontsize=9)
+    notes = _wrap(figure.notes, width, fontsize=7)
+    header, footer = 0.2 * (len(lines) + 1) + 0.3, 0.14 * len(notes) + 0.1  # inches
+    height = side * rows + 0.9 + header + footer
+    fig, axes = plt.subplots(rows, per_row, figsize=(width, height), squeeze=False)
     for ax, panel in zip(axes.flat, figure.panels, strict=False):
         _DRAW[type(panel)](ax, panel)
     for ax in list(axes.flat)[len(figure.panels) :]:
         ax.axis("off")
-    lines = [piece for line in figure.lines for piece in textwrap.wrap(line, 110, subsequent_indent="    ")]
     fig.suptitle("\n".join([figure.title, *lines]), fontsize=9, x=0.01, ha="left")
-    if figure.notes:
-        fig.text(0.01, 0.005, "\n".join(figure.notes), fontsize=7, va="bottom")
-    fig.tight_layout(rect=(0, 0.03 + 0.02 * len(figure.notes), 1, 0.93 - 0.025 * len(lines)))
-    out = io.BytesIO()
-    fig.savefig(out, format="png", dpi=dpi)
-    plt.close(fig)
-    return out.getvalue()
+    if notes:
+        fig.text(0.01, 0.005, "\n".join(notes), fontsize=7, va="bottom")
+    fig.tight_layout(rect=(0, footer / height, 1, 1 - header / height))
+    return fig
+
+
+def _wrap(texts, width_inches: float, *, fontsize: float) -> list[str]:
+    """Lines of ``texts`` wrapped to the figure's width (a character is about 0.6 em wide)."""
+    per_line = max(20, int(width_inches * 72 / (0.62 * fontsize)) - 2)  # characters that fit
+    return [piece for text in texts for piece in textwrap.wrap(text, per_line, subsequent_indent="    ") or [""]]
 
 
 def _panel_size(panel) -> float:

@@ -101,6 +101,30 @@ def test_png_is_a_png(tmp_path, attend_doc):
     assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("cells", [1, 3, 24])
+def test_png_text_stays_inside_the_picture(cells):
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from ctxembed.png import draw
+
+    words = [f"w{i}" for i in range(cells)]
+    long = "settings: " + " | ".join(f"ingredient number {i} on" for i in range(12))
+    figure = Figure("attention weights", ["Apple makes phones", long], [Heatmap("h", words, words, np.eye(cells))])
+    figure.notes = ["rows: how much each token attends to each column (rows sum to 1); darkest = 0.758; · masked"]
+    fig = draw(figure)
+    try:
+        renderer = fig.canvas.get_renderer()
+        texts = list({id(t): t for t in [fig._suptitle, *fig.texts]}.values())  # the header and the notes
+        assert len(texts) == 2
+        for text in texts:
+            box = text.get_window_extent(renderer)
+            assert 0 <= box.x0 and box.x1 <= fig.bbox.x1, text.get_text()  # not cut at the right edge
+            assert 0 <= box.y0 and box.y1 <= fig.bbox.y1, text.get_text()
+    finally:
+        plt.close(fig)
+
+
 def test_missing_matplotlib_is_one_line_naming_the_extra(tmp_path, attend_doc, monkeypatch):
     import importlib.util
 
