@@ -100,18 +100,24 @@ def statistics(store: VectorStore, n_words: int) -> Statistics:
 
 @dataclass(frozen=True)
 class TopRemoval:
-    """x -> (x - mean) P with P = I - U Uᵀ: the mean and the top D directions U (d, D) removed."""
+    """x -> (x - mean) P with P = I - U Uᵀ: the mean and the top D directions U (d, D) removed.
+
+    P is applied in its low-rank form, y - (y U) Uᵀ: 2dD flops a vector instead of d² (D = 3,
+    d = 100: ~16x fewer), and row by row, so a vector's result never depends on the others."""
 
     mean: np.ndarray  # (d,)
     top: np.ndarray  # (d, D)
-    matrix: np.ndarray  # (d, d) P
 
     @classmethod
     def from_statistics(cls, found: Statistics, directions: int) -> TopRemoval:
         top = np.ascontiguousarray(found.directions[:, :directions])  # (d, D)
-        matrix = np.eye(len(found.mean), dtype=np.float32) - top @ top.T  # (d, d)
-        return cls(found.mean, top, matrix)
+        return cls(found.mean, top)
+
+    def remove_top(self, vectors: np.ndarray) -> np.ndarray:
+        """(..., d) -> (..., d) P: the top directions removed (not the mean). P is symmetric."""
+        top = self.top.astype(vectors.dtype, copy=False)  # (d, D)
+        return vectors - (vectors @ top) @ top.T  # (..., d) x (d, D) x (D, d) -> (..., d)
 
     def __call__(self, vectors: np.ndarray) -> np.ndarray:
         """(..., d) -> (..., d) with the mean and the top directions removed."""
-        return (vectors - self.mean) @ self.matrix  # (..., d) x (d, d) -> (..., d)
+        return self.remove_top(vectors - self.mean)  # (..., d)

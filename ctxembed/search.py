@@ -27,7 +27,7 @@ def _removed_cosines(store: VectorStore, vector: np.ndarray, removal: TopRemoval
     """Cosine of ``vector`` (d,) with every (m - mu) P, P = I - U Uᵀ, without projecting each word:
     (m - mu) P . c = m . Pc - mu . Pc and |(m - mu) P|² = |m - mu|² - |Uᵀ(m - mu)|²."""
     mu, top = removal.mean.astype(np.float64), removal.top.astype(np.float64)  # (d,), (d, D)
-    direction = removal.matrix.astype(np.float64) @ vector  # (d,)
+    direction = removal.remove_top(np.asarray(vector, dtype=np.float64))  # (d,) P c
     probes = np.column_stack([direction, mu, top]).astype(np.float32)  # (d, 2 + D)
     mu_top = mu @ top  # (D,)
     dots = np.empty(len(store), dtype=np.float64)  # (N,)

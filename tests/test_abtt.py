@@ -73,6 +73,19 @@ def test_top_removal_removes_the_mean_and_the_top_directions(small_store):
     np.testing.assert_allclose(out.mean(axis=0), 0, atol=1e-4)
 
 
+def test_top_removal_is_the_projection_i_minus_u_ut_row_by_row(small_store):
+    found = compute_statistics(small_store, 50)
+    removal = TopRemoval.from_statistics(found, 2)
+    vectors = small_store.matrix()  # (50, 6)
+    top = found.directions[:, :2].astype(np.float64)  # (6, 2)
+    projection = np.eye(6) - top @ top.T  # (6, 6)
+    expected = (vectors - found.mean).astype(np.float64) @ projection  # (50, 6)
+    np.testing.assert_allclose(removal(vectors), expected, atol=1e-5)
+    sentences = vectors[:48].reshape(12, 4, 6)  # (B, T, d) as the engine stacks a group
+    alone = np.stack([removal(sentences[b : b + 1])[0] for b in range(12)])  # (B, T, d)
+    assert np.array_equal(alone, removal(sentences))  # a sentence never depends on its group
+
+
 def test_a_converted_store_carries_its_own_statistics(tmp_path, monkeypatch):
     from ctxembed.sources import convert_to_store
 

@@ -1,0 +1,58 @@
+"""CPU time per sentence of batch's per-chunk work (records.process_chunk), one core, bulk lookups.
+
+Usage: python benchmarks/profile_chunk.py [--sentences N] [--profile]
+CPU time (time.process_time) rather than wall time, so other processes on the machine matter less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from make_corpus import make_sentences  # noqa: E402
+
+from ctxembed import records  # noqa: E402
+from ctxembed.api import Explorer  # noqa: E402
+
+CHUNK = 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sentences", type=int, default=20000)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    engine = Explorer().engine
+    engine.bulk()
+    records.one_blas_thread()
+    lines = make_sentences(args.sentences)
+    chunks = [
+        [(start + i + 1, line.encode()) for i, line in enumerate(lines[start : start + CHUNK])]
+        for start in range(0, len(lines), CHUNK)
+    ]
+    options = {"weights": True, "with_vectors": False, "word": None}
+    records.process_chunk(engine, chunks[0], options)  # warm up
+    profiler = cProfile.Profile() if args.profile else None
+    best = float("inf")
+    for _ in range(1 if profiler else 3):
+        start = time.process_time()
+        if profiler:
+            profiler.enable()
+        for chunk in chunks:
+            records.process_chunk(engine, chunk, options)
+        if profiler:
+            profiler.disable()
+        best = min(best, time.process_time() - start)
+    print(f"{best / len(lines) * 1e6:.1f} us CPU per sentence ({len(lines) / best:,.0f} sentences/s per core)")
+    if profiler:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(18)
+
+
+if __name__ == "__main__":
+    main()
