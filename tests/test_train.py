@@ -244,3 +244,18 @@ def test_save_draws_the_loss_curves(tmp_path):
     svg = picture.read_text()
     assert svg.startswith("<svg") or "<svg" in svg[:200]
     assert "held-out" in svg and "training loss" in svg
+
+
+def test_model_options_come_from_the_setting_declarations(tmp_path):
+    """train's architecture flags are the declared settings: same flag, help and limits, train's defaults."""
+    from ctxembed.cli.train import _MODEL_SETTINGS
+    from ctxembed.settings import SETTINGS
+
+    shown = " ".join(succeeds("train", "--help").stdout.split())  # help text, rewrapped to one line
+    for name in _MODEL_SETTINGS:
+        spec = SETTINGS[name]
+        assert spec.option in shown and " ".join(spec.help.split()) in shown, name
+    assert "[1<=x<=48] [default: 2]" in shown  # layers: the declared limit, training's default
+    result = invoke("train", str(TINY), "--out", str(tmp_path / "w.npz"), "--layers", "49")
+    assert result.exit_code == 2 and "--layers" in result.stderr and "48" in result.stderr
+    assert not (tmp_path / "w.npz").exists()

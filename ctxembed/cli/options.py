@@ -95,30 +95,62 @@ def _shown(value: Any) -> str:
     return "none" if value is None else f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
-def _help(spec: Setting) -> str:
+def _help(spec: Setting, shown_default: str | None = None) -> str:
     text = spec.help
     if spec.limits():
         text += f"  [{spec.limits()}]"
-    if spec.name in SETTINGS:
+    if shown_default is not None:
+        text += f"  [{shown_default}]"
+    elif spec.name in SETTINGS:
         text += f"  [default preset: {_shown(PRESETS['default'].values()[spec.name])}]"
     else:
         text += f"  [default: {spec.default}]"
     return text
 
 
-def option(spec: Setting, default: Any = None) -> tuple[Any, Any]:
-    """The typer annotation and default of one declared setting."""
+def option(
+    spec: Setting, default: Any = None, *, shown_default: str | None = None, panel: str | None = None
+) -> tuple[Any, Any]:
+    """The typer annotation and default of one declared setting (``shown_default``: the help's
+    "[default ...]" text when a command has its own default; ``panel``: another help panel)."""
+    helped = _help(spec, shown_default)
+    panel = panel or spec.panel
     if spec.kind is bool:
         off = spec.off_flag or "--no-" + spec.option[2:]
-        declared = typer.Option(
-            f"{spec.option}/{off}", help=_help(spec), show_default=False, rich_help_panel=spec.panel
-        )
+        declared = typer.Option(f"{spec.option}/{off}", help=helped, show_default=False, rich_help_panel=panel)
         return Annotated[bool | None, declared], default
     kind = spec.kind
     metavar = f"[{'|'.join(spec.choices)}]" if spec.choices else spec.metavar
     extra = {} if metavar is None else {"metavar": metavar}
-    declared = typer.Option(spec.option, help=_help(spec), show_default=False, rich_help_panel=spec.panel, **extra)
+    declared = typer.Option(spec.option, help=helped, show_default=False, rich_help_panel=panel, **extra)
     return Annotated[kind | None, declared], default
+
+
+def with_setting_options(names: tuple[str, ...], defaults: dict[str, Any], *, panel: str):
+    """Give a command some declared settings as options, with the command's own ``defaults`` (the
+    rest: the textbook preset's) shown in the help; it receives those given as ``settings``, a dict
+    of name -> value without the ones left unset. Flags, types and limits come from the declarations."""
+
+    def decorate(command):
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != "settings"]
+        textbook = PRESETS["textbook"].values()
+        extra = []
+        for name in names:
+            value = defaults.get(name, textbook[name])
+            annotation, _ = option(SETTINGS[name], None, shown_default=f"default: {_shown(value)}", panel=panel)
+            extra.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=None))
+
+        @functools.wraps(command)
+        def wrapper(**kwargs):
+            given = {name: kwargs.pop(name) for name in names}
+            kwargs["settings"] = {name: value for name, value in given.items() if value is not None}
+            return command(**kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=own + extra)
+        return wrapper
+
+    return decorate
 
 
 def _parameters() -> list[inspect.Parameter]:

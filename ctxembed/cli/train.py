@@ -10,46 +10,44 @@ from typing import Annotated
 import typer
 
 from ctxembed.cli import app, reports_errors
-from ctxembed.cli.options import JsonOpt, LimitOpt, SaveOpt, TrustOpt, VectorsOpt, check_saves, save_all
+from ctxembed.cli.options import (
+    JsonOpt,
+    LimitOpt,
+    SaveOpt,
+    TrustOpt,
+    VectorsOpt,
+    check_saves,
+    save_all,
+    with_setting_options,
+)
 from ctxembed.errors import UsageError
 from ctxembed.output import emit_json, say, stderr_console, stdout_console
+from ctxembed.train import TRAIN_DEFAULTS
 
 _PANEL_MODEL = "Model (what is trained)"
 _PANEL_TRAINING = "Training"
 
 
-def _flag(names: str, help_text: str, panel: str = _PANEL_MODEL):
-    return typer.Option(*names.split(), help=help_text, show_default=False, rich_help_panel=panel)
+# The architecture trained: declared settings (flags, limits and help from their one declaration),
+# with training's own defaults (train.TRAIN_DEFAULTS) shown in the help.
+_MODEL_SETTINGS = (
+    "layers", "heads", "d_out", "output_projection", "residual",
+    "layer_norm", "positions", "exclude_self", "abtt", "sif",
+)  # fmt: skip
 
 
 @app.command(epilog="Example: ctxembed train data/brown.txt.gz --epochs 1 --out my-weights.npz")
 @reports_errors
+@with_setting_options(_MODEL_SETTINGS, TRAIN_DEFAULTS, panel=_PANEL_MODEL)
 def train(
     corpus: Annotated[str, typer.Argument(help="Text, one sentence per line or running text; .gz; '-' for stdin.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the weights (.npz).")],
-    layers: Annotated[int, typer.Option("--layers", min=1, max=12, rich_help_panel=_PANEL_MODEL)] = 2,
-    heads: Annotated[int, typer.Option("--heads", min=1, max=64, rich_help_panel=_PANEL_MODEL)] = 4,
-    d_out: Annotated[
-        int | None,
-        typer.Option("--d-out", min=1, help="Per-head size (default d / heads).", rich_help_panel=_PANEL_MODEL),
-    ] = None,
-    output_projection: Annotated[
-        bool, _flag("--output-projection/--no-output-projection", "Learn W_out back to d (default on).")
-    ] = True,
-    residual: Annotated[bool, _flag("--residual/--no-residual", "out = x + attention(x) (default on).")] = True,
-    layer_norm: Annotated[bool, _flag("--layer-norm/--no-layer-norm", "Post-norm (default off).")] = False,
-    positions: Annotated[bool, _flag("--positions/--no-positions", "Sinusoidal positions (default on).")] = True,
-    exclude_self: Annotated[bool, _flag("--exclude-self/--include-self", "Mask the diagonal (default off).")] = False,
-    fix_values: Annotated[bool, _flag("--fix-values", "Keep W_value = I; learn W_query, W_key (and W_out).")] = False,
-    abtt: Annotated[
-        int,
+    fix_values: Annotated[
+        bool,
         typer.Option(
-            "--abtt", min=0, help="Inputs: remove the mean and D top directions.", rich_help_panel=_PANEL_MODEL
+            "--fix-values", help="Keep W_value = I; learn W_query, W_key (and W_out).", rich_help_panel=_PANEL_MODEL
         ),
-    ] = 0,
-    sif: Annotated[
-        float, typer.Option("--sif", min=0.0, help="Inputs: SIF key bias a (0 = off).", rich_help_panel=_PANEL_MODEL)
-    ] = 0.0,
+    ] = False,
     epochs: Annotated[
         int,
         typer.Option(
@@ -116,6 +114,7 @@ def train(
     trust: TrustOpt = False,
     json_out: JsonOpt = False,
     save: SaveOpt = None,
+    settings=None,
 ) -> None:
     """Learn W_query, W_key, W_value and W_out by predicting masked words (NumPy backprop).
 
@@ -135,10 +134,7 @@ def train(
         epochs=epochs, lr=lr, batch_tokens=batch_tokens, mask_rate=mask_rate, negatives=negatives,
         fix_values=fix_values, max_tokens=max_tokens, held_out=held_out, warmup=warmup, seed=seed, clip=clip,
     )  # fmt: skip
-    settings = training.training_settings(
-        layers=layers, heads=heads, d_out=d_out, output_projection=output_projection, residual=residual,
-        layer_norm=layer_norm, positions=positions, exclude_self=exclude_self, abtt=abtt, sif=sif, seed=seed,
-    )  # fmt: skip
+    settings = training.training_settings(seed=seed, **settings)
     from ctxembed.sources import open_vectors
 
     store = open_vectors(vectors, limit=limit, trust=trust, on_convert=say)
