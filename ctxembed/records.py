@@ -6,6 +6,8 @@ this module turns one chunk into bytes (parse, tokenise and look up, attention, 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import math
 import os
@@ -118,6 +120,28 @@ def chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict,
     With ``encode``, each record is replaced by ``encode(record)`` as soon as its group of sentences
     has run, so a chunk never holds more than one group's arrays (see :meth:`Engine.groups`)."""
     one_blas_thread()
+    with _collector_paused():
+        return _chunk_records(engine, chunk, options, encode)
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector off for one chunk, then back as it was.
+
+    A chunk allocates tens of thousands of small acyclic objects (token lists, Prepared, records),
+    and the collector's passes over them cost ~5% of batch's CPU time (benchmarks/profile_chunk.py:
+    ~38 -> ~36 us per sentence). Reference counting still frees everything; a cycle, if any, waits
+    for the next pass."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict, encode) -> list:
     records: list = []
     prepared: list = []  # Prepared, in input order
     where: list[int] = []  # per prepared sentence: its index into records

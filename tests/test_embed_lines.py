@@ -112,3 +112,22 @@ def test_bad_arguments_are_usage_errors_before_any_line_is_read():
         next(ctxembed.embed_lines(["the bank"], no_such_setting=1))
     with pytest.raises(ctxembed.UsageError, match="start"):
         next(ctxembed.embed_lines(["the bank"], start=-1))
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_chunk_leaves_the_garbage_collector_as_it_found_it(enabled):
+    """Batch pauses the collector for a chunk (speed); a caller's setting survives, even a failing chunk."""
+    import gc
+
+    from ctxembed import records
+
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        got = list(ctxembed.embed_lines(["we sat on the river bank", "", "the bank raised rates"]))
+        assert len(got) == 3 and gc.isenabled() is enabled
+        with pytest.raises(KeyError):  # options without their keys: the chunk fails midway
+            records.chunk_records(ctxembed.Explorer().engine, [(1, b"the bank")], {})
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
