@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -591,6 +592,17 @@ def senses_corpus() -> Path:
     return path
 
 
+def senses_half_corpus() -> Path:
+    """The first half of :func:`senses_corpus`: most words still fill their 1,000-occurrence sample."""
+    small = CACHE / "brown-half.txt"
+    if not small.exists():
+        corpus = senses_corpus()
+        with open(corpus, "rb") as fh:
+            head = fh.read(corpus.stat().st_size // 2)
+        small.write_bytes(head[: head.rfind(b"\n") + 1])
+    return small
+
+
 def senses_job(repeat: int) -> Report:
     """The scan of `ctxembed senses` (MB of text per minute), the whole command, and grep beside them."""
     report = Report()
@@ -600,11 +612,7 @@ def senses_job(repeat: int) -> Report:
     forms_regex = "|".join(
         json.loads(run_process([PYTHON, "-c", _SCAN_FORMS, *SENSES_WORDS], env, capture=True).stdout)
     )
-    small = CACHE / "brown-half.txt"  # half the corpus: most words still fill their 1,000-occurrence sample
-    if not small.exists():
-        with open(corpus, "rb") as fh:
-            head = fh.read(corpus.stat().st_size // 2)
-        small.write_bytes(head[: head.rfind(b"\n") + 1])
+    small = senses_half_corpus()
     scans, commands, greps, small_commands = [], [], [], []
     for _ in range(repeat):
         small_commands.append(run_process([CTXEMBED, "senses", *SENSES_WORDS, str(small), "--json"], env))
@@ -702,6 +710,27 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def build_inputs(chosen: list[str]) -> None:
+    """Write every input file the chosen jobs read. :func:`main` runs this in a child process: Linux
+    carries a process's peak RSS into the children it forks (through exec), so a bench process that
+    had loaded the 341k-word GloVe package would inflate every later child's measured peak."""
+    import robustness
+    import training
+
+    if {"coldstart", "stores"} & set(chosen):
+        make_corpus.word2vec_binary()
+    if "stores" in chosen:
+        make_corpus.glove_text()
+    if "batch" in chosen:
+        make_corpus.sentences(BATCH_SENTENCES)
+    if "senses" in chosen:
+        senses_half_corpus()
+    if "robustness" in chosen:
+        robustness.long_sentences(CACHE / "long-sentences-2000x500.txt")
+    if "train" in chosen:
+        training.corpus(CACHE, REPO)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default=",".join(JOBS), help=f"comma-separated subset of {', '.join(JOBS)}")
@@ -709,12 +738,17 @@ def main() -> None:
     parser.add_argument(
         "--heavy-repeat", type=int, default=3, help="samples of the 30-second full-GloVe parses (default 3)"
     )
+    parser.add_argument("--inputs-only", action="store_true", help=argparse.SUPPRESS)  # see build_inputs
     args = parser.parse_args()
     chosen = [job.strip() for job in args.only.split(",") if job.strip()]
     unknown = set(chosen) - set(JOBS)
     if unknown:
         parser.error(f"unknown job(s) {', '.join(sorted(unknown))}; choose from {', '.join(JOBS)}")
     CACHE.mkdir(parents=True, exist_ok=True)
+    if args.inputs_only:
+        build_inputs(chosen)
+        return
+    subprocess.run([sys.executable, __file__, "--only", ",".join(chosen), "--inputs-only"], check=True)
     info = machine()
     print(f"machine: {machine_line(info)}", file=sys.stderr)
     reports: dict[str, Report] = {}
@@ -740,9 +774,14 @@ def main() -> None:
             reports[job] = scaling()
         reports[job].details["job_seconds"] = time.perf_counter() - t0
     info["loadavg_end"] = os.getloadavg()
+    # A child's measured peak RSS starts at this process's own peak (see build_inputs): say how large it was.
+    info["bench_process_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    floor = f"this bench process peaked at {info['bench_process_peak_rss_mb']:.0f} MB"
+    if info["bench_process_peak_rss_mb"] > 150:
+        floor += ": a peak RSS below that figure cannot be told apart from it"
     rows = [row for r in reports.values() for row in r.rows]
     text = "\n\n".join(
-        [f"Machine: {machine_line(info)}. Medians of {args.repeat} fresh processes (min–max).", table(rows)]
+        [f"Machine: {machine_line(info)}. Medians of {args.repeat} fresh processes (min–max); {floor}.", table(rows)]
         + [t for r in reports.values() for t in r.extra_tables]
     )
     print(text)
