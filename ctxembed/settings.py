@@ -236,6 +236,13 @@ EXTRA_RUNGS: dict[str, dict[str, Any]] = {
 }
 
 
+# The architecture `ctxembed train` trains unless told otherwise: a transformer encoder's attention
+# (2 layers of 4 heads, W_out, residual, sinusoidal positions) without its feed-forward block.
+TRAIN_DEFAULTS: dict[str, Any] = {
+    "layers": 2, "heads": 4, "output_projection": True, "residual": True, "positions": True,
+}  # fmt: skip
+
+
 def _learned_changes() -> dict[str, Any]:
     """The shipped weights trained by scripts/build_learned_weights.py. A trained file's recorded
     settings are the ones that count (:func:`build_settings` reads them); a test checks they agree."""

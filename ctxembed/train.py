@@ -41,7 +41,7 @@ import numpy as np
 from ctxembed import backprop
 from ctxembed.errors import DataError, UsageError
 from ctxembed.projections import LayerParams, random_params, validate_params
-from ctxembed.settings import SETTINGS, Settings, build_settings
+from ctxembed.settings import SETTINGS, TRAIN_DEFAULTS, Settings, build_settings
 from ctxembed.weights import check_vectors, vectors_record, write_weights
 
 TRAIN_SCHEMA = "ctxembed.train/1"
@@ -51,7 +51,6 @@ _LINE_BYTES_PER_TOKEN = 64  # a line is read up to max_tokens * this many bytes;
 # constant [MASK] @ W_query and W_query cannot learn; positions, because word order is half of what
 # predicts a masked word; no layer norm, which held the held-out loss back (10% lower after 5 epochs
 # on 5,000 Brown sentences, against 22% without it).
-TRAIN_DEFAULTS = {"layers": 2, "heads": 4, "output_projection": True, "residual": True, "positions": True}
 # purposes of the seeded generators, so no two random choices share a stream
 _SPLIT, _ORDER, _MASKS, _HELD_OUT = 1, 2, 3, 4
 

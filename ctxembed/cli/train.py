@@ -22,14 +22,14 @@ from ctxembed.cli.options import (
 )
 from ctxembed.errors import UsageError
 from ctxembed.output import emit_json, say, stderr_console, stdout_console
-from ctxembed.train import TRAIN_DEFAULTS
+from ctxembed.settings import TRAIN_DEFAULTS
 
 _PANEL_MODEL = "Model (what is trained)"
 _PANEL_TRAINING = "Training"
 
 
 # The architecture trained: declared settings (flags, limits and help from their one declaration),
-# with training's own defaults (train.TRAIN_DEFAULTS) shown in the help.
+# with training's own defaults (settings.TRAIN_DEFAULTS) shown in the help.
 _MODEL_SETTINGS = (
     "layers", "heads", "d_out", "output_projection", "residual",
     "layer_norm", "positions", "exclude_self", "abtt", "sif",
