@@ -60,7 +60,7 @@ def test_sections_refuse_non_finite_and_objects(tmp_path):
 
 def test_flipped_matrix_byte_is_found_on_first_use_of_its_block(tmp_path):
     path = _store(tmp_path)
-    row = 2900  # in the second 1 MiB block of the 1.2 MB matrix
+    row = 2900  # in block 17 of the 1.2 MB matrix (64 KiB blocks), far from w0's
     _flip(path, _blob_start(path, "matrix") + row * 400 + 3)
     store = VectorStore.open(path)  # the matrix is not read at open
     assert store.vector("w0").shape == (100,)  # the first block is intact
@@ -70,6 +70,17 @@ def test_flipped_matrix_byte_is_found_on_first_use_of_its_block(tmp_path):
         VectorStore.open(path).verify()
     with pytest.raises(DataError, match="checksum mismatch"):
         VectorStore.open(path).most_similar(np.ones(100, dtype=np.float32))
+
+
+def test_a_lookup_verifies_only_the_blocks_it_reads(tmp_path):
+    """A sentence's first lookup checks (and so reads from disk) the 64 KiB blocks of its rows, and of
+    their int8 scales, not the whole matrix: that keeps the cold start of attend/compare cheap."""
+    matrix = np.random.default_rng(0).normal(size=(len(WORDS), 100)).astype(np.float32)
+    store = VectorStore.open(write_store(tmp_path / "q.ctxv", WORDS, matrix, quantize=True))
+    store.rows(np.array([0, 5, 2900]))  # int8 rows of 100 bytes: blocks 0 and 4 of the matrix
+    assert store._checks.done["matrix"].sum() == 2 and len(store._checks.done["matrix"]) > 2
+    assert store._checks.done["scales"].sum() == 1  # 4-byte scales: rows 0..16383 share block 0
+    assert "matrix" not in store._checks.complete
 
 
 def test_flipped_vocabulary_or_order_is_found_at_open(tmp_path):
