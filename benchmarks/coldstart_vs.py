@@ -1,0 +1,59 @@
+"""Cold start of `compare` at another commit against this tree, in one run, interleaved.
+
+    .venv/bin/python benchmarks/coldstart_vs.py ac4c3f3        # wave 1's code against the working tree
+
+Each tree gets its own warm cache folder and bytecode cache; the runs alternate in both orders,
+so the machine's load falls on both sides alike. Prints the median, min and max of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ARGS = ["-m", "ctxembed", "compare", "we sat on the river bank", "I deposited money in the bank", "--json"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("commit", help="the other side, e.g. ac4c3f3 (wave 1)")
+    parser.add_argument("--runs", type=int, default=21)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {args.commit: Path(tmp) / "other", "working tree": Path(tmp) / "this"}
+        trees[args.commit].mkdir()
+        archive = subprocess.run(["git", "archive", args.commit], cwd=REPO, check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(trees[args.commit])], input=archive, check=True)
+        for part in ("ctxembed", "data"):
+            shutil.copytree(REPO / part, trees["working tree"] / part)
+        envs = {}
+        for name, tree in trees.items():
+            env = {
+                k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE" and not k.startswith("CTXEMBED_")
+            }
+            env.update(
+                PYTHONPATH=str(tree), CTXEMBED_CACHE_DIR=str(tree / ".cache"), PYTHONPYCACHEPREFIX=str(tree / ".pyc")
+            )
+            envs[name] = env
+            subprocess.run([sys.executable, *ARGS], env=env, cwd=tmp, check=True, capture_output=True)  # warm
+        times: dict[str, list[float]] = {name: [] for name in trees}
+        for i in range(args.runs):
+            for name in list(trees)[:: 1 if i % 2 else -1]:
+                start = time.perf_counter()
+                subprocess.run([sys.executable, *ARGS], env=envs[name], cwd=tmp, check=True, capture_output=True)
+                times[name].append(time.perf_counter() - start)
+    for name, samples in times.items():
+        ms = [1000 * s for s in samples]
+        print(f"{name}: median {statistics.median(ms):.0f} ms (min {min(ms):.0f}, max {max(ms):.0f}), {len(ms)} runs")
+
+
+if __name__ == "__main__":
+    main()
