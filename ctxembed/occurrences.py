@@ -13,16 +13,15 @@ and never held whole.
 
 from __future__ import annotations
 
-import gzip
 import io
 import random
 import re
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from ctxembed import corpus
 from ctxembed.errors import DataError, UsageError
 
 BLOCK_CHARS = 1 << 20  # characters read at a time: large enough that the regex, not Python, is the cost
@@ -171,21 +170,8 @@ class _Reservoir:
 
 def open_corpus(source: str | Path) -> tuple[IO[str], str]:
     """A text stream of a corpus file (``.gz`` read as gzip) or stdin ("-"), and its display name."""
-    if str(source) == "-":
-        raw = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else io.BytesIO(sys.stdin.read().encode())
-        return _text(raw), "stdin"
-    path = Path(source)
-    if path.is_dir():
-        raise UsageError(f"{path}: is a directory, not a corpus file")
-    try:
-        raw = open(path, "rb")  # noqa: SIM115 (the caller closes the stream)
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror})") from None
-    if raw.peek(2)[:2] == b"\x1f\x8b":
-        raw = gzip.GzipFile(fileobj=raw, mode="rb")
-    return _text(raw), str(path)
+    stream, name = corpus.open_corpus(source)
+    return _text(stream), name
 
 
 def _text(raw) -> IO[str]:

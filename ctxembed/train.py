@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import io
 import math
 import re
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -39,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxembed import backprop
+from ctxembed.corpus import open_corpus
 from ctxembed.errors import DataError, UsageError
 from ctxembed.projections import LayerParams, random_params, validate_params
 from ctxembed.settings import SETTINGS, TRAIN_DEFAULTS, Settings, build_settings
@@ -118,26 +117,6 @@ class Corpus:
     stats: dict = field(default_factory=dict)
 
 
-def open_corpus(source: str | Path) -> io.BufferedIOBase:
-    """A binary stream of the corpus: a file, a .gz file (by name or magic bytes), or '-' for stdin."""
-    if str(source) == "-":
-        stream = sys.stdin.buffer
-    else:
-        path = Path(source)
-        if path.is_dir():
-            raise DataError(f"{path}: is a directory, not a corpus file")
-        try:
-            stream = open(path, "rb")  # noqa: SIM115 - handed to the caller, who closes it
-        except FileNotFoundError:
-            raise DataError(f"{path}: no such file") from None
-        except OSError as exc:
-            raise DataError(f"{path}: cannot read it ({exc.strerror})") from None
-    buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream)
-    if buffered.peek(2)[:2] == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=buffered)  # type: ignore[return-value]
-    return buffered
-
-
 def _bounded_lines(stream, limit: int, stats: dict, digest) -> Iterator[bytes]:
     """Lines of at most ``limit`` bytes; a longer line is cut there (counted), and its rest skipped
     without ever being held in memory whole."""
@@ -167,7 +146,7 @@ def read_corpus(source: str | Path, store, *, max_tokens: int = 128, name: str |
     ids: dict[int, int] = {}  # store row -> corpus id
     sentences = []
     try:
-        stream = open_corpus(source)
+        stream, _ = open_corpus(source)
         with stream:
             for raw in _bounded_lines(stream, max(65536, max_tokens * _LINE_BYTES_PER_TOKEN), stats, digest):
                 stats["lines"] += 1
