@@ -176,25 +176,14 @@ def one_blas_thread() -> None:
     matrices are one sentence's (T x d): BLAS threads only oversubscribe the cores, and OpenBLAS's
     spinning threads cost batch about 40% more CPU time (2.1 s against 1.3 s of CPU for 20,000
     sentences, measured). The numbers are the same: each output element is computed by one thread
-    either way. Best effort: another BLAS, or another OpenBLAS build, is left as it is."""
+    either way."""
     global _BLAS_LIMITED_IN
     if _BLAS_LIMITED_IN == os.getpid():
         return
     _BLAS_LIMITED_IN = os.getpid()
-    import ctypes
-    import glob
+    from threadpoolctl import threadpool_limits  # as train and senses limit theirs (~7 ms, once)
 
-    folder = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    for path in glob.glob(os.path.join(folder, "*openblas*.so*")):
-        try:
-            library = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads"):
-            setter = getattr(library, name, None)
-            if setter is not None:
-                setter(1)
-                return
+    threadpool_limits(limits=1, user_api="blas")  # not a context: the limit holds for this process
 
 
 def _fill(record: dict, result, options: dict) -> None:

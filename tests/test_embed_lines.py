@@ -131,3 +131,18 @@ def test_a_chunk_leaves_the_garbage_collector_as_it_found_it(enabled):
         assert gc.isenabled() is enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_a_batch_process_runs_blas_on_one_thread():
+    """records.one_blas_thread (through threadpoolctl, as train and senses) leaves every BLAS at 1 thread."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import numpy\nfrom threadpoolctl import threadpool_info\nfrom ctxembed import records\n"
+        "records.one_blas_thread()\n"
+        "print([i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'])"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    threads = eval(out.stdout)  # a printed list of ints
+    assert threads and set(threads) == {1}, out
