@@ -141,10 +141,15 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b) / norm) if norm > 0 else 0.0
 
 
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Each row of (n, d) scaled to length 1, in the input's dtype; zero rows stay zero."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)  # (n, 1)
+    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)  # (n, d)
+
+
 def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
     """Pairwise cosines of n vectors (n, d) -> (n, n); zero vectors give 0."""
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)  # (n, 1)
-    unit = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)  # (n, d)
+    unit = unit_rows(vectors)  # (n, d)
     return np.clip(unit @ unit.T, -1.0, 1.0)  # (n, n)
 
 

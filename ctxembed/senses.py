@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ctxembed.errors import DataError
-from ctxembed.explore import Engine
+from ctxembed.explore import Engine, unit_rows
 from ctxembed.occurrences import Occurrence, word_forms
 from ctxembed.tokenize import tokenize
 
@@ -46,8 +46,7 @@ class OccurrenceVectors:
 
     @property
     def unit(self) -> np.ndarray:
-        norms = np.linalg.norm(self.vectors, axis=1, keepdims=True)  # (n, 1)
-        return np.divide(self.vectors, norms, out=np.zeros_like(self.vectors), where=norms > 0)  # (n, d)
+        return unit_rows(self.vectors)  # (n, d)
 
 
 @dataclass
@@ -197,8 +196,7 @@ def centroids(unit: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
     """(k, d) normalised mean direction of each cluster."""
     sums = np.zeros((k, unit.shape[1]), dtype=np.float64)  # (k, d)
     np.add.at(sums, labels, unit)
-    norms = np.linalg.norm(sums, axis=1, keepdims=True)  # (k, 1)
-    return np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0)
+    return unit_rows(sums)  # (k, d)
 
 
 def pca_map(unit: np.ndarray) -> tuple[np.ndarray, list[float]]:

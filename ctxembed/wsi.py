@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxembed.errors import DataError
-from ctxembed.explore import Engine
+from ctxembed.explore import Engine, unit_rows
 from ctxembed.settings import Settings, build_settings
 from ctxembed.store import VectorStore
 
@@ -145,9 +145,7 @@ def score_clusters(items, vectors: np.ndarray | None, found: np.ndarray, *, k=No
         found_k = 1
         have = [i for i, m in enumerate(members) if found[m]]
         if vectors is not None and len(have) >= 2:
-            unit = vectors[[members[i] for i in have]].astype(np.float64)  # (h, d)
-            norms = np.linalg.norm(unit, axis=1, keepdims=True)  # (h, 1)
-            unit = np.divide(unit, norms, out=np.zeros_like(unit), where=norms > 0)
+            unit = unit_rows(vectors[[members[i] for i in have]].astype(np.float64))  # (h, d)
             if np.ptp(unit, axis=0).max() > 1e-9:  # identical vectors (one form, static) cannot be split
                 result = cluster(unit, min(k, len(have)) if k else None, **cluster_options)
                 predicted[have] = result.labels
