@@ -181,18 +181,26 @@ def batch_stages(corpus: str, n: int) -> None:
     clock("parse_line", lambda: [rec.parse_line(i, line) for i, line in enumerate(raw, 1)])
     clock("tokenize with offsets (attend's Token objects)", lambda: [tokenize(t) for t in texts])
     clock("tokenize to strings (inside prepare)", lambda: [token_strings(t) for t in texts])
-    prepared = clock("prepare, dict lookups (batch)", lambda: [engine.prepare(t) for t in texts])
+    clock("prepare one by one, dict lookups", lambda: [engine.prepare(t) for t in texts])
+    prepared = clock(
+        "prepare_many, 1024 at a time (batch)",
+        lambda: [p for i in range(0, len(texts), 1024) for p in engine.prepare_many(texts[i : i + 1024])],
+    )
     prepared.sort(key=lambda p: len(p.used))
-    results = clock("Engine.run (groups of one length)", lambda: engine.run(prepared))
+    clock("Engine.run (every array, one result object per sentence: the API)", lambda: engine.run(prepared))
+    groups = clock(
+        "Engine.arrays, weights alone (batch)", lambda: list(engine.arrays(prepared, weights=True, vectors=False))
+    )
     ids = [p.ranks for p in prepared]
     clock("bare kernel on the same ids", lambda: bare_kernel.run(ids, store))
 
     def fill():
         records = []
-        for result in results:
-            record = {"line": 1}
-            rec._fill(record, result, options)
-            records.append(record)
+        for members, group in groups:
+            for b in range(len(members)):
+                record = {"line": 1}
+                rec._fill(record, group, b, options)
+                records.append(record)
         return records
 
     records = clock("records (_fill)", fill)

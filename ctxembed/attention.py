@@ -193,13 +193,13 @@ class AttentionSteps:
     scores: np.ndarray  # (..., T, T) scaled scores plus key bias: what the normaliser saw
     allowed: np.ndarray | None  # mask broadcastable to scores (padding, self); causal is the normaliser's
     weights: np.ndarray  # (..., T, T)
-    context: np.ndarray  # (..., T, d_v)
+    context: np.ndarray | None  # (..., T, d_v); None when no values were given
 
 
 def attention_steps(
     q: np.ndarray,
     k: np.ndarray,
-    v: np.ndarray,
+    v: np.ndarray | None,
     *,
     allowed: np.ndarray | None = None,
     key_bias: np.ndarray | None = None,
@@ -213,6 +213,7 @@ def attention_steps(
     """Attention, one step at a time: the only implementation, used by :func:`attention` and --explain.
 
     ``keep=False`` drops the raw and scaled scores as soon as they are used (less memory for batches).
+    ``v=None`` stops at the weights (``context`` is None): what a caller wanting the weights alone needs.
     """
     raw = q @ np.swapaxes(k, -1, -2)  # (B, h, T, d_k) x (B, h, d_k, T) -> (B, h, T, T)
     divisor = (math.sqrt(q.shape[-1]) if scale else 1.0) * temperature
@@ -223,7 +224,7 @@ def attention_steps(
     weights = normalize(
         scores, allowed, normalization=normalization, causal=causal, causal_mode=causal_mode
     )  # (B, h, T, T)
-    context = weights @ v  # (B, h, T, T) x (B, h, T, d_v) -> (B, h, T, d_v)
+    context = None if v is None else weights @ v  # (B, h, T, T) x (B, h, T, d_v) -> (B, h, T, d_v)
     return AttentionSteps(raw, scaled, divisor, key_bias, scores, allowed, weights, context)
 
 
@@ -397,13 +398,15 @@ def layer_steps(
     key_bias: np.ndarray | None = None,
     *,
     keep: bool = True,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, AttentionSteps, np.ndarray]:
+    values: bool = True,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, AttentionSteps, np.ndarray | None]:
     """Multi-head attention of one layer, before residual and norm: x (B, T, d) -> q, k, v (B, h, T, d_k),
     the attention steps (weights (B, h, T, T)) and the merged output (B, T, d_model): heads concatenated
     (h * d_v), then W_out if present. ``allowed`` masks padding and self; ``config.causal`` is applied here.
+    ``values=False`` stops at the weights: v, the context and the merged output are None.
     """
     B, T, _ = x.shape
-    q, k, v = project_heads(x, layer, config.heads)  # (B, h, T, d_k), (B, h, T, d_k), (B, h, T, d_v)
+    q, k, v = project_heads(x, layer, config.heads, values=values)  # (B, h, T, d_k), (B, h, T, d_k), (B, h, T, d_v)
     steps = attention_steps(
         q,
         k,
@@ -417,6 +420,8 @@ def layer_steps(
         causal_mode=config.causal_mode,
         keep=keep,
     )  # context (B, h, T, d_v), weights (B, h, T, T)
+    if not values:
+        return q, k, None, steps, None
     merged = steps.context.transpose(0, 2, 1, 3).reshape(B, T, -1)  # (B, h, T, d_v) -> (B, T, h * d_v)
     if layer.W_out is not None:
         merged = merged @ layer.W_out.astype(x.dtype)  # (B, T, h*d_v) x (h*d_v, d_model) -> (B, T, d_model)
@@ -442,9 +447,10 @@ def attention_layer(
 class EncodeResult:
     """What :func:`encode` returns. Unbatched input drops the B axis everywhere."""
 
-    contextual: np.ndarray  # (B, T, d_model) the last layer's output; padding positions are 0
+    contextual: np.ndarray | None  # (B, T, d_model) the last layer's output; padding positions are 0 (None: not asked)
     weights: np.ndarray | None  # (L, B, h, T, T) the attention weights of every layer and head (None: not kept)
-    layer_outputs: list[np.ndarray]  # L arrays (B, T, d_l): each layer's output, the next layer's input
+    layer_outputs: list[np.ndarray]  # L arrays (B, T, d_l): each layer's output, the next layer's input (L - 1
+    # without outputs: the last layer stops at its weights)
     steps: list[LayerSteps] | None = None  # with trace=True: every intermediate step of every layer
 
 
@@ -458,6 +464,7 @@ def encode(
     key_bias: np.ndarray | None = None,
     trace: bool = False,
     keep_weights: bool = True,
+    outputs: bool = True,
 ) -> EncodeResult:
     """Run ``config.layers`` attention layers over static vectors x (B, T, d) or (T, d).
 
@@ -468,7 +475,14 @@ def encode(
     ``trace`` keeps every intermediate step (:class:`LayerSteps`): the numbers --explain shows are the
     ones this call computed, not a re-run. ``keep_weights=False`` drops each layer's weights once its
     context is computed (``weights`` is None), so memory holds one layer's weights, not all of them.
+    ``outputs=False`` is for a caller that wants the weights alone: the last layer stops at its
+    weights (no values, context, residual or norm) and ``contextual`` is None. Every weight is the
+    same as with outputs, bit for bit: the steps that make it are the same.
     """
+    if trace and not outputs:
+        raise ValueError("trace keeps every step, so it needs outputs=True")
+    if not (outputs or keep_weights):
+        raise ValueError("outputs=False and keep_weights=False would compute nothing")
     x = np.asarray(x)
     if not np.issubdtype(x.dtype, np.floating):
         x = x.astype(np.float64)
@@ -491,7 +505,11 @@ def encode(
 
     hidden = x + sinusoidal_positions(T, d, x.dtype) if config.positions else x  # (B, T, d) + (T, d)
     layer_outputs, layer_weights, traced = [], [], []
-    for layer in params:
+    for number, layer in enumerate(params):
+        if not outputs and number == len(params) - 1:
+            *_, steps, _ = layer_steps(hidden, layer, config, allowed, key_bias, keep=False, values=False)
+            layer_weights.append(steps.weights)  # (B, h, T, T)
+            break
         q, k, v, steps, merged = layer_steps(hidden, layer, config, allowed, key_bias, keep=trace)
         output = merged  # (B, T, d')
         if config.residual:
@@ -507,8 +525,10 @@ def encode(
             layer_weights.append(steps.weights)  # (B, h, T, T)
         del steps  # without keep_weights (and trace), the next layer reuses this layer's weights' memory
     weights = np.stack(layer_weights) if keep_weights else None  # L x (B, h, T, T) -> (L, B, h, T, T)
+    contextual = hidden if outputs else None  # (B, T, d_model)
     if unbatched:
         steps_of_one = [s.sentence(0, T) for s in traced] if trace else None
         one = None if weights is None else weights[:, 0]  # (L, h, T, T)
-        return EncodeResult(hidden[0], one, [output[0] for output in layer_outputs], steps_of_one)
-    return EncodeResult(hidden, weights, layer_outputs, traced if trace else None)
+        top = None if contextual is None else contextual[0]  # (T, d_model)
+        return EncodeResult(top, one, [output[0] for output in layer_outputs], steps_of_one)
+    return EncodeResult(contextual, weights, layer_outputs, traced if trace else None)

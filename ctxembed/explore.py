@@ -36,9 +36,11 @@ from ctxembed.store import VectorStore
 from ctxembed.tokenize import WINDOW, Token, pretokenized, token_pieces, token_strings, tokenize, vocabulary_key
 from ctxembed.weights import check_trained_weights
 
-# Attention weights one group of sentences may hold at once (16 MB of float32): bounds the memory of
-# a batch chunk's attention whatever its sentences' lengths (a longer sentence runs alone).
-GROUP_FLOATS = 1 << 22
+# Floats one group of sentences holds at once in each of its arrays (512 KB of float32): small enough
+# that a group's (B, T, d) vectors stay in a core's cache between steps (batch's NumPy work per sentence
+# is ~2x slower in groups of 1600 than of 114, benchmarks/profile_chunk.py), and a bound on the memory
+# of a chunk's attention whatever its sentences' lengths (a longer sentence runs alone).
+GROUP_FLOATS = 1 << 17
 _EULER_GAMMA = 0.5772156649
 
 
@@ -85,6 +87,48 @@ class Prepared:
         used = set(self.used)
         return [t for t in self.tokens if t.position not in used]
 
+    def index_of(self, word: str) -> int | None:
+        """Row (into ``used``) of the first used token whose lookup key or lower-cased text equals ``word``."""
+        wanted = word.lower()
+        texts, keys = self.texts, self.token_keys
+        for row, position in enumerate(self.used):
+            if keys[position].lower() == wanted or texts[position].lower() == wanted:
+                return row
+        return None
+
+
+@dataclass
+class GroupArrays:
+    """The numbers of a group of B sentences of one length T, as computed, before they are cut into
+    one :class:`Contextualized` per sentence. Batch reads records straight from these arrays."""
+
+    sentences: list[Prepared]
+    static: np.ndarray  # (B, T, d) the static vectors
+    inputs: np.ndarray  # (B, T, d) after all-but-the-top removal: what attention saw
+    contextual: np.ndarray | None  # (B, T, d_out) the mix when one is on, else the last layer (None: not asked)
+    weights: np.ndarray | None  # (B, L, h, T, T) C-contiguous, so weights[b] is one block (None: not kept)
+    layer_inputs: list[np.ndarray]  # L arrays (B, T, d_l), positions included (empty without vectors)
+    top: np.ndarray | None  # (B, T, d_out) the last layer's output when a mix made ``contextual``
+    steps: list[LayerSteps] | None  # with trace: every step of every layer, the B axis kept
+
+    def results(self, mix: LayerMix | None) -> list[Contextualized]:
+        """One :class:`Contextualized` per sentence: views into the group's arrays."""
+        T = self.static.shape[1]
+        return [
+            Contextualized(
+                prepared=sentence,
+                static=self.static[b],  # (T, d)
+                inputs=self.inputs[b],  # (T, d)
+                contextual=self.contextual[b],  # (T, d_out)
+                weights=None if self.weights is None else self.weights[b],  # (L, h, T, T)
+                layer_inputs=[layer[b] for layer in self.layer_inputs],  # L arrays (T, d_l)
+                steps=None if self.steps is None else [layer.sentence(b, T) for layer in self.steps],
+                top=None if self.top is None else self.top[b],  # (T, d_out)
+                mix=mix,
+            )
+            for b, sentence in enumerate(self.sentences)
+        ]
+
 
 @dataclass
 class Contextualized:
@@ -114,12 +158,7 @@ class Contextualized:
 
     def index_of(self, word: str) -> int | None:
         """Row of the first used token whose lookup key or lower-cased text equals ``word``."""
-        wanted = word.lower()
-        texts, keys = self.prepared.texts, self.prepared.token_keys
-        for row, position in enumerate(self.prepared.used):
-            if keys[position].lower() == wanted or texts[position].lower() == wanted:
-                return row
-        return None
+        return self.prepared.index_of(word)
 
     def moved(self) -> np.ndarray:
         """Per token, the cosine between its attention input and its contextual vector (T,);
@@ -227,6 +266,36 @@ class Engine:
         return mix
 
     # ------------------------------------------------------------------ sentences
+    def prepare_many(self, texts: Sequence[str]) -> list[Prepared | DataError]:
+        """:meth:`prepare` of each text, in order: its Prepared, or the DataError it raises (not raised).
+
+        The usual texts (words of letters and digits between spaces, every word in the vocabulary,
+        within ``max_tokens``) are tokenised and looked up together, in a few calls over all of them
+        (~2x less Python per sentence than one by one); any other text goes through :meth:`prepare`.
+        The results are the same as :meth:`prepare`'s either way (tests/test_prepare_many.py)."""
+        lowercase, store, most = self.store.lowercase, self.store, self.max_tokens
+        words = [text.split() for text in texts]  # per text: its tokens when it is a usual one
+        joined = "\n".join(texts)  # lower() never makes or removes white space: its split() is the texts'
+        keys = (joined.lower() if lowercase else joined).split()  # every text's keys, one flat list
+        found = list(map(self.words.row, keys))  # every key's store row (None: not in the vocabulary)
+        usual = "".join(joined.split()).isalnum() and None not in found  # one check for all, else text by text
+        prepared: list[Prepared | DataError] = []
+        start = 0
+        for text, texts_ in zip(texts, words, strict=True):
+            n = len(texts_)
+            end = start + n
+            rows = found[start:end]
+            if (usual or ("".join(texts_).isalnum() and None not in rows)) and 0 < n <= most and len(text) <= WINDOW:
+                own = keys[start:end]  # the keys are the tokens themselves (lower-cased for such a vocabulary)
+                prepared.append(Prepared(text, texts_, own, [True] * n, list(range(n)), rows, own, {}, store))
+            else:
+                try:
+                    prepared.append(self.prepare(text))
+                except DataError as exc:
+                    prepared.append(exc)
+            start = end
+        return prepared
+
     def prepare(self, text: str, *, words: Sequence[str] | None = None) -> Prepared:
         """Tokenise and look up a sentence (or pre-split ``words``); raise DataError when it is unusable.
 
@@ -345,12 +414,19 @@ class Engine:
         return self.run(sentences, weights=weights)
 
     def groups(self, sentences: Sequence[Prepared], *, weights: bool = True, trace: bool = False):
-        """Yield (indices into sentences, their results) group by group, shortest sentences first.
+        """Yield (indices into sentences, their results) group by group, shortest sentences first
+        (the groups of :meth:`arrays`, cut into one :class:`Contextualized` per sentence)."""
+        for members, group in self.arrays(sentences, weights=weights, trace=trace):
+            yield members, group.results(self.mix)
 
-        A group holds sentences of one length T, and at most GROUP_FLOATS attention weights at a
-        time: layers x heads x T^2 per sentence when weights are kept, heads x T^2 (one layer's)
-        when they are not (and at most GROUP_FLOATS / d tokens). Without padding, a sentence's
-        arithmetic is the same whatever it runs with."""
+    def arrays(self, sentences: Sequence[Prepared], *, weights: bool = True, vectors: bool = True, trace: bool = False):
+        """Yield (indices into sentences, :class:`GroupArrays`) group by group, shortest sentences first.
+
+        A group holds sentences of one length T, and at most GROUP_FLOATS floats in each array:
+        layers x heads x T^2 per sentence when weights are kept, heads x T^2 (one layer's) when they
+        are not, and T x d for its vectors. Without padding, a sentence's arithmetic is the same
+        whatever it runs with. ``vectors=False`` is for a caller that reads the weights alone: the
+        last layer stops at its weights, and no contextual vector is made."""
         a = self.settings.attention
         by_length: dict[int, list[int]] = {}
         for i, sentence in enumerate(sentences):
@@ -362,9 +438,9 @@ class Engine:
             size = max(1, GROUP_FLOATS // per_sentence)
             for start in range(0, len(members), size):
                 chosen = members[start : start + size]
-                yield chosen, self._run_group([sentences[i] for i in chosen], weights, trace)
+                yield chosen, self._run_group([sentences[i] for i in chosen], weights, vectors or trace, trace)
 
-    def _run_group(self, sentences: list[Prepared], weights: bool, trace: bool) -> list[Contextualized]:
+    def _run_group(self, sentences: list[Prepared], weights: bool, vectors: bool, trace: bool) -> GroupArrays:
         """Attention over sentences of one length T, stacked into (B, T, d) without padding."""
         B, T = len(sentences), len(sentences[0].used)
         ranks = np.fromiter(itertools.chain.from_iterable(s.rows for s in sentences), np.int64, B * T)  # (B*T,)
@@ -377,11 +453,22 @@ class Engine:
         bias = self.key_bias(ranks)  # (B, T) or None
         with np.errstate(all="ignore"):  # a NaN or overflow is reported below, naming its stage, not warned
             result = encode(
-                inputs, self.settings.attention, self.params, key_bias=bias, trace=trace, keep_weights=weights
+                inputs,
+                self.settings.attention,
+                self.params,
+                key_bias=bias,
+                trace=trace,
+                keep_weights=weights or not vectors,
+                outputs=vectors,
             )
-        finite = np.isfinite(result.contextual).all() and (result.weights is None or np.isfinite(result.weights).all())
+        # without outputs, finite inputs and weights bound every output: each is a weighted mean of inputs
+        checked = result.contextual if vectors else inputs
+        finite = np.isfinite(checked).all() and (result.weights is None or np.isfinite(result.weights).all())
         if not finite:
             raise DataError(f"the computation gave NaN or infinite values at {self._bad_stage(inputs, None, bias)}")
+        kept = None if not weights else np.ascontiguousarray(np.moveaxis(result.weights, 1, 0))  # (B, L, h, T, T)
+        if not vectors:
+            return GroupArrays(sentences, static, inputs, None, kept, [], None, None)
         hidden_in = (
             inputs + sinusoidal_positions(T, self.dim, inputs.dtype) if self.settings.attention.positions else inputs
         )
@@ -390,20 +477,7 @@ class Engine:
         if self.mix is not None:  # h0 is the word itself: the input without positions
             layers = np.stack([inputs, *result.layer_outputs])  # (L + 1, B, T, d)
             top, contextual = contextual, self.mix.apply(layers)  # (B, T, d)
-        return [
-            Contextualized(
-                prepared=sentence,
-                static=static[b],  # (T, d)
-                inputs=inputs[b],  # (T, d)
-                contextual=contextual[b],  # (T, d_out)
-                weights=None if result.weights is None else result.weights[:, b],  # (L, h, T, T)
-                layer_inputs=[layer[b] for layer in layer_inputs],  # L arrays (T, d_l)
-                steps=[layer.sentence(b, T) for layer in result.steps] if trace else None,
-                top=None if top is None else top[b],  # (T, d_out)
-                mix=self.mix,
-            )
-            for b, sentence in enumerate(sentences)
-        ]
+        return GroupArrays(sentences, static, inputs, contextual, kept, layer_inputs, top, result.steps)
 
     def _bad_stage(self, inputs: np.ndarray, lengths: np.ndarray | None, bias) -> str:
         """The first step whose numbers are not all finite (only run after a failure): re-run traced."""

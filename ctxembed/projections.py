@@ -219,19 +219,22 @@ def _expect(name: str, array: np.ndarray | None, expected: tuple[int, ...]) -> N
         raise ValueError(f"{name} has shape {np.shape(array)}, expected {expected}")
 
 
-def project_heads(x: np.ndarray, layer: LayerParams, heads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def project_heads(
+    x: np.ndarray, layer: LayerParams, heads: int, *, values: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Queries, keys and values of every head: x (B, T, d) -> q, k (B, h, T, d_k) and v (B, h, T, d_v).
 
     The identity projection (``layer.heads is None``) gives head i the i-th of h equal slices of d.
+    ``values=False`` skips the values (v is None): a caller that wants the weights alone.
     """
     B, T, d = x.shape
     if layer.heads is None:
         if d % heads:
             raise ValueError(f"the identity projection cannot split d={d} into {heads} equal heads")
         sliced = x.reshape(B, T, heads, d // heads).transpose(0, 2, 1, 3)  # (B, T, h, d/h) -> (B, h, T, d/h)
-        return sliced, sliced, sliced
-    q, k, v = (_project(x, layer.heads, kind) for kind in ("query", "key", "value"))
-    return q, k, v
+        return sliced, sliced, (sliced if values else None)
+    q, k = (_project(x, layer.heads, kind) for kind in ("query", "key"))
+    return q, k, (_project(x, layer.heads, "value") if values else None)
 
 
 def _project(x: np.ndarray, heads: list[HeadProjection], kind: str) -> np.ndarray:

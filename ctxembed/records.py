@@ -13,7 +13,6 @@ import math
 import os
 from typing import NamedTuple
 
-import numpy as np
 import orjson  # encodes numpy arrays directly, ~10x faster than json
 
 from ctxembed.errors import CtxembedError
@@ -143,23 +142,28 @@ def _collector_paused():
 
 def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict, encode) -> list:
     records: list = []
-    prepared: list = []  # Prepared, in input order
-    where: list[int] = []  # per prepared sentence: its index into records
+    texts: list[str] = []
+    read: list[int] = []  # per text: its index into records
     for number, raw in chunk:
         text, record = parse_line(number, raw)
         records.append(record)
-        if text is None:
-            continue
-        try:
-            prepared.append(engine.prepare(text))
-            where.append(len(records) - 1)
-        except CtxembedError as exc:
-            record["error"] = exc.render(engine.label)
+        if text is not None:
+            texts.append(text)
+            read.append(len(records) - 1)
+    prepared: list = []  # Prepared, in input order
+    where: list[int] = []  # per prepared sentence: its index into records
+    for index, sentence in zip(read, engine.prepare_many(texts), strict=True):
+        if isinstance(sentence, CtxembedError):
+            records[index]["error"] = sentence.render(engine.label)
+        else:
+            prepared.append(sentence)
+            where.append(index)
     done = [False] * len(records)
-    for members, results in engine.groups(prepared, weights=options["weights"]):
-        for i, result in zip(members, results, strict=True):
+    vectors = options["with_vectors"] or options["word"] is not None  # else the weights alone are read
+    for members, group in engine.arrays(prepared, weights=options["weights"], vectors=vectors):
+        for b, i in enumerate(members):
             index = where[i]
-            _fill(records[index], result, options)
+            _fill(records[index], group, b, options)
             if encode is not None:
                 records[index] = encode(records[index])
                 done[index] = True
@@ -186,25 +190,25 @@ def one_blas_thread() -> None:
     threadpool_limits(limits=1, user_api="blas")  # not a context: the limit holds for this process
 
 
-def _fill(record: dict, result, options: dict) -> None:
-    prepared = result.prepared
+def _fill(record: dict, group, b: int, options: dict) -> None:
+    """Sentence ``b`` of a :class:`ctxembed.explore.GroupArrays` into its record (arrays are views)."""
+    prepared = group.sentences[b]
     record["text"] = prepared.text
     record["tokens"] = prepared.texts
     record["in_vocab"] = prepared.in_vocab
     record["attended_positions"] = prepared.used
     if options["weights"]:
-        # orjson needs a contiguous array; a view into a group of more than one layer is not
-        record["weights"] = np.ascontiguousarray(result.weights)  # (L, h, T, T)
+        record["weights"] = group.weights[b]  # (L, h, T, T), one contiguous block (orjson needs that)
     if options["with_vectors"]:
-        record["static"] = result.static
-        record["contextual"] = result.contextual
+        record["static"] = group.static[b]  # (T, d)
+        record["contextual"] = group.contextual[b]  # (T, d_out)
     word = options["word"]
     if word is not None:
-        row = result.index_of(word)
+        row = prepared.index_of(word)
         record["word"] = (
             None
             if row is None
-            else {"word": word, "position": prepared.used[row], "contextual": result.contextual[row]}
+            else {"word": word, "position": prepared.used[row], "contextual": group.contextual[b, row]}
         )
 
 

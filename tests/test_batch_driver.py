@@ -98,14 +98,14 @@ def test_line_limit_follows_max_tokens():
 
 
 def test_an_exception_for_one_line_becomes_its_record(engine, monkeypatch):
-    real = engine.prepare
+    real = engine.prepare_many
 
-    def prepare(text, **kwargs):
-        if "boom" in text:
+    def prepare_many(texts):
+        if any("boom" in text for text in texts):
             raise RuntimeError("a bug")
-        return real(text, **kwargs)
+        return real(texts)
 
-    monkeypatch.setattr(engine, "prepare", prepare)
+    monkeypatch.setattr(engine, "prepare_many", prepare_many)
     records = run_lines(engine, b"the bank\nboom bank\nthe river\n", chunk=8)
     assert [r["line"] for r in records] == [1, 2, 3]
     assert records[1]["error"] == "internal error: RuntimeError: a bug"
@@ -113,18 +113,18 @@ def test_an_exception_for_one_line_becomes_its_record(engine, monkeypatch):
 
 
 def test_a_dying_worker_has_its_chunk_redone(engine, monkeypatch, tmp_path):
-    real = engine.prepare
+    real = engine.prepare_many
     marker = tmp_path / "died-once"
 
-    def prepare(text, **kwargs):
-        if text == "die once" and not marker.exists():
+    def prepare_many(texts):
+        if "die once" in texts and not marker.exists():
             marker.write_text("x")
             os._exit(3)
-        if text == "die always":
+        if "die always" in texts:
             os.kill(os.getpid(), signal.SIGKILL)
-        return real(text, **kwargs)
+        return real(texts)
 
-    monkeypatch.setattr(engine, "prepare", prepare)
+    monkeypatch.setattr(engine, "prepare_many", prepare_many)
     lines = [b"the river bank"] * 20
     lines[5] = b"die once"
     records = run_lines(engine, b"\n".join(lines) + b"\n", chunk=4, workers=2)

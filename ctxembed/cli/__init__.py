@@ -215,9 +215,7 @@ def _build_only(argv: list[str]) -> None:
     if len(argv) < 2 or any(key.endswith("_COMPLETE") for key in os.environ):
         return
     name = argv[1]
-    commands = [
-        c for c in app.registered_commands if (c.name or c.callback.__name__.lower().replace("_", "-")) == name
-    ]
+    commands = [c for c in app.registered_commands if (c.name or c.callback.__name__.lower().replace("_", "-")) == name]
     groups = [g for g in app.registered_groups if g.name == name]
     if commands or groups:
         app.registered_commands[:] = commands

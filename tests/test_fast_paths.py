@@ -1,0 +1,156 @@
+"""Batch's fast paths give what the plain paths give: prepare_many = prepare one by one, whole-read
+line splitting = the line by line loop, weights alone = the weights of a full run, bit for bit."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxembed.attention import AttentionConfig, encode, random_params
+from ctxembed.batch import LineSource, _read_frame, _write_frame
+from ctxembed.errors import DataError
+from ctxembed.records import LongLine
+
+EXAMPLES = int(os.environ.get("CTXEMBED_FUZZ_EXAMPLES", "60"))
+# words of the shipped vocabulary, and texts that must leave the fast path for prepare()
+WORDS = ["the", "river", "bank", "money", "İstanbul", "ΣΟΦΟΣ", "u.s.", "don't", "co-founder", "xyzzyq", "3.5", "naïve"]
+ODD = ["", "   ", "\ufeffthe bank", "the\u2019s bank", "the\x1cbank", "the\tbank\u2028money", "a" * 5000, "the , bank"]
+
+
+@pytest.fixture(scope="module")
+def engines():
+    from ctxembed.explore import Engine
+    from ctxembed.settings import build_settings
+    from ctxembed.sources import open_vectors
+
+    store = open_vectors()
+    return [Engine(store, build_settings("default"), max_tokens=6).bulk(), Engine(store, build_settings("textbook"))]
+
+
+def _same(a, b) -> None:
+    if isinstance(b, DataError):
+        assert isinstance(a, DataError) and a.message == b.message
+        return
+    fields = ("text", "texts", "token_keys", "in_vocab", "used", "rows", "keys")
+    assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
+    assert a.extra.keys() == b.extra.keys()
+    assert all(np.array_equal(a.extra[k], b.extra[k]) for k in a.extra)
+
+
+def _one_by_one(engine, texts):
+    out = []
+    for text in texts:
+        try:
+            out.append(engine.prepare(text))
+        except DataError as exc:
+            out.append(exc)
+    return out
+
+
+texts = st.lists(
+    st.one_of(
+        st.lists(st.sampled_from(WORDS), min_size=0, max_size=8).map(" ".join),
+        st.sampled_from(ODD),
+        st.text(max_size=30),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=texts)
+def test_prepare_many_is_prepare_one_by_one(engines, batch):
+    for engine in engines:
+        for got, expected in zip(engine.prepare_many(batch), _one_by_one(engine, batch), strict=True):
+            _same(got, expected)
+
+
+def test_prepare_many_takes_the_fast_path_for_usual_text(engines, monkeypatch):
+    engine = engines[1]
+    monkeypatch.setattr(engine, "prepare", lambda text: pytest.fail(f"prepare() called for {text!r}"))
+    [sentence] = engine.prepare_many(["the river bank"])
+    assert sentence.texts == ["the", "river", "bank"] and sentence.rows == [engine.store.find(w) for w in sentence.texts]
+
+
+def _reference_lines(data: bytes, limit: int) -> list:
+    """The numbered lines of ``data`` as LineSource must give them: split at each newline (kept),
+    a line longer than ``limit`` bytes (its newline included) refused."""
+    pieces = data.split(b"\n")
+    lines = [p + b"\n" for p in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+    return [(n, LongLine(limit) if len(line) > limit else line) for n, line in enumerate(lines, 1)]
+
+
+class Trickle(io.RawIOBase):
+    """A stream that gives its bytes in the given piece sizes (a pipe, a slow producer)."""
+
+    def __init__(self, data: bytes, sizes: list[int]):
+        self.data, self.sizes, self.at = data, sizes or [1], 0
+
+    def read(self, n: int = -1) -> bytes:
+        size = self.sizes[self.at % len(self.sizes)] if self.at < len(self.data) else 0
+        piece = self.data[self.at : self.at + max(1, min(n, size))]
+        self.at += len(piece)
+        return piece
+
+
+@settings(max_examples=EXAMPLES * 2, deadline=None)
+@given(
+    data=st.lists(st.sampled_from([b"ab", b"c\r", b"\r\n", b"\n", b"\r", b" ", b"xyz" * 9, b"\xff"]), max_size=40).map(
+        b"".join
+    ),
+    sizes=st.lists(st.integers(1, 40), max_size=5),
+    limit=st.integers(1, 30),
+    chunk=st.integers(1, 9),
+)
+def test_lines_are_split_the_same_whatever_the_reads(data, sizes, limit, chunk):
+    source = LineSource(Trickle(data, sizes), limit)
+    got = []
+    while (block := source.next_chunk(chunk)) is not None:
+        assert 1 <= len(block) <= chunk
+        got.extend(block)
+    assert got == _reference_lines(data, limit)
+    assert source.pending_bytes == 0
+
+
+def test_frames_cross_a_pipe_whole():
+    read, write = os.pipe()
+    payloads = [b"", b"x", os.urandom(3 << 20), b"end"]  # bigger than any pipe: written in parts
+    received = []
+    reader = threading.Thread(target=lambda: received.extend(_read_frame(read) for _ in payloads))
+    reader.start()
+    for payload in payloads:
+        _write_frame(write, payload)
+    reader.join()
+    os.close(read)
+    os.close(write)
+    assert received == payloads
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        AttentionConfig(),
+        AttentionConfig(heads=2, layers=3, residual=True, layer_norm=True, exclude_self=True),
+        AttentionConfig(heads=4, layers=2, causal=True, causal_mode="after", normalization="sum", positions=True),
+    ],
+)
+@pytest.mark.parametrize("learned", [False, True])
+def test_weights_alone_are_the_weights_of_a_full_run(config, learned):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((5, 9, 8)).astype(np.float32)  # (B, T, d)
+    params = random_params(8, 4, config, seed=3, bias=True, output_projection=True) if learned else None
+    bias = rng.standard_normal((5, 9)).astype(np.float32)  # (B, T)
+    full = encode(x, config, params, key_bias=bias)
+    alone = encode(x, config, params, key_bias=bias, outputs=False)
+    assert alone.contextual is None and len(alone.layer_outputs) == config.layers - 1
+    assert alone.weights.tobytes() == full.weights.tobytes()
+    for a, b in zip(alone.layer_outputs, full.layer_outputs, strict=False):
+        assert a.tobytes() == b.tobytes()
+    with pytest.raises(ValueError, match="trace"):
+        encode(x, config, params, outputs=False, trace=True)
