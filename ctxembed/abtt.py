@@ -113,11 +113,13 @@ class TopRemoval:
         top = np.ascontiguousarray(found.directions[:, :directions])  # (d, D)
         return cls(found.mean, top)
 
-    def remove_top(self, vectors: np.ndarray) -> np.ndarray:
-        """(..., d) -> (..., d) P: the top directions removed (not the mean). P is symmetric."""
+    def remove_top(self, vectors: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
+        """(..., d) -> (..., d) P: the top directions removed (not the mean). P is symmetric.
+        ``out`` (may be ``vectors`` itself) receives the result instead of a new array."""
         top = self.top.astype(vectors.dtype, copy=False)  # (d, D)
-        return vectors - (vectors @ top) @ top.T  # (..., d) x (d, D) x (D, d) -> (..., d)
+        return np.subtract(vectors, (vectors @ top) @ top.T, out=out)  # (..., d) x (d, D) x (D, d) -> (..., d)
 
     def __call__(self, vectors: np.ndarray) -> np.ndarray:
         """(..., d) -> (..., d) with the mean and the top directions removed."""
-        return self.remove_top(vectors - self.mean)  # (..., d)
+        centred = vectors - self.mean  # (..., d), a new array: the rest is done in it
+        return self.remove_top(centred, out=centred)  # (..., d)

@@ -494,14 +494,12 @@ def encode(
     B, T, d = x.shape
     params = identity_params(config) if params is None else params
     validate_params(params, d, config)
-    real = _real_tokens(T, lengths, token_mask)  # (B, T) or None
-    if real is None:
-        real = np.ones((B, T), dtype=bool)
-    if real.shape[0] != B:
+    real = _real_tokens(T, lengths, token_mask)  # (B, T), or None: no padding
+    if real is not None and real.shape[0] != B:
         raise ValueError(f"lengths/token_mask describe {real.shape[0]} sentences but x has {B}")
     # padding and exclude-self are masked here; the causal triangle is placed by attention()
-    allowed = build_mask(T, token_mask=real, exclude_self=config.exclude_self)  # (B, 1, T, T)
-    keep = real[:, :, None]  # (B, T, 1)
+    allowed = build_mask(T, token_mask=real, exclude_self=config.exclude_self)  # (B or 1, 1, T, T)
+    keep = None if real is None else real[:, :, None]  # (B, T, 1): the real tokens, whose rows are kept
 
     hidden = x + sinusoidal_positions(T, d, x.dtype) if config.positions else x  # (B, T, d) + (T, d)
     layer_outputs, layer_weights, traced = [], [], []
@@ -516,7 +514,8 @@ def encode(
             output = config.residual_scale * hidden + output  # (B, T, d); sizes checked by validate_params
         if config.layer_norm:
             output = layer_norm(output)  # (B, T, d')
-        output = np.where(keep, output, 0)  # (B, T, d'); padding positions stay 0 in every layer
+        if keep is not None:
+            output = np.where(keep, output, 0)  # (B, T, d'); padding positions stay 0 in every layer
         if trace:
             traced.append(LayerSteps(hidden, q, k, v, steps, merged, output))
         hidden = output

@@ -530,10 +530,14 @@ class _Checksums:
         """Verify the blocks holding the given rows of a (rows, row_bytes) blob."""
         if name not in self.crcs or ids.size == 0 or name in self.complete:
             return
-        first = ids * row_bytes // self.block  # (n,)
-        last = ((ids + 1) * row_bytes - 1) // self.block  # (n,)
-        # a set, not np.unique: that would import numpy.ma (~7 ms) on the cold path of attend and compare
-        self._check(name, sorted(set(first.tolist()) | set(last.tolist())), store)
+        count = len(self.crcs[name])
+        wanted = np.zeros(count, dtype=bool)  # (blocks,) True: holds a byte of one of the rows
+        for edge in (ids * row_bytes // self.block, ((ids + 1) * row_bytes - 1) // self.block):  # (n,) each
+            wanted[edge[(edge >= 0) & (edge < count)]] = True  # a block past the end is _check's to report
+        done = self.done.get(name)
+        if done is not None:
+            wanted &= ~done  # (blocks,) verified once is enough: a batch's lookups cost no Python per row
+        self._check(name, np.flatnonzero(wanted).tolist(), store)
 
     def everything(self, store: VectorStore) -> None:
         for name in self.crcs:
