@@ -75,7 +75,8 @@ def test_prepare_many_takes_the_fast_path_for_usual_text(engines, monkeypatch):
     engine = engines[1]
     monkeypatch.setattr(engine, "prepare", lambda text: pytest.fail(f"prepare() called for {text!r}"))
     [sentence] = engine.prepare_many(["the river bank"])
-    assert sentence.texts == ["the", "river", "bank"] and sentence.rows == [engine.store.find(w) for w in sentence.texts]
+    assert sentence.texts == ["the", "river", "bank"]
+    assert sentence.rows == [engine.store.find(w) for w in sentence.texts]
 
 
 def _reference_lines(data: bytes, limit: int) -> list:
