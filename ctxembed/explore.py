@@ -276,7 +276,9 @@ class Engine:
         lowercase, store, most = self.store.lowercase, self.store, self.max_tokens
         words = [text.split() for text in texts]  # per text: its tokens when it is a usual one
         joined = "\n".join(texts)  # lower() never makes or removes white space: its split() is the texts'
-        keys = (joined.lower() if lowercase else joined).split()  # every text's keys, one flat list
+        lowered = joined.lower() if lowercase else joined
+        # every text's keys, one flat list: the tokens themselves when lower-casing changes nothing
+        keys = list(itertools.chain.from_iterable(words)) if lowered == joined else lowered.split()
         found = list(map(self.words.row, keys))  # every key's store row (None: not in the vocabulary)
         # one check for all (any white space but spaces and newlines sends it text by text)
         usual = joined.replace(" ", "").replace("\n", "").isalnum() and None not in found
