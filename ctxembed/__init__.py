@@ -27,6 +27,7 @@ _LAZY = {
     "CompareResult": "ctxembed.api",
     "NeighborsResult": "ctxembed.api",
     "embed_lines": "ctxembed.embed",
+    "embed_chunks": "ctxembed.embed",
     "AttentionConfig": "ctxembed.config",
     "Settings": "ctxembed.settings",
     "build_settings": "ctxembed.settings",

@@ -59,8 +59,43 @@ def embed_lines(
     gives an error record, never an exception; bad settings raise :class:`ctxembed.UsageError`
     before any line is read.
     """
-    from ctxembed.batch import line_limit, safe_process
-    from ctxembed.records import LongLine, chunk_records
+    from ctxembed.batch import safe_process
+    from ctxembed.records import chunk_records
+
+    engine, options, blocks = _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word)
+    for block in blocks:
+        if encoded:
+            yield from safe_process(engine, block, options).splitlines(keepends=True)
+        else:
+            yield from chunk_records(engine, block, options)
+
+
+def embed_chunks(
+    lines: Iterable[str | bytes],
+    *,
+    start: int = 1,
+    weights: bool = True,
+    with_vectors: bool = False,
+    word: str | None = None,
+    chunk: int = 1024,
+    explorer=None,
+    **keywords: Any,
+) -> Iterator[bytes]:
+    """:func:`embed_lines` with ``encoded=True``, a chunk at a time: each item is the JSON lines of
+    up to ``chunk`` input lines, newlines included, as one ``bytes``. It is the unit every runner
+    shares: ``ctxembed batch``'s workers write these blocks, and a Dask partition joins them,
+    with no step per record. ``b"".join(embed_chunks(lines))`` is what ``ctxembed batch`` writes."""
+    from ctxembed.batch import safe_process
+
+    engine, options, blocks = _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word)
+    for block in blocks:
+        yield safe_process(engine, block, options)
+
+
+def _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word):
+    """Checked settings -> (engine, record options, chunks of numbered input lines)."""
+    from ctxembed.batch import line_limit
+    from ctxembed.records import LongLine
 
     if explorer is not None and keywords:
         raise UsageError(f"give explorer= or settings, not both ({', '.join(sorted(keywords))})")
@@ -79,11 +114,8 @@ def embed_lines(
             yield number, (LongLine(limit) if len(raw) > limit else raw)
 
     source = numbered()
-    while block := list(itertools.islice(source, chunk)):
-        if encoded:
-            yield from safe_process(engine, block, options).splitlines(keepends=True)
-        else:
-            yield from chunk_records(engine, block, options)
+    blocks = iter(lambda: list(itertools.islice(source, chunk)), [])  # lists of up to chunk lines
+    return engine, options, blocks
 
 
 @functools.lru_cache(maxsize=4)

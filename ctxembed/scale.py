@@ -73,12 +73,11 @@ def read_partition(part: Partition) -> list[bytes]:
 def embed_partition(part: Partition, **keywords: Any) -> list[str]:
     """The batch records of one partition, numbered as batch numbers them: JSON lines without their
     newline (what ``dask.bag.Bag.to_textfiles`` writes one per line)."""
-    from ctxembed.embed import embed_lines
+    from ctxembed.embed import embed_chunks
 
     lines = read_partition(part)
-    return [
-        record[:-1].decode("utf-8") for record in embed_lines(lines, start=part.first_line, encoded=True, **keywords)
-    ]
+    text = b"".join(embed_chunks(lines, start=part.first_line, **keywords)).decode("utf-8")
+    return text.split("\n")[:-1]  # every record ends with a newline, and none holds one
 
 
 def embed_file(path: str, *, blocksize: int | str = "64MiB", **keywords: Any):

@@ -90,6 +90,14 @@ def test_chunk_size_never_changes_a_byte():
     assert one == b"".join(ctxembed.embed_lines(raw_lines(), encoded=True, chunk=1024))
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 1024])
+def test_embed_chunks_are_batch_output_a_chunk_at_a_time(chunk):
+    blocks = list(ctxembed.embed_chunks(raw_lines(), chunk=chunk, word="bank"))
+    assert b"".join(blocks) == batch_output("--word", "bank")
+    assert all(0 < block.count(b"\n") <= chunk and block.endswith(b"\n") for block in blocks)
+    assert len(blocks) == -(-len(raw_lines()) // chunk)
+
+
 def test_picklable_and_the_explorer_is_built_once_per_process():
     job = pickle.loads(pickle.dumps(functools.partial(ctxembed.embed_lines, preset="textbook", weights=False)))
     assert [r["line"] for r in job(["the bank", "a river"])] == [1, 2]
