@@ -56,7 +56,7 @@ lint: $(VENV)/.installed-dev
 # A longer fuzz run of batch than `make test` does: many more hypothesis examples, then the real
 # command on random files of good and bad lines (prints its figures as JSON; exit 1 if any is off).
 fuzz: $(VENV)/.installed-dev
-	CTXEMBED_FUZZ_EXAMPLES=2000 $(BIN)/python -m pytest -q tests/test_batch_fuzz.py
+	CTXEMBED_FUZZ_EXAMPLES=2000 $(BIN)/python -m pytest -q tests/test_batch_fuzz.py tests/test_fast_paths.py
 	$(BIN)/python scripts/fuzz_batch.py --rounds 40 --lines 500
 
 bench: $(VENV)/.installed-dev
