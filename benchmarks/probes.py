@@ -182,24 +182,23 @@ def batch_stages(corpus: str, n: int) -> None:
     clock("tokenize with offsets (attend's Token objects)", lambda: [tokenize(t) for t in texts])
     clock("tokenize to strings (inside prepare)", lambda: [token_strings(t) for t in texts])
     clock("prepare one by one, dict lookups", lambda: [engine.prepare(t) for t in texts])
-    prepared = clock(
-        "prepare_many, 1024 at a time (batch)",
-        lambda: [p for i in range(0, len(texts), 1024) for p in engine.prepare_many(texts[i : i + 1024])],
-    )
-    prepared.sort(key=lambda p: len(p.used))
+    chunks = [texts[i : i + 1024] for i in range(0, len(texts), 1024)]
+    many = clock("prepare_many, 1024 at a time (batch)", lambda: [engine.prepare_many(c) for c in chunks])
+    prepared = [s.sentence(i) for s in many for i in range(len(s))]
     clock("Engine.run (every array, one result object per sentence: the API)", lambda: engine.run(prepared))
     groups = clock(
-        "Engine.arrays, weights alone (batch)", lambda: list(engine.arrays(prepared, weights=True, vectors=False))
+        "Engine.arrays, weights alone (batch)",
+        lambda: [g for s in many for g in engine.arrays(s, weights=True, vectors=False)],
     )
-    ids = [p.ranks for p in prepared]
+    ids = [p.ranks for p in sorted(prepared, key=lambda p: len(p.used))]
     clock("bare kernel on the same ids", lambda: bare_kernel.run(ids, store))
 
     def fill():
         records = []
         for members, group in groups:
-            for b in range(len(members)):
+            for b, i in enumerate(members):
                 record = {"line": 1}
-                rec._fill(record, group, b, options)
+                rec._fill(record, group, b, i, options)
                 records.append(record)
         return records
 

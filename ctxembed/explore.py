@@ -89,12 +89,78 @@ class Prepared:
 
     def index_of(self, word: str) -> int | None:
         """Row (into ``used``) of the first used token whose lookup key or lower-cased text equals ``word``."""
-        wanted = word.lower()
-        texts, keys = self.texts, self.token_keys
-        for row, position in enumerate(self.used):
-            if keys[position].lower() == wanted or texts[position].lower() == wanted:
-                return row
-        return None
+        return first_match(word, self.texts, self.token_keys, self.used)
+
+
+def first_match(word: str, texts: Sequence[str], keys: Sequence[str], used: Sequence[int]) -> int | None:
+    """Index into ``used`` of the first token whose key or text, lower-cased, is ``word`` lower-cased."""
+    wanted = word.lower()
+    for row, position in enumerate(used):
+        if keys[position].lower() == wanted or texts[position].lower() == wanted:
+            return row
+    return None
+
+
+@dataclass
+class Sentences:
+    """Many sentences ready for attention, column by column: what :meth:`Engine.arrays` reads.
+
+    A usual sentence (every token a vocabulary word, all of them attended) is its text, its tokens
+    and a slice of the flat ``rows`` and ``keys``, with no object of its own; any other sentence
+    keeps its :class:`Prepared` in ``prepared`` (its own in_vocab, attended positions and vectors
+    built from subwords), and a text that could not be prepared its error in ``errors``.
+    :meth:`sentence` gives any of them as a :class:`Prepared`, the same as :meth:`Engine.prepare`."""
+
+    texts: list[str]
+    tokens: list[list[str]]  # per sentence: its tokens as written (a usual one's; see ``prepared`` otherwise)
+    lengths: np.ndarray  # (n,) int64 tokens that enter attention; -1 for a text in ``errors``
+    starts: np.ndarray  # (n,) int64 where each sentence's rows begin in ``rows``
+    rows: np.ndarray  # (total,) int64 store rows, -1 for a vector that is no store row
+    keys: list[str]  # the usual sentences' lookup keys, flat: a usual sentence's are keys[start:start + length]
+    prepared: dict[int, Prepared]  # sentence -> its Prepared, when it is not a usual one
+    errors: dict[int, DataError]  # text -> why it could not be prepared
+    store: VectorStore = field(repr=False)
+
+    @classmethod
+    def of(cls, sentences: Sequence[Prepared]) -> Sentences:
+        """Prepared sentences as columns (each keeps its Prepared: results point back to it)."""
+        lengths = np.fromiter(map(len, (s.used for s in sentences)), np.int64, len(sentences))  # (n,)
+        starts = np.zeros(len(sentences), np.int64)  # (n,)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        rows = np.fromiter(itertools.chain.from_iterable(s.rows for s in sentences), np.int64, int(lengths.sum()))
+        store = sentences[0].store if sentences else None
+        texts, tokens = [s.text for s in sentences], [s.texts for s in sentences]
+        return cls(texts, tokens, lengths, starts, rows, [], dict(enumerate(sentences)), {}, store)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def sentence(self, i: int) -> Prepared:
+        """Sentence ``i`` as a :class:`Prepared` (built now for a usual one)."""
+        given = self.prepared.get(i)
+        if given is not None:
+            return given
+        if i in self.errors:
+            raise self.errors[i]
+        start, n = int(self.starts[i]), int(self.lengths[i])
+        keys, rows = self.keys[start : start + n], self.rows[start : start + n].tolist()
+        return Prepared(self.texts[i], self.tokens[i], keys, [True] * n, list(range(n)), rows, keys, {}, self.store)
+
+    def columns(self, i: int) -> tuple[list[str], list[bool], list[int]]:
+        """(tokens, in_vocab, attended positions) of sentence ``i``: what its batch record shows."""
+        given = self.prepared.get(i)
+        if given is not None:
+            return given.texts, given.in_vocab, given.used
+        n = int(self.lengths[i])
+        return self.tokens[i], [True] * n, list(range(n))
+
+    def index_of(self, i: int, word: str) -> int | None:
+        """:meth:`Prepared.index_of` of sentence ``i``."""
+        given = self.prepared.get(i)
+        if given is not None:
+            return given.index_of(word)
+        start, n = int(self.starts[i]), int(self.lengths[i])
+        return first_match(word, self.tokens[i], self.keys[start : start + n], range(n))
 
 
 @dataclass
@@ -102,7 +168,8 @@ class GroupArrays:
     """The numbers of a group of B sentences of one length T, as computed, before they are cut into
     one :class:`Contextualized` per sentence. Batch reads records straight from these arrays."""
 
-    sentences: list[Prepared]
+    sentences: Sentences
+    members: list[int]  # the B sentences of the group: indices into ``sentences``
     static: np.ndarray  # (B, T, d) the static vectors
     inputs: np.ndarray  # (B, T, d) after all-but-the-top removal: what attention saw
     contextual: np.ndarray | None  # (B, T, d_out) the mix when one is on, else the last layer (None: not asked)
@@ -116,7 +183,7 @@ class GroupArrays:
         T = self.static.shape[1]
         return [
             Contextualized(
-                prepared=sentence,
+                prepared=self.sentences.sentence(i),
                 static=self.static[b],  # (T, d)
                 inputs=self.inputs[b],  # (T, d)
                 contextual=self.contextual[b],  # (T, d_out)
@@ -126,7 +193,7 @@ class GroupArrays:
                 top=None if self.top is None else self.top[b],  # (T, d_out)
                 mix=mix,
             )
-            for b, sentence in enumerate(self.sentences)
+            for b, i in enumerate(self.members)
         ]
 
 
@@ -207,10 +274,19 @@ class WordLookup:
     def __init__(self, store: VectorStore):
         self.store = store
         self.row: Callable[[str], int | None] = store.find
+        self.indexed = False
 
     def index_all(self) -> WordLookup:
         self.row = self.store.index.get
+        self.indexed = True
         return self
+
+    def rows(self, keys: Sequence[str]) -> np.ndarray:
+        """(n,) int64 store row of each key, -1 for a key not in the vocabulary."""
+        if self.indexed:
+            return np.fromiter(map(self.row, keys, itertools.repeat(-1)), np.int64, len(keys))  # dict.get(key, -1)
+        found = (-1 if row is None else row for row in map(self.row, keys))
+        return np.fromiter(found, np.int64, len(keys))
 
 
 class Engine:
@@ -266,38 +342,51 @@ class Engine:
         return mix
 
     # ------------------------------------------------------------------ sentences
-    def prepare_many(self, texts: Sequence[str]) -> list[Prepared | DataError]:
-        """:meth:`prepare` of each text, in order: its Prepared, or the DataError it raises (not raised).
+    def prepare_many(self, texts: Sequence[str]) -> Sentences:
+        """:meth:`prepare` of many texts, as columns (:class:`Sentences`); a text that cannot be
+        prepared has its DataError in ``errors`` (not raised).
 
         The usual texts (words of letters and digits between spaces, every word in the vocabulary,
-        within ``max_tokens``) are tokenised and looked up together, in a few calls over all of them
-        (~2x less Python per sentence than one by one); any other text goes through :meth:`prepare`.
-        The results are the same as :meth:`prepare`'s either way (tests/test_prepare_many.py)."""
-        lowercase, store, most = self.store.lowercase, self.store, self.max_tokens
+        within ``max_tokens``) are tokenised, looked up and checked together, in a few calls over all
+        of them, with no object per sentence; any other text goes through :meth:`prepare`.
+        ``sentences.sentence(i)`` equals ``prepare(texts[i])`` either way (tests/test_fast_paths.py)."""
+        lowercase, most = self.store.lowercase, self.max_tokens
         words = [text.split() for text in texts]  # per text: its tokens when it is a usual one
+        n_texts = len(texts)
+        lengths = np.fromiter(map(len, words), np.int64, n_texts)  # (n,) tokens per text
+        starts = np.zeros(n_texts, np.int64)  # (n,) where each text's tokens begin in the flat lists
+        np.cumsum(lengths[:-1], out=starts[1:])
+        flat = list(itertools.chain.from_iterable(words))  # every token, text after text
         joined = "\n".join(texts)  # lower() never makes or removes white space: its split() is the texts'
         lowered = joined.lower() if lowercase else joined
-        # every text's keys, one flat list: the tokens themselves when lower-casing changes nothing
-        keys = list(itertools.chain.from_iterable(words)) if lowered == joined else lowered.split()
-        found = list(map(self.words.row, keys))  # every key's store row (None: not in the vocabulary)
-        # one check for all (any white space but spaces and newlines sends it text by text)
-        usual = joined.replace(" ", "").replace("\n", "").isalnum() and None not in found
-        prepared: list[Prepared | DataError] = []
-        start = 0
-        for text, texts_ in zip(texts, words, strict=True):
-            n = len(texts_)
-            end = start + n
-            rows = found[start:end]
-            if (usual or ("".join(texts_).isalnum() and None not in rows)) and 0 < n <= most and len(text) <= WINDOW:
-                own = keys[start:end]  # the keys are the tokens themselves (lower-cased for such a vocabulary)
-                prepared.append(Prepared(text, texts_, own, [True] * n, list(range(n)), rows, own, {}, store))
-            else:
-                try:
-                    prepared.append(self.prepare(text))
-                except DataError as exc:
-                    prepared.append(exc)
-            start = end
-        return prepared
+        keys = flat if lowered == joined else lowered.split()  # every token's key, flat
+        rows = self.words.rows(keys)  # (tokens,) store rows, -1: not in the vocabulary
+        usual = (lengths > 0) & (lengths <= most)  # (n,)
+        usual &= np.fromiter(map(len, texts), np.int64, n_texts) <= WINDOW
+        if n_texts:
+            # per text, over its tokens: reduceat sums [starts[i], starts[i + 1]); one neutral element
+            # after the last token keeps every start inside the array (an empty text is not usual anyway)
+            usual &= np.minimum.reduceat(np.append(rows, 0), starts) >= 0  # every word in the vocabulary
+            if not joined.replace(" ", "").replace("\n", "").isalnum():  # else every token is letters and digits
+                alnum = np.fromiter(map(str.isalnum, flat), bool, len(flat))  # (tokens,)
+                usual &= np.logical_and.reduceat(np.append(alnum, True), starts)
+        prepared: dict[int, Prepared] = {}
+        errors: dict[int, DataError] = {}
+        extra_rows: list[np.ndarray] = []
+        total = len(keys)
+        for i in np.flatnonzero(~usual).tolist():  # the rest, one by one, as one sentence alone
+            try:
+                sentence = prepared[i] = self.prepare(texts[i])
+            except DataError as exc:
+                errors[i] = exc
+                lengths[i] = -1
+                continue
+            lengths[i], starts[i] = len(sentence.used), total
+            extra_rows.append(np.asarray(sentence.rows, dtype=np.int64))
+            total += len(sentence.used)
+        if extra_rows:
+            rows = np.concatenate([rows, *extra_rows])
+        return Sentences(list(texts), words, lengths, starts, rows, keys, prepared, errors, self.store)
 
     def prepare(self, text: str, *, words: Sequence[str] | None = None) -> Prepared:
         """Tokenise and look up a sentence (or pre-split ``words``); raise DataError when it is unusable.
@@ -422,36 +511,52 @@ class Engine:
         for members, group in self.arrays(sentences, weights=weights, trace=trace):
             yield members, group.results(self.mix)
 
-    def arrays(self, sentences: Sequence[Prepared], *, weights: bool = True, vectors: bool = True, trace: bool = False):
+    def arrays(
+        self,
+        sentences: Sentences | Sequence[Prepared],
+        *,
+        weights: bool = True,
+        vectors: bool = True,
+        trace: bool = False,
+    ):
         """Yield (indices into sentences, :class:`GroupArrays`) group by group, shortest sentences first.
 
         A group holds sentences of one length T, and at most GROUP_FLOATS floats in each array:
         layers x heads x T^2 per sentence when weights are kept, heads x T^2 (one layer's) when they
         are not, and T x d for its vectors. Without padding, a sentence's arithmetic is the same
         whatever it runs with. ``vectors=False`` is for a caller that reads the weights alone: the
-        last layer stops at its weights, and no contextual vector is made."""
+        last layer stops at its weights, and no contextual vector is made. A text in
+        ``sentences.errors`` is in no group."""
+        if not isinstance(sentences, Sentences):
+            sentences = Sentences.of(sentences)
         a = self.settings.attention
-        by_length: dict[int, list[int]] = {}
-        for i, sentence in enumerate(sentences):
-            by_length.setdefault(len(sentence.used), []).append(i)
-        for T in sorted(by_length):
-            members = by_length[T]
+        lengths = sentences.lengths
+        order = np.argsort(lengths, kind="stable")  # (n,) by length, then in input order
+        order = order[lengths[order] > 0]  # texts in errors (-1) are in no group
+        cuts = np.flatnonzero(np.diff(lengths[order])) + 1  # where the length changes
+        for members in np.split(order, cuts) if len(order) else []:
+            T = int(lengths[members[0]])
             # floats a sentence holds at once: its attention weights, or its (T, d) vectors if more
             per_sentence = T * max(a.heads * T * (a.layers if weights else 1), self.dim)
             size = max(1, GROUP_FLOATS // per_sentence)
             for start in range(0, len(members), size):
-                chosen = members[start : start + size]
-                yield chosen, self._run_group([sentences[i] for i in chosen], weights, vectors or trace, trace)
+                chosen = members[start : start + size].tolist()
+                yield chosen, self._run_group(sentences, chosen, T, weights, vectors or trace, trace)
 
-    def _run_group(self, sentences: list[Prepared], weights: bool, vectors: bool, trace: bool) -> GroupArrays:
+    def _run_group(
+        self, sentences: Sentences, members: list[int], T: int, weights: bool, vectors: bool, trace: bool
+    ) -> GroupArrays:
         """Attention over sentences of one length T, stacked into (B, T, d) without padding."""
-        B, T = len(sentences), len(sentences[0].used)
-        ranks = np.fromiter(itertools.chain.from_iterable(s.rows for s in sentences), np.int64, B * T)  # (B*T,)
-        static = self.store.rows(np.maximum(ranks, 0)).reshape(B, T, self.dim)  # (B, T, d)
-        ranks = ranks.reshape(B, T)  # (B, T)
-        for b, sentence in enumerate(sentences):
-            for index, vector in sentence.extra.items():
-                static[b, index] = vector
+        B = len(members)
+        at = sentences.starts[members][:, None] + np.arange(T)  # (B, T) positions in sentences.rows
+        ranks = sentences.rows[at]  # (B, T)
+        static = self.store.rows(np.maximum(ranks, 0).ravel()).reshape(B, T, self.dim)  # (B, T, d)
+        if sentences.prepared:  # vectors that are no store row: subwords, --oov zero
+            for b, i in enumerate(members):
+                given = sentences.prepared.get(i)
+                if given is not None:
+                    for index, vector in given.extra.items():
+                        static[b, index] = vector
         inputs = self.project_inputs(static)  # (B, T, d)
         bias = self.key_bias(ranks)  # (B, T) or None
         with np.errstate(all="ignore"):  # a NaN or overflow is reported below, naming its stage, not warned
@@ -471,7 +576,7 @@ class Engine:
             raise DataError(f"the computation gave NaN or infinite values at {self._bad_stage(inputs, None, bias)}")
         kept = None if not weights else np.ascontiguousarray(np.moveaxis(result.weights, 1, 0))  # (B, L, h, T, T)
         if not vectors:
-            return GroupArrays(sentences, static, inputs, None, kept, [], None, None)
+            return GroupArrays(sentences, members, static, inputs, None, kept, [], None, None)
         hidden_in = (
             inputs + sinusoidal_positions(T, self.dim, inputs.dtype) if self.settings.attention.positions else inputs
         )
@@ -480,7 +585,7 @@ class Engine:
         if self.mix is not None:  # h0 is the word itself: the input without positions
             layers = np.stack([inputs, *result.layer_outputs])  # (L + 1, B, T, d)
             top, contextual = contextual, self.mix.apply(layers)  # (B, T, d)
-        return GroupArrays(sentences, static, inputs, contextual, kept, layer_inputs, top, result.steps)
+        return GroupArrays(sentences, members, static, inputs, contextual, kept, layer_inputs, top, result.steps)
 
     def _bad_stage(self, inputs: np.ndarray, lengths: np.ndarray | None, bias) -> str:
         """The first step whose numbers are not all finite (only run after a failure): re-run traced."""

@@ -15,7 +15,6 @@ from typing import NamedTuple
 
 import orjson  # encodes numpy arrays directly, ~10x faster than json
 
-from ctxembed.errors import CtxembedError
 from ctxembed.explore import Engine
 
 
@@ -150,20 +149,15 @@ def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict
         if text is not None:
             texts.append(text)
             read.append(len(records) - 1)
-    prepared: list = []  # Prepared, in input order
-    where: list[int] = []  # per prepared sentence: its index into records
-    for index, sentence in zip(read, engine.prepare_many(texts), strict=True):
-        if isinstance(sentence, CtxembedError):
-            records[index]["error"] = sentence.render(engine.label)
-        else:
-            prepared.append(sentence)
-            where.append(index)
+    sentences = engine.prepare_many(texts)
+    for i, exc in sentences.errors.items():
+        records[read[i]]["error"] = exc.render(engine.label)
     done = [False] * len(records)
     vectors = options["with_vectors"] or options["word"] is not None  # else the weights alone are read
-    for members, group in engine.arrays(prepared, weights=options["weights"], vectors=vectors):
+    for members, group in engine.arrays(sentences, weights=options["weights"], vectors=vectors):
         for b, i in enumerate(members):
-            index = where[i]
-            _fill(records[index], group, b, options)
+            index = read[i]
+            _fill(records[index], group, b, i, options)
             if encode is not None:
                 records[index] = encode(records[index])
                 done[index] = True
@@ -190,13 +184,11 @@ def one_blas_thread() -> None:
     threadpool_limits(limits=1, user_api="blas")  # not a context: the limit holds for this process
 
 
-def _fill(record: dict, group, b: int, options: dict) -> None:
-    """Sentence ``b`` of a :class:`ctxembed.explore.GroupArrays` into its record (arrays are views)."""
-    prepared = group.sentences[b]
-    record["text"] = prepared.text
-    record["tokens"] = prepared.texts
-    record["in_vocab"] = prepared.in_vocab
-    record["attended_positions"] = prepared.used
+def _fill(record: dict, group, b: int, i: int, options: dict) -> None:
+    """Sentence ``i``, row ``b`` of a :class:`ctxembed.explore.GroupArrays`, into its record (arrays are views)."""
+    sentences = group.sentences
+    record["text"] = sentences.texts[i]
+    record["tokens"], record["in_vocab"], record["attended_positions"] = sentences.columns(i)
     if options["weights"]:
         record["weights"] = group.weights[b]  # (L, h, T, T), one contiguous block (orjson needs that)
     if options["with_vectors"]:
@@ -204,11 +196,11 @@ def _fill(record: dict, group, b: int, options: dict) -> None:
         record["contextual"] = group.contextual[b]  # (T, d_out)
     word = options["word"]
     if word is not None:
-        row = prepared.index_of(word)
+        row = sentences.index_of(i, word)
         record["word"] = (
             None
             if row is None
-            else {"word": word, "position": prepared.used[row], "contextual": group.contextual[b, row]}
+            else {"word": word, "position": record["attended_positions"][row], "contextual": group.contextual[b, row]}
         )
 
 

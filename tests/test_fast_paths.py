@@ -67,14 +67,25 @@ texts = st.lists(
 @given(batch=texts)
 def test_prepare_many_is_prepare_one_by_one(engines, batch):
     for engine in engines:
-        for got, expected in zip(engine.prepare_many(batch), _one_by_one(engine, batch), strict=True):
+        sentences = engine.prepare_many(batch)
+        assert len(sentences) == len(batch)
+        for i, expected in enumerate(_one_by_one(engine, batch)):
+            got = sentences.errors[i] if i in sentences.errors else sentences.sentence(i)
             _same(got, expected)
+            if not isinstance(expected, DataError):
+                assert sentences.columns(i) == (expected.texts, expected.in_vocab, expected.used)
+                start, n = sentences.starts[i], sentences.lengths[i]
+                assert sentences.rows[start : start + n].tolist() == expected.rows
+                for word in ("bank", "İstanbul", "the", "u.s."):
+                    assert sentences.index_of(i, word) == expected.index_of(word)
 
 
 def test_prepare_many_takes_the_fast_path_for_usual_text(engines, monkeypatch):
     engine = engines[1]
     monkeypatch.setattr(engine, "prepare", lambda text: pytest.fail(f"prepare() called for {text!r}"))
-    [sentence] = engine.prepare_many(["the river bank"])
+    sentences = engine.prepare_many(["the river bank"])
+    assert not sentences.prepared and not sentences.errors  # no Prepared made: the usual path
+    sentence = sentences.sentence(0)
     assert sentence.texts == ["the", "river", "bank"]
     assert sentence.rows == [engine.store.find(w) for w in sentence.texts]
 
