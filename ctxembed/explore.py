@@ -6,7 +6,9 @@
     result.contextual[result.index_of("bank")]                       # (d,) the contextual "bank"
 
 Data flows one way: text -> :mod:`tokenize` -> store rows -> all-but-the-top removal (if any)
--> :func:`ctxembed.attention.encode` -> :class:`Contextualized`.
+-> :func:`ctxembed.attention.encode` -> :class:`Contextualized`. Many sentences at once (batch)
+take the same steps as columns: :meth:`Engine.prepare_many` -> :class:`Sentences` ->
+:meth:`Engine.arrays` -> :class:`GroupArrays`, one group of equal-length sentences at a time.
 """
 
 from __future__ import annotations
@@ -36,10 +38,10 @@ from ctxembed.store import VectorStore
 from ctxembed.tokenize import WINDOW, Token, pretokenized, token_pieces, token_strings, tokenize, vocabulary_key
 from ctxembed.weights import check_trained_weights
 
-# Floats one group of sentences holds at once in each of its arrays (512 KB of float32): small enough
-# that a group's (B, T, d) vectors stay in a core's cache between steps (batch's NumPy work per sentence
-# is ~2x slower in groups of 1600 than of 114, benchmarks/profile_chunk.py), and a bound on the memory
-# of a chunk's attention whatever its sentences' lengths (a longer sentence runs alone).
+# Floats one group of sentences holds at once in each of its arrays (512 KB of float32): a group's
+# (B, T, d) vectors stay in a core's cache between steps, and the memory of a chunk's attention is
+# bounded whatever its sentences' lengths (a longer sentence runs alone). Batch's speed is flat from
+# 2^15 to 2^20 (within 10%: benchmarks/alternatives.py groups); wave 2's 2^22 bounded memory alone.
 GROUP_FLOATS = 1 << 17
 _EULER_GAMMA = 0.5772156649
 
