@@ -321,11 +321,47 @@ def _results(engine: Engine, lines: LineSource, options: dict, size: int, worker
         if not indexed and (len(block) >= _INDEX_AFTER_LINES or (full and not lines.eof)):
             _build_vocabulary_index(engine)  # before any fork, so the workers share it
             indexed = True
-        count = workers or (min(os.cpu_count() or 1, 2) if full and not lines.eof else 1)
+        count = workers or (usable_cores() if full and not lines.eof else 1)
         if count > 1 and hasattr(os, "fork"):
             yield from _WorkerPool(engine, options, count).run(block, lines, size)
             return
         yield safe_process(engine, block, options)
+
+
+_CPU_LIMITS = (  # (file, how to read it): a container's CPU quota, cgroup v2 then v1
+    ("/sys/fs/cgroup/cpu.max", lambda text: text.split()[:2]),
+    ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", lambda text: [text.strip(), _read("/sys/fs/cgroup/cpu/cpu.cfs_period_us")]),
+)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on: its CPU affinity (taskset, cpusets), capped by a container's
+    CPU quota (docker --cpus, Kubernetes limits) rounded up; at least 1. What --workers 0 starts
+    for big input: one worker per core, as many as the machine lets this process use."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    for path, parse in _CPU_LIMITS:
+        text = _read(path)
+        if text is None:
+            continue
+        try:
+            quota, period = parse(text)
+            if quota not in ("max", "-1"):
+                cores = min(cores, -(-int(quota) // int(period)))  # a quota of 1.5 cores: 2 workers
+        except (ValueError, TypeError, ZeroDivisionError):
+            pass  # unreadable: no quota
+        break
+    return max(1, cores)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as fh:
+            return fh.read()
+    except (OSError, ValueError):
+        return None
 
 
 def safe_process(engine: Engine, block: list, options: dict) -> bytes:

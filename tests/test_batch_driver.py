@@ -259,3 +259,44 @@ def test_cli_batch_with_every_bad_kind(tmp_path):
     assert result.exit_code == 0, result.stderr
     lines = result.stdout_bytes.splitlines()
     assert [json.loads(line)["line"] for line in lines] == list(range(1, len(BAD_LINES) + 3))
+
+
+def test_usable_cores_follow_affinity_and_a_container_quota(tmp_path, monkeypatch):
+    import ctxembed.batch as batch
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5, 6, 7}, raising=False)
+    v2 = tmp_path / "cpu.max"
+    monkeypatch.setattr(batch, "_CPU_LIMITS", ((str(v2), batch._CPU_LIMITS[0][1]),))
+    assert batch.usable_cores() == 8  # no cgroup file: the affinity
+    for text, expected in (("max 100000\n", 8), ("150000 100000\n", 2), ("300000 100000\n", 3), ("garbage", 8)):
+        v2.write_text(text)
+        assert batch.usable_cores() == expected, text
+    quota, period = tmp_path / "cpu.cfs_quota_us", tmp_path / "cpu.cfs_period_us"
+    v1 = (str(quota), lambda text: [text.strip(), batch._read(str(period))])
+    monkeypatch.setattr(batch, "_CPU_LIMITS", (v1,))
+    quota.write_text("-1\n")
+    period.write_text("100000\n")
+    assert batch.usable_cores() == 8
+    quota.write_text("400000\n")
+    assert batch.usable_cores() == 4
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert batch.usable_cores() == 1  # a quota never raises the count above the affinity
+
+
+def test_workers_auto_starts_one_per_usable_core_for_big_input(engine, monkeypatch):
+    import ctxembed.batch as batch
+
+    counts = []
+    real = batch._WorkerPool.__init__
+
+    def pool(self, engine_, options, count):
+        counts.append(count)
+        real(self, engine_, options, count)
+
+    monkeypatch.setattr(batch, "usable_cores", lambda: 3)
+    monkeypatch.setattr(batch._WorkerPool, "__init__", pool)
+    records = run_lines(engine, b"the river bank\n" * 40, chunk=4, workers=0)
+    assert counts == [3] and [r["line"] for r in records] == list(range(1, 41))
+    counts.clear()
+    assert len(run_lines(engine, b"the river bank\n" * 3, chunk=4, workers=0)) == 3
+    assert counts == []  # small input: no workers at all

@@ -149,7 +149,7 @@ def batch(
     no_weights: Annotated[bool, typer.Option("--no-weights", help="Leave the attention weights out.")] = False,
     word: Annotated[str | None, typer.Option("--word", "-w", help="Add this word's contextual vector.")] = None,
     chunk: Annotated[int, typer.Option("--chunk", min=1, max=100_000, help="Sentences per attention batch.")] = 1024,
-    workers: Annotated[int, typer.Option("--workers", min=0, help="Processes (0: one per core for big input).")] = 0,
+    workers: Annotated[int, typer.Option("--workers", min=0, help="Processes (0: one per usable core).")] = 0,
     explorer=None,
 ) -> None:
     """One JSON line per input line, in order; bad lines become {"line": k, "error": ...} records."""
