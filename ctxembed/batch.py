@@ -46,10 +46,8 @@ from ctxembed.records import LongLine, error_record, process_chunk
 
 SCHEMA = "ctxembed.batch/1"
 # From this many input lines on, one word -> row dict of the vocabulary (built in ~50 ms for 200k
-# words) beats a binary search per token lookup (~10 µs each); past a million words the dict
-# would cost hundreds of MB, so big vocabularies keep the binary search.
+# words) beats a binary search per token lookup (~10 µs each); see Engine.bulk_if_affordable.
 _INDEX_AFTER_LINES = 512
-_INDEX_MAX_WORDS = 1_000_000
 _READ_BYTES = 1 << 16  # one read from the input
 _CHUNK_BYTES = 1 << 20  # a chunk stops growing here, whatever its line count: its sentences' tokens,
 # records and groups are what a process holds (500-token lines, 4 heads, 4 layers: ~245 MB at 1 MiB, ~380 at 8)
@@ -319,7 +317,7 @@ def _results(engine: Engine, lines: LineSource, options: dict, size: int, worker
     while (block := lines.next_chunk(size)) is not None:
         full = len(block) >= size or lines.pending_bytes > 0 or bool(lines.lines)
         if not indexed and (len(block) >= _INDEX_AFTER_LINES or (full and not lines.eof)):
-            _build_vocabulary_index(engine)  # before any fork, so the workers share it
+            engine.bulk_if_affordable()  # before any fork, so the workers share the dict
             indexed = True
         count = workers or (usable_cores() if full and not lines.eof else 1)
         if count > 1 and hasattr(os, "fork"):
@@ -629,16 +627,6 @@ def _describe_status(status: int | None) -> str:
         except ValueError:
             return f"killed by signal {number}"
     return f"exit code {os.waitstatus_to_exitcode(status)}"
-
-
-def _build_vocabulary_index(engine: Engine) -> None:
-    """Switch the engine to dict lookups (same rows as the binary search) for the whole run."""
-    if len(engine.store) > _INDEX_MAX_WORDS:
-        return
-    try:
-        engine.bulk()
-    except DataError:  # a vocabulary that is not valid UTF-8: keep the binary search, which copes
-        pass
 
 
 class _Progress:

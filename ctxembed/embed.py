@@ -35,9 +35,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ctxembed.errors import DataError, UsageError
-
-_INDEX_MAX_WORDS = 1_000_000  # above this the word -> row dict costs hundreds of MB: keep the binary search
+from ctxembed.errors import UsageError
 
 
 def embed_lines(
@@ -104,7 +102,7 @@ def _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word
     if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1 <= chunk <= 100_000:
         raise UsageError(f"chunk must be an integer in [1, 100000], not {chunk!r}")
     engine = (explorer or shared_explorer(**keywords)).engine
-    _index_words(engine)
+    engine.bulk_if_affordable()  # dict lookups for the run, as batch does for big input
     options = {"with_vectors": with_vectors, "weights": weights, "word": word}
     limit = line_limit(engine.max_tokens)  # batch refuses longer lines unread; so does this
 
@@ -134,16 +132,6 @@ def shared_explorer(**keywords: Any):
         from ctxembed.api import Explorer
 
         return Explorer(**keywords)
-
-
-def _index_words(engine) -> None:
-    """Dict lookups for the whole run (same rows as the binary search), as batch does for big input."""
-    if len(engine.store) > _INDEX_MAX_WORDS:
-        return
-    try:
-        engine.bulk()  # the store builds its dict once; later calls cost nothing
-    except DataError:  # a vocabulary that is not valid UTF-8: keep the binary search, which copes
-        pass
 
 
 def _to_bytes(line: str) -> bytes:

@@ -44,6 +44,7 @@ from ctxembed.weights import check_trained_weights
 # 2^15 to 2^20 (within 10%: benchmarks/alternatives.py groups); wave 2's 2^22 bounded memory alone.
 GROUP_FLOATS = 1 << 17
 _EULER_GAMMA = 0.5772156649
+INDEX_MAX_WORDS = 1_000_000  # above this a word -> row dict costs hundreds of MB: keep the binary search
 
 
 @dataclass(slots=True)  # slots: batch makes one per sentence, and a __dict__ each would be ~10% of that
@@ -327,6 +328,17 @@ class Engine:
     def bulk(self) -> Engine:
         """Prepare for many sentences: look words up in a dict (see :meth:`WordLookup.index_all`)."""
         self.words.index_all()
+        return self
+
+    def bulk_if_affordable(self) -> Engine:
+        """:meth:`bulk` (the same rows as the binary search), unless the vocabulary has over
+        INDEX_MAX_WORDS words (the dict would cost hundreds of MB) or is not valid UTF-8: then the
+        binary search, which copes with both. What batch and embed_lines do for a run."""
+        if len(self.store) <= INDEX_MAX_WORDS:
+            try:
+                self.bulk()  # the store builds its dict once; later calls cost nothing
+            except DataError:
+                pass
         return self
 
     def _layer_mix(self) -> LayerMix | None:
