@@ -245,15 +245,24 @@ class AttendResult(_Shown):
 
 
 @dataclass(eq=False)
-class CompareResult(_Shown):
-    """A word's cosine across sentences: :attr:`static` and :attr:`contextual` are N x N matrices."""
+class _WordDocument(_Shown):
+    """A result that is its JSON document, about one word (compare, neighbors)."""
 
     doc: dict = field(repr=False)
-    _renderer = "render_compare"
 
     @property
     def word(self) -> str:
         return self.doc["word"]
+
+    def document(self) -> dict:
+        return self.doc
+
+
+@dataclass(eq=False)
+class CompareResult(_WordDocument):
+    """A word's cosine across sentences: :attr:`static` and :attr:`contextual` are N x N matrices."""
+
+    _renderer = "render_compare"
 
     @property
     def static(self) -> np.ndarray:
@@ -263,23 +272,15 @@ class CompareResult(_Shown):
     def contextual(self) -> np.ndarray:
         return self.doc["contextual_similarity"]
 
-    def document(self) -> dict:
-        return self.doc
-
     def __repr__(self) -> str:
         return f"CompareResult(word={self.word!r}, sentences={len(self.doc['sentences'])})"
 
 
 @dataclass(eq=False)
-class NeighborsResult(_Shown):
+class NeighborsResult(_WordDocument):
     """A word's nearest vocabulary words: :attr:`static` and :attr:`contextual` lists of (word, cosine)."""
 
-    doc: dict = field(repr=False)
     _renderer = "render_neighbors"
-
-    @property
-    def word(self) -> str:
-        return self.doc["word"]
 
     @property
     def static(self) -> list[tuple[str, float]]:
@@ -288,9 +289,6 @@ class NeighborsResult(_Shown):
     @property
     def contextual(self) -> list[tuple[str, float]]:
         return [(n["word"], n["similarity"]) for n in self.doc["contextual"]]
-
-    def document(self) -> dict:
-        return self.doc
 
     def __repr__(self) -> str:
         return f"NeighborsResult(word={self.word!r}, contextual={[w for w, _ in self.contextual]})"
