@@ -40,6 +40,7 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ctxembed.corpus import open_file
 from ctxembed.errors import CtxembedError, DataError
 from ctxembed.explore import Engine
 from ctxembed.records import LongLine, error_record, process_chunk
@@ -283,14 +284,7 @@ def run_batch(
             raise DataError("stdin is closed: give a file of sentences, or pipe them in")
         stream, total_bytes = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else sys.stdin, None
     else:
-        try:
-            stream = open(source, "rb")  # noqa: SIM115 - closed below
-        except FileNotFoundError:
-            raise DataError(f"{source}: no such file") from None
-        except IsADirectoryError:
-            raise DataError(f"{source}: is a directory, not a file of sentences") from None
-        except OSError as exc:
-            raise DataError(f"{source}: cannot read ({exc.strerror})") from None
+        stream = open_file(source, "a file of sentences")  # closed below
         total_bytes = os.fstat(stream.fileno()).st_size
     lines = LineSource(stream, line_limit(engine.max_tokens))
     out = Output()

@@ -1,5 +1,6 @@
 """Opening a corpus: a text file, a gzip file, or stdin, as one binary stream. ``senses`` and ``train``
-both read corpora through :func:`open_corpus`; what a line means is theirs to decide."""
+both read corpora through :func:`open_corpus`; what a line means is theirs to decide. :func:`open_file`
+is how every input file is opened (batch, sense-labelled files), with the same error lines."""
 
 from __future__ import annotations
 
@@ -13,6 +14,19 @@ from ctxembed.errors import DataError
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
+def open_file(path: str | Path, what: str) -> io.BufferedReader:
+    """``path`` opened for binary reading, for the caller to close. A missing file, a directory
+    (``f"is a directory, not {what}"``) or an unreadable one is a DataError, exit 1."""
+    try:
+        return open(path, "rb")  # noqa: SIM115 - handed to the caller, who closes it
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a directory, not {what}") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror})") from None
+
+
 def open_corpus(source: str | Path) -> tuple[io.BufferedIOBase, str]:
     """A binary stream of ``source`` ("-" for stdin; gzip recognised by its magic bytes, whatever
     the name) and a name to show for it. The caller closes the stream."""
@@ -23,14 +37,7 @@ def open_corpus(source: str | Path) -> tuple[io.BufferedIOBase, str]:
         name = "stdin"
     else:
         path = Path(source)
-        if path.is_dir():
-            raise DataError(f"{path}: is a directory, not a corpus file")
-        try:
-            raw = open(path, "rb")  # noqa: SIM115 - handed to the caller, who closes it
-        except FileNotFoundError:
-            raise DataError(f"{path}: no such file") from None
-        except OSError as exc:
-            raise DataError(f"{path}: cannot read ({exc.strerror})") from None
+        raw = open_file(path, "a corpus file")
         name = str(path)
     stream = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)
     if stream.peek(2)[:2] == _GZIP_MAGIC:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxembed.corpus import open_file
 from ctxembed.errors import DataError
 from ctxembed.explore import Engine, unit_rows
 from ctxembed.settings import Settings, build_settings
@@ -37,11 +38,8 @@ class LabelledOccurrence:
 def read_wsi(path: str | Path) -> list[LabelledOccurrence]:
     path = Path(path)
     try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, not a sense-labelled TSV file") from None
+        with open_file(path, "a sense-labelled TSV file") as fh:
+            text = fh.read().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
     except OSError as exc:
