@@ -38,7 +38,7 @@ CACHE = make_corpus.CACHE
 PYTHON = sys.executable
 CTXEMBED = str(Path(sys.executable).parent / "ctxembed")
 SENTENCES = ["we sat on the river bank", "I deposited money in the bank"]
-JOBS = ("coldstart", "stores", "batch", "scaling", "senses", "robustness", "train")
+JOBS = ("coldstart", "stores", "batch", "bounds", "scaling", "senses", "robustness", "train")
 SENSES_WORDS = ["bass", "plant", "bank", "interest", "apple"]
 SENSES_COPIES = 17  # of the 5.97 MB Brown example corpus: 101 MB of text
 BATCH_SENTENCES = 200_000  # throughput: a run of ~3 s, so batch's ~0.2 s start weighs ~7%, as on a real corpus
@@ -531,6 +531,41 @@ def batch(repeat: int) -> Report:
     return report
 
 
+BOUND_NAMES = {  # benchmarks/whatif.py's variants, as the table names them
+    "real": "nothing free (batch's driver, the process start left out)",
+    "free-tokenize": "tokenising and lookups free (a compiled tokenizer that took no time)",
+    "free-records": "records and their JSON free",
+    "free-tokenize-records": "both free: attention and the driver alone",
+    "floats-only": "the floor: attention, orjson of the weights' floats, the driver",
+    "driver-only": "the driver alone (pipes and writes of ready output)",
+}
+
+
+def bounds_job(repeat: int) -> Report:
+    """What batch's rate would be with a stage free (benchmarks/whatif.py): how far each lever can go."""
+    import whatif
+
+    corpus = make_corpus.sentences(BATCH_SENTENCES)
+    found = whatif.measure(str(corpus), max(2, min(repeat, 3)))
+    kernel = spread(found["kernel_rates"])
+    rows = []
+    for variant, seconds in found["seconds"].items():
+        per_round = [found["sentences"] / s for s in seconds]
+        rates = spread(per_round)
+        shares = spread([r / k for r, k in zip(per_round, found["kernel_rates"], strict=True)])
+        rows.append(
+            Row(
+                f"bound, {found['sentences']:,} sentences, JSON with weights, 2 workers: {BOUND_NAMES[variant]}",
+                per_second(rates),
+                f"bare NumPy kernel {per_second(kernel)} (one process)",
+                f"{shares['median']:.0%} of the kernel ({shares['min']:.0%}–{shares['max']:.0%} per round)",
+                "",
+                None,
+            )
+        )
+    return Report(rows, found)
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -756,7 +791,7 @@ def build_inputs(chosen: list[str]) -> None:
         make_corpus.word2vec_binary()
     if "stores" in chosen:
         make_corpus.glove_text()
-    if "batch" in chosen:
+    if {"batch", "bounds"} & set(chosen):
         make_corpus.sentences(BATCH_SENTENCES)
         make_corpus.sentences(SHORT_SENTENCES)
     if "senses" in chosen:
@@ -800,6 +835,8 @@ def main() -> None:
             reports[job] = stores(args.repeat, args.heavy_repeat)
         elif job == "batch":
             reports[job] = batch(args.repeat)
+        elif job == "bounds":
+            reports[job] = bounds_job(args.repeat)
         elif job == "senses":
             reports[job] = senses_job(args.repeat)
         elif job == "robustness":

@@ -1,0 +1,153 @@
+"""What batch's rate would be if one of its stages cost nothing: the bound each lever can reach.
+
+Runs ``ctxembed batch``'s own driver (run_batch, 2 workers, output to /dev/null) on the benchmark
+corpus, with stages replaced by results computed before the clock starts (and before the workers
+fork, so they inherit them):
+
+- ``real``: nothing replaced, the same run as ``make bench`` minus the process start;
+- ``free-tokenize``: Engine.prepare_many (parse is still done) returns the chunk's prepared columns
+  at once: what a compiled tokenizer and lookup that took no time at all would give;
+- ``free-records``: tokenising, looking up and attention run, but the records and their JSON are
+  ready-made bytes: what a JSON writer that took no time would give;
+- ``free-tokenize-records``: both; only attention (Engine.arrays) and the driver remain;
+- ``floats-only``: attention, then orjson writing each sentence's weights (its floats: the one
+  part of a record's JSON that no faster writer exists for), and nothing else (no parsing either):
+  the floor of any batch with this attention and its weights in JSON;
+- ``driver-only``: every chunk's output bytes are ready: the driver, the pipes and the writes.
+
+Each rate is the lines over run_batch's wall time, beside the bare kernel's rate measured in the
+same run (benchmarks/bare_kernel.py), with the share the issue asks for (50%).
+
+    .venv/bin/python benchmarks/whatif.py benchmarks/results/cache/sentences-200000.txt [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+VARIANTS = ("real", "free-tokenize", "free-records", "free-tokenize-records", "floats-only", "driver-only")
+CHUNK = 1024  # batch's default --chunk
+
+
+def chunks_of(path: str, engine) -> list[list]:
+    """The chunks batch's reader makes of the file (the same cuts: LineSource, CHUNK lines)."""
+    from ctxembed.batch import LineSource, line_limit
+
+    with open(path, "rb") as stream:
+        source = LineSource(stream, line_limit(engine.max_tokens))
+        return list(iter(lambda: source.next_chunk(CHUNK), None))
+
+
+def parsed(chunk: list) -> list[str]:
+    """The texts of a chunk's lines, as batch parses them (lines with no text left out)."""
+    from ctxembed.records import parse_line
+
+    return [text for text in (parse_line(number, raw)[0] for number, raw in chunk) if text is not None]
+
+
+def run_variant(path: str, variant: str) -> float:
+    """Seconds of run_batch with ``variant``'s stages replaced (this process; output to /dev/null)."""
+    from ctxembed import batch, records
+    from ctxembed.api import Explorer
+    from ctxembed.explore import Engine
+
+    engine = Explorer().engine
+    engine.bulk_if_affordable()
+    options = {"with_vectors": False, "weights": True, "word": None}
+    chunks = chunks_of(path, engine)
+    records.one_blas_thread()
+    prepared, output = {}, {}
+    real_prepare, real_process = Engine.prepare_many, records.process_chunk
+    for chunk in chunks:  # before the clock and the fork: the workers inherit these
+        key = chunk[0][0]
+        if "tokenize" in variant or variant == "floats-only":
+            texts = parsed(chunk)
+            prepared[len(texts), texts[0], texts[-1]] = prepared[key] = real_prepare(engine, texts)
+        if "records" in variant or variant in ("floats-only", "driver-only"):
+            output[key] = real_process(engine, chunk, options)
+
+    def prepare_many(self, texts):
+        return prepared[len(texts), texts[0], texts[-1]]
+
+    def attention_then_bytes(engine, chunk, options):
+        texts = parsed(chunk)
+        sentences = engine.prepare_many(texts)
+        for _ in engine.arrays(sentences, weights=True, vectors=False):
+            pass
+        return output[chunk[0][0]]
+
+    def attention_floats_then_bytes(engine, chunk, options):
+        sentences = prepared[chunk[0][0]]  # no parsing either
+        for members, group in engine.arrays(sentences, weights=True, vectors=False):
+            for b in range(len(members)):
+                orjson.dumps(group.weights[b], option=orjson.OPT_SERIALIZE_NUMPY)
+        return output[chunk[0][0]]
+
+    if "tokenize" in variant:
+        Engine.prepare_many = prepare_many
+    if variant == "floats-only":
+        batch.process_chunk = attention_floats_then_bytes
+    if "records" in variant:
+        batch.process_chunk = attention_then_bytes
+    if variant == "driver-only":
+        batch.process_chunk = lambda engine, chunk, options: output[chunk[0][0]]
+    saved = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    try:
+        start = time.perf_counter()
+        batch.run_batch(engine, path, workers=2)
+        seconds = time.perf_counter() - start
+    finally:
+        os.dup2(saved, 1)
+    return seconds
+
+
+def measure(corpus: str, runs: int) -> dict:
+    """Each variant's seconds and the bare kernel's rate, ``runs`` rounds, every variant once a round
+    (so that the machine's drift hits them alike), each run in a fresh process."""
+    lines = sum(1 for _ in open(corpus, "rb"))
+    seconds: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    kernel: list[float] = []
+    for _ in range(runs):
+        for variant in VARIANTS:
+            child = [sys.executable, __file__, corpus, "--variant", variant]
+            done = subprocess.run(child, capture_output=True, check=True)
+            seconds[variant].append(json.loads(done.stdout)["seconds"])
+        bare = [sys.executable, str(REPO / "benchmarks" / "bare_kernel.py"), corpus]
+        kernel.append(json.loads(subprocess.run(bare, capture_output=True, check=True).stdout)["rate"])
+    return {"sentences": lines, "seconds": seconds, "kernel_rates": kernel}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("corpus")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # one run, in a child
+    args = parser.parse_args()
+    if args.variant:
+        print(json.dumps({"seconds": run_variant(args.corpus, args.variant)}))
+        return
+    found = measure(args.corpus, args.runs)
+    lines, k = found["sentences"], statistics.median(found["kernel_rates"])
+    print(f"{lines:,} sentences, 2 workers, JSON with weights; bare kernel {k:,.0f}/s (one process, median)")
+    print(f"{'variant':<24} {'rate':>12} {'share of kernel':>16}")
+    for variant in VARIANTS:
+        rate = lines / statistics.median(found["seconds"][variant])
+        print(f"{variant:<24} {rate:>10,.0f}/s {rate / k:>15.0%}")
+
+
+if __name__ == "__main__":
+    main()
