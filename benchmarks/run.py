@@ -546,7 +546,7 @@ def bounds_job(repeat: int) -> Report:
     import whatif
 
     corpus = make_corpus.sentences(BATCH_SENTENCES)
-    found = whatif.measure(str(corpus), max(2, min(repeat, 3)))
+    found = whatif.measure(str(corpus), max(2, min(repeat, 3)), base_env(CACHE / "ctxembed-cache"))
     kernel = spread(found["kernel_rates"])
     rows = []
     for variant, seconds in found["seconds"].items():

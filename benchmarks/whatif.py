@@ -115,19 +115,20 @@ def run_variant(path: str, variant: str) -> float:
     return seconds
 
 
-def measure(corpus: str, runs: int) -> dict:
+def measure(corpus: str, runs: int, env: dict | None = None) -> dict:
     """Each variant's seconds and the bare kernel's rate, ``runs`` rounds, every variant once a round
-    (so that the machine's drift hits them alike), each run in a fresh process."""
+    (so that the machine's drift hits them alike), each run in a fresh process (with ``env``: the
+    bench's, whose cache directory is its own)."""
     lines = sum(1 for _ in open(corpus, "rb"))
     seconds: dict[str, list[float]] = {v: [] for v in VARIANTS}
     kernel: list[float] = []
     for _ in range(runs):
         for variant in VARIANTS:
             child = [sys.executable, __file__, corpus, "--variant", variant]
-            done = subprocess.run(child, capture_output=True, check=True)
+            done = subprocess.run(child, capture_output=True, check=True, env=env)
             seconds[variant].append(json.loads(done.stdout)["seconds"])
         bare = [sys.executable, str(REPO / "benchmarks" / "bare_kernel.py"), corpus]
-        kernel.append(json.loads(subprocess.run(bare, capture_output=True, check=True).stdout)["rate"])
+        kernel.append(json.loads(subprocess.run(bare, capture_output=True, check=True, env=env).stdout)["rate"])
     return {"sentences": lines, "seconds": seconds, "kernel_rates": kernel}
 
 
