@@ -143,10 +143,9 @@ def tokenizers(engine, lines: list[str]) -> None:
         for chunk in chunks:
             [list(map(get, line.lower().split())) for line in chunk]
 
-    def python_chunk():  # what Engine.prepare_many does
+    def python_chunk():  # what Engine.prepare_many does: split the chunk, then WordLookup.rows
         for chunk in chunks:
-            keys = "\n".join(chunk).lower().split()
-            np.fromiter(map(get, keys, itertools.repeat(-1)), np.int64, len(keys))
+            engine.words.rows("\n".join(chunk).lower().split())
 
     best(
         {

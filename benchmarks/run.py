@@ -531,16 +531,6 @@ def batch(repeat: int) -> Report:
     return report
 
 
-BOUND_NAMES = {  # benchmarks/whatif.py's variants, as the table names them
-    "real": "nothing free (batch's driver, the process start left out)",
-    "free-tokenize": "tokenising and lookups free (a compiled tokenizer that took no time)",
-    "free-records": "records and their JSON free",
-    "free-tokenize-records": "both free: attention and the driver alone",
-    "floats-only": "the floor: attention, orjson of the weights' floats, the driver",
-    "driver-only": "the driver alone (pipes and writes of ready output)",
-}
-
-
 def bounds_job(repeat: int) -> Report:
     """What batch's rate would be with a stage free (benchmarks/whatif.py): how far each lever can go."""
     import whatif
@@ -555,7 +545,7 @@ def bounds_job(repeat: int) -> Report:
         shares = spread([r / k for r, k in zip(per_round, found["kernel_rates"], strict=True)])
         rows.append(
             Row(
-                f"bound, {found['sentences']:,} sentences, JSON with weights, 2 workers: {BOUND_NAMES[variant]}",
+                f"bound, {found['sentences']:,} sentences, JSON with weights, 2 workers: {whatif.VARIANTS[variant]}",
                 per_second(rates),
                 f"bare NumPy kernel {per_second(kernel)} (one process)",
                 f"{shares['median']:.0%} of the kernel ({shares['min']:.0%}–{shares['max']:.0%} per round)",

@@ -37,7 +37,16 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-VARIANTS = ("real", "free-tokenize", "free-records", "free-tokenize-records", "floats-only", "driver-only")
+VARIANTS = {  # name -> what it leaves to measure, as the bench's table says it
+    "real": "nothing free (batch's driver, the process start left out)",
+    "free-tokenize": "tokenising and lookups free (a compiled tokenizer that took no time)",
+    "free-records": "records and their JSON free",
+    "free-tokenize-records": "both free: attention and the driver alone",
+    "floats-only": "the floor: attention, orjson of the weights' floats, the driver",
+    "driver-only": "the driver alone (pipes and writes of ready output)",
+}
+PREPARED = ("free-tokenize", "free-tokenize-records", "floats-only")  # variants given each chunk's columns
+OUTPUT = ("free-records", "free-tokenize-records", "floats-only", "driver-only")  # ... and its output bytes
 CHUNK = 1024  # batch's default --chunk
 
 
@@ -50,13 +59,6 @@ def chunks_of(path: str, engine) -> list[list]:
         return list(iter(lambda: source.next_chunk(CHUNK), None))
 
 
-def parsed(chunk: list) -> list[str]:
-    """The texts of a chunk's lines, as batch parses them (lines with no text left out)."""
-    from ctxembed.records import parse_line
-
-    return [text for text in (parse_line(number, raw)[0] for number, raw in chunk) if text is not None]
-
-
 def run_variant(path: str, variant: str) -> float:
     """Seconds of run_batch with ``variant``'s stages replaced (this process; output to /dev/null)."""
     from ctxembed import batch, records
@@ -66,24 +68,21 @@ def run_variant(path: str, variant: str) -> float:
     engine = Explorer().engine
     engine.bulk_if_affordable()
     options = {"with_vectors": False, "weights": True, "word": None}
-    chunks = chunks_of(path, engine)
     records.one_blas_thread()
     prepared, output = {}, {}
-    real_prepare, real_process = Engine.prepare_many, records.process_chunk
-    for chunk in chunks:  # before the clock and the fork: the workers inherit these
+    for chunk in chunks_of(path, engine):  # before the clock and the fork: the workers inherit these
         key = chunk[0][0]
-        if "tokenize" in variant or variant == "floats-only":
-            texts = parsed(chunk)
-            prepared[len(texts), texts[0], texts[-1]] = prepared[key] = real_prepare(engine, texts)
-        if "records" in variant or variant in ("floats-only", "driver-only"):
-            output[key] = real_process(engine, chunk, options)
+        if variant in PREPARED:
+            texts = records.parse_chunk(chunk)[1]
+            prepared[len(texts), texts[0], texts[-1]] = prepared[key] = engine.prepare_many(texts)
+        if variant in OUTPUT:
+            output[key] = records.process_chunk(engine, chunk, options)
 
     def prepare_many(self, texts):
         return prepared[len(texts), texts[0], texts[-1]]
 
     def attention_then_bytes(engine, chunk, options):
-        texts = parsed(chunk)
-        sentences = engine.prepare_many(texts)
+        sentences = engine.prepare_many(records.parse_chunk(chunk)[1])
         for _ in engine.arrays(sentences, weights=True, vectors=False):
             pass
         return output[chunk[0][0]]
@@ -95,24 +94,24 @@ def run_variant(path: str, variant: str) -> float:
                 orjson.dumps(group.weights[b], option=orjson.OPT_SERIALIZE_NUMPY)
         return output[chunk[0][0]]
 
-    if "tokenize" in variant:
+    if variant in ("free-tokenize", "free-tokenize-records"):
         Engine.prepare_many = prepare_many
-    if variant == "floats-only":
-        batch.process_chunk = attention_floats_then_bytes
-    if "records" in variant:
-        batch.process_chunk = attention_then_bytes
-    if variant == "driver-only":
-        batch.process_chunk = lambda engine, chunk, options: output[chunk[0][0]]
-    saved = os.dup(1)
-    null = os.open(os.devnull, os.O_WRONLY)
+    batch.process_chunk = {
+        "free-records": attention_then_bytes,
+        "free-tokenize-records": attention_then_bytes,
+        "floats-only": attention_floats_then_bytes,
+        "driver-only": lambda engine, chunk, options: output[chunk[0][0]],
+    }.get(variant, records.process_chunk)
+    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
     try:
         start = time.perf_counter()
         batch.run_batch(engine, path, workers=2)
-        seconds = time.perf_counter() - start
+        return time.perf_counter() - start
     finally:
         os.dup2(saved, 1)
-    return seconds
+        os.close(saved)
+        os.close(null)
 
 
 def measure(corpus: str, runs: int, env: dict | None = None) -> dict:
@@ -120,7 +119,7 @@ def measure(corpus: str, runs: int, env: dict | None = None) -> dict:
     (so that the machine's drift hits them alike), each run in a fresh process (with ``env``: the
     bench's, whose cache directory is its own)."""
     lines = sum(1 for _ in open(corpus, "rb"))
-    seconds: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    seconds: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
     kernel: list[float] = []
     for _ in range(runs):
         for variant in VARIANTS:

@@ -139,16 +139,23 @@ def _collector_paused():
             gc.enable()
 
 
-def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict, encode) -> list:
+def parse_chunk(chunk: list[tuple[int, bytes]]) -> tuple[list[dict], list[str], list[int]]:
+    """parse_line of every line: (a record per line, the texts to run, per text its index into the
+    records). A line whose record is already an error has no text."""
     records: list = []
     texts: list[str] = []
-    read: list[int] = []  # per text: its index into records
+    read: list[int] = []
     for number, raw in chunk:
         text, record = parse_line(number, raw)
         records.append(record)
         if text is not None:
             texts.append(text)
             read.append(len(records) - 1)
+    return records, texts, read
+
+
+def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict, encode) -> list:
+    records, texts, read = parse_chunk(chunk)
     sentences = engine.prepare_many(texts)
     for i, exc in sentences.errors.items():
         records[read[i]]["error"] = exc.render(engine.label)
