@@ -203,6 +203,8 @@ def _load_word2vec_family(path: Path, fmt: str, limit: int | None) -> LoadedVect
     distinct = len(kv.key_to_index)
     if expected is not None and distinct < expected:
         raise DataError(_duplicate_message(path, binary, no_header, expected, distinct))
+    if binary and limit is None:
+        _check_binary_rest(path, words, matrix.shape[1])
     _check_finite(path, words, matrix, first_line=1 if no_header else 2, binary=binary)
     return LoadedVectors(words, matrix, None, fmt)
 
@@ -241,6 +243,26 @@ def _check_binary_header(path: Path) -> None:
         raise DataError(
             f"{path}: truncated binary file: the header announces {count:,} vectors of {dim} floats "
             f"(at least {needed:,} bytes), the file has {size:,} bytes"
+        )
+
+
+def _check_binary_rest(path: Path, words: list[str], dim: int) -> None:
+    """Refuse a binary file with more entries than its header announces: gensim reads the announced
+    ones and ignores the rest, so a wrong count would silently drop vectors (text files get the
+    same error from _check_field_counts)."""
+    with open_maybe_compressed(path) as fh:
+        header = len(fh.readline(1 << 10))
+        if path.name.lower().endswith((".gz", ".bz2")):
+            size = header + sum(len(piece) for piece in iter(lambda: fh.read(1 << 20), b""))
+        else:
+            size = path.stat().st_size
+    read = header + sum(len(word.encode("utf-8")) + 1 for word in words) + 4 * dim * len(words)
+    # each entry may end with a newline; one more entry takes at least a byte, a space and D floats
+    beyond = size - read - len(words)
+    if beyond >= 2 + 4 * dim:
+        raise DataError(
+            f"{path}: the header announces {len(words):,} vectors but the file has more ({beyond:,} bytes "
+            "after them; fix the header's count, or pass --limit to keep only the first words)"
         )
 
 

@@ -200,6 +200,27 @@ def test_a_header_count_smaller_than_the_file_is_fine_with_limit(tmp_path):
     assert open_vectors(str(path), limit=2).words == ["the", "bank"]
 
 
+@pytest.mark.parametrize("suffix", [".bin", ".bin.gz"])
+@pytest.mark.parametrize("newlines", [False, True])  # the original word2vec tool ends each entry with one
+def test_binary_header_smaller_than_the_file_is_refused(tmp_path, suffix, newlines):
+    """gensim reads the announced entries and ignores the rest: that would drop vectors silently."""
+
+    def entry(word: bytes, value: float) -> bytes:
+        return word + b" " + np.full(2, value, dtype=np.float32).tobytes() + (b"\n" if newlines else b"")
+
+    body = entry(b"the", 1) + entry(b"bank", 2) + entry(b"r\xc3\xadver", 3)
+    whole = _write(tmp_path, "whole" + suffix, _maybe_gzip(b"3 2\n" + body + b"\n", suffix))  # a stray last newline
+    assert open_vectors(str(whole)).words == ["the", "bank", "r\u00edver"]
+    short = _write(tmp_path, "short" + suffix, _maybe_gzip(b"2 2\n" + body, suffix))
+    with pytest.raises(DataError, match="the header announces 2 vectors but the file has more"):
+        open_vectors(str(short))
+    assert open_vectors(str(short), limit=2).words == ["the", "bank"]
+
+
+def _maybe_gzip(data: bytes, suffix: str) -> bytes:
+    return gzip.compress(data) if suffix.endswith(".gz") else data
+
+
 def test_binary_header_larger_than_the_file_is_refused_before_allocating(tmp_path):
     path = _write(tmp_path, "huge.bin", b"99999999999 300\n" + b"the " + b"\x00" * 1200)
     with pytest.raises(DataError, match="truncated binary file: the header announces 99,999,999,999 vectors"):
