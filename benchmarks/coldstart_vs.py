@@ -20,18 +20,25 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 ARGS = ["-m", "ctxembed", "compare", "we sat on the river bank", "I deposited money in the bank", "--json"]
+WAVE1 = "ac4c3f3"  # wave 1's last commit: the cold start issue 15 asks to stay at or under
+
+
+def extract(commit: str, dest: Path) -> Path:
+    """The tree of ``commit`` (git archive) in ``dest``; raises CalledProcessError without git history."""
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "archive", commit], cwd=REPO, check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("commit", help="the other side, e.g. ac4c3f3 (wave 1)")
+    parser.add_argument("commit", help=f"the other side, e.g. {WAVE1} (wave 1)")
     parser.add_argument("--runs", type=int, default=21)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         trees = {args.commit: Path(tmp) / "other", "working tree": Path(tmp) / "this"}
-        trees[args.commit].mkdir()
-        archive = subprocess.run(["git", "archive", args.commit], cwd=REPO, check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(trees[args.commit])], input=archive, check=True)
+        extract(args.commit, trees[args.commit])
         for part in ("ctxembed", "data"):
             shutil.copytree(REPO / part, trees["working tree"] / part)
         envs = {}
