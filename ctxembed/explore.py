@@ -374,19 +374,24 @@ class Engine:
         joined = "\n".join(texts)  # lower() never makes or removes white space: its split() is the texts'
         lowered = joined.lower() if lowercase else joined
         keys = flat if lowered == joined else lowered.split()  # every token's key, flat
-        rows = self.words.rows(keys)  # (tokens,) store rows, -1: not in the vocabulary
         usual = (lengths > 0) & (lengths <= most)  # (n,)
         usual &= np.fromiter(map(len, texts), np.int64, n_texts) <= WINDOW
+        # per text, over its tokens: reduceat sums [starts[i], starts[i + 1]); one neutral element
+        # after the last token keeps every start inside the array (an empty text is not usual anyway)
+        if n_texts and not joined.replace(" ", "").replace("\n", "").isalnum():  # else all letters and digits
+            alnum = np.fromiter(map(str.isalnum, flat), bool, len(flat))  # (tokens,)
+            usual &= np.logical_and.reduceat(np.append(alnum, True), starts)
+        if usual.all():
+            rows = self.words.rows(keys)  # (tokens,) store rows, -1: not in the vocabulary
+        else:  # only the words of texts still usual: the others go through prepare(), which looks up its own
+            wanted = np.repeat(usual, lengths)  # (tokens,)
+            rows = np.full(len(keys), -1, np.int64)  # (tokens,)
+            rows[wanted] = self.words.rows(list(itertools.compress(keys, wanted.tolist())))
         if n_texts:
-            # per text, over its tokens: reduceat sums [starts[i], starts[i + 1]); one neutral element
-            # after the last token keeps every start inside the array (an empty text is not usual anyway)
             usual &= np.minimum.reduceat(np.append(rows, 0), starts) >= 0  # every word in the vocabulary
-            if not joined.replace(" ", "").replace("\n", "").isalnum():  # else every token is letters and digits
-                alnum = np.fromiter(map(str.isalnum, flat), bool, len(flat))  # (tokens,)
-                usual &= np.logical_and.reduceat(np.append(alnum, True), starts)
         prepared: dict[int, Prepared] = {}
         errors: dict[int, DataError] = {}
-        extra_rows: list[np.ndarray] = []
+        extra_rows: list[int] = []  # the other texts' rows, one after the other
         total = len(keys)
         for i in np.flatnonzero(~usual).tolist():  # the rest, one by one, as one sentence alone
             try:
@@ -396,10 +401,10 @@ class Engine:
                 lengths[i] = -1
                 continue
             lengths[i], starts[i] = len(sentence.used), total
-            extra_rows.append(np.asarray(sentence.rows, dtype=np.int64))
+            extra_rows += sentence.rows
             total += len(sentence.used)
         if extra_rows:
-            rows = np.concatenate([rows, *extra_rows])
+            rows = np.concatenate([rows, np.array(extra_rows, dtype=np.int64)])
         return Sentences(list(texts), words, lengths, starts, rows, keys, prepared, errors, self.store)
 
     def prepare(self, text: str, *, words: Sequence[str] | None = None) -> Prepared:
