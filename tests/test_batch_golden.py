@@ -58,9 +58,10 @@ def golden_kernel_env() -> dict:
 def golden_kernel_missing() -> str | None:
     """Why a fresh process here cannot run the golden kernel (not OpenBLAS, not x86-64 with AVX2), or None."""
     probe = "import numpy, threadpoolctl; print([i.get('architecture') for i in threadpoolctl.threadpool_info()])"
-    found = subprocess.run(
-        [sys.executable, "-c", probe], env=golden_kernel_env(), capture_output=True, text=True, check=True
-    ).stdout.strip()
+    done = subprocess.run([sys.executable, "-c", probe], env=golden_kernel_env(), capture_output=True, text=True)
+    if done.returncode != 0:  # e.g. a CPU without AVX2, where OpenBLAS cannot run that kernel
+        return f"numpy cannot start with OPENBLAS_CORETYPE={GOLDEN_KERNEL} here (exit {done.returncode})"
+    found = done.stdout.strip()
     return None if found == repr([GOLDEN_KERNEL]) else f"numpy's BLAS kernels here are {found}, not [{GOLDEN_KERNEL!r}]"
 
 
