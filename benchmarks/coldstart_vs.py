@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,6 +32,22 @@ def extract(commit: str, dest: Path) -> Path:
     return dest
 
 
+def tree_env(tree: Path, env: dict) -> dict:
+    """``env`` made to run the ctxembed of ``tree``, with the tree's own cache and bytecode folders."""
+    cache, pyc = str(tree / ".cache"), str(tree / ".pyc")
+    return dict(env, PYTHONPATH=str(tree), CTXEMBED_CACHE_DIR=cache, PYTHONPYCACHEPREFIX=pyc)
+
+
+def alternate(sides: dict, runs: int, once: Callable) -> dict[str, list[float]]:
+    """``once(side)`` for every side, ``runs`` times, in alternating order (so the machine's load
+    falls on both alike): the seconds it returns, per side."""
+    seconds: dict[str, list[float]] = {name: [] for name in sides}
+    for i in range(runs):
+        for name in list(sides)[:: 1 if i % 2 else -1]:
+            seconds[name].append(once(sides[name]))
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("commit", help=f"the other side, e.g. {WAVE1} (wave 1)")
@@ -41,22 +58,17 @@ def main() -> None:
         extract(args.commit, trees[args.commit])
         for part in ("ctxembed", "data"):
             shutil.copytree(REPO / part, trees["working tree"] / part)
-        envs = {}
-        for name, tree in trees.items():
-            env = {
-                k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE" and not k.startswith("CTXEMBED_")
-            }
-            env.update(
-                PYTHONPATH=str(tree), CTXEMBED_CACHE_DIR=str(tree / ".cache"), PYTHONPYCACHEPREFIX=str(tree / ".pyc")
-            )
-            envs[name] = env
-            subprocess.run([sys.executable, *ARGS], env=env, cwd=tmp, check=True, capture_output=True)  # warm
-        times: dict[str, list[float]] = {name: [] for name in trees}
-        for i in range(args.runs):
-            for name in list(trees)[:: 1 if i % 2 else -1]:
-                start = time.perf_counter()
-                subprocess.run([sys.executable, *ARGS], env=envs[name], cwd=tmp, check=True, capture_output=True)
-                times[name].append(time.perf_counter() - start)
+        base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE" and not k.startswith("CTXEMBED_")}
+        envs = {name: tree_env(tree, base) for name, tree in trees.items()}
+
+        def once(env: dict) -> float:
+            start = time.perf_counter()
+            subprocess.run([sys.executable, *ARGS], env=env, cwd=tmp, check=True, capture_output=True)
+            return time.perf_counter() - start
+
+        for env in envs.values():  # warm-up
+            once(env)
+        times = alternate(envs, args.runs, once)
     for name, samples in times.items():
         ms = [1000 * s for s in samples]
         print(f"{name}: median {statistics.median(ms):.0f} ms (min {min(ms):.0f}, max {max(ms):.0f}), {len(ms)} runs")

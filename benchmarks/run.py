@@ -30,7 +30,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import make_corpus
-from coldstart_vs import WAVE1, extract
+from coldstart_vs import WAVE1, alternate, extract, tree_env
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "benchmarks"
@@ -230,17 +230,10 @@ def wave1_pairs(command: list[str], env: dict, runs: int = WAVE1_RUNS) -> dict |
     except (OSError, subprocess.CalledProcessError):
         print(f"warning: no wave 1 ({WAVE1}) in this checkout's history: its cold start not compared", file=sys.stderr)
         return None
-    envs = {
-        "this tree": env,
-        "wave 1": dict(base_env(tree / ".cache"), PYTHONPATH=str(tree), PYTHONPYCACHEPREFIX=str(tree / ".pyc")),
-    }
+    envs = {"this tree": env, "wave 1": tree_env(tree, base_env(tree / ".cache"))}
     for side in envs.values():  # warm-up: bytecode, each side's cached statistics
         run_process(command, side)
-    seconds: dict[str, list[float]] = {name: [] for name in envs}
-    for i in range(runs):
-        for name in list(envs)[:: 1 if i % 2 else -1]:
-            seconds[name].append(run_process(command, envs[name]).wall)
-    return seconds
+    return alternate(envs, runs, lambda side: run_process(command, side).wall)
 
 
 def coldstart(repeat: int) -> Report:
