@@ -180,7 +180,7 @@ def _load_word2vec_family(path: Path, fmt: str, limit: int | None) -> LoadedVect
     if not binary:
         _check_field_counts(path, no_header, limit)  # gensim would broadcast a 1-value line silently
     else:
-        _check_binary_header(path)
+        header_bytes = _check_binary_header(path)
     try:
         with _gensim_source(path) as source:
             kv = KeyedVectors.load_word2vec_format(
@@ -204,7 +204,7 @@ def _load_word2vec_family(path: Path, fmt: str, limit: int | None) -> LoadedVect
     if expected is not None and distinct < expected:
         raise DataError(_duplicate_message(path, binary, no_header, expected, distinct))
     if binary and limit is None:
-        _check_binary_rest(path, words, matrix.shape[1])
+        _check_binary_rest(path, header_bytes, words, matrix.shape[1])
     _check_finite(path, words, matrix, first_line=1 if no_header else 2, binary=binary)
     return LoadedVectors(words, matrix, None, fmt)
 
@@ -229,14 +229,15 @@ def _header(path: Path, line: bytes) -> tuple[int, int]:
     return count, dim
 
 
-def _check_binary_header(path: Path) -> None:
+def _check_binary_header(path: Path) -> int:
     """A binary file's header against its size (uncompressed files): a header of 99999999999 words
-    would make gensim try to allocate terabytes before noticing the file is short."""
+    would make gensim try to allocate terabytes before noticing the file is short. Returns the
+    header line's length in bytes."""
     with open_maybe_compressed(path) as fh:
         first = fh.readline(1 << 10)
     count, dim = _header(path, first)
     if path.name.lower().endswith((".gz", ".bz2")):
-        return
+        return len(first)
     needed = len(first) + count * (dim * 4 + 2)  # each entry: at least a 1-byte word, a space, D float32
     size = path.stat().st_size
     if needed > size:
@@ -244,18 +245,18 @@ def _check_binary_header(path: Path) -> None:
             f"{path}: truncated binary file: the header announces {count:,} vectors of {dim} floats "
             f"(at least {needed:,} bytes), the file has {size:,} bytes"
         )
+    return len(first)
 
 
-def _check_binary_rest(path: Path, words: list[str], dim: int) -> None:
-    """Refuse a binary file with more entries than its header announces: gensim reads the announced
-    ones and ignores the rest, so a wrong count would silently drop vectors (text files get the
-    same error from _check_field_counts)."""
-    with open_maybe_compressed(path) as fh:
-        header = len(fh.readline(1 << 10))
-        if path.name.lower().endswith((".gz", ".bz2")):
-            size = header + sum(len(piece) for piece in iter(lambda: fh.read(1 << 20), b""))
-        else:
-            size = path.stat().st_size
+def _check_binary_rest(path: Path, header: int, words: list[str], dim: int) -> None:
+    """Refuse a binary file with more entries than its header (``header`` bytes) announces: gensim
+    reads the announced ones and ignores the rest, so a wrong count would silently drop vectors
+    (text files get the same error from _check_field_counts)."""
+    if path.name.lower().endswith((".gz", ".bz2")):
+        with open_maybe_compressed(path) as fh:  # the uncompressed size is only known by reading
+            size = sum(len(piece) for piece in iter(lambda: fh.read(1 << 20), b""))
+    else:
+        size = path.stat().st_size
     read = header + sum(len(word.encode("utf-8")) + 1 for word in words) + 4 * dim * len(words)
     # each entry may end with a newline; one more entry takes at least a byte, a space and D floats
     beyond = size - read - len(words)
