@@ -25,8 +25,9 @@ import numpy as np  # noqa: E402
 import orjson  # noqa: E402
 from make_corpus import make_sentences  # noqa: E402
 
-from ctxembed import explore, records  # noqa: E402
+from ctxembed import engine as explore  # noqa: E402
 from ctxembed.api import Explorer  # noqa: E402
+from ctxembed.batch import records  # noqa: E402
 
 CHUNK = 1024
 

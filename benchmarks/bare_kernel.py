@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-GROUP = 256  # sentences per padded batch, as in ctxembed.batch
+GROUP = 256  # sentences per padded batch, as in ctxembed.batch.driver
 
 
 def attention(x: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -38,8 +38,8 @@ def attention(x: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarra
 def token_ids(lines: list[str]) -> list[np.ndarray]:
     """Each sentence's store rows, through ctxembed's tokenizer (out-of-vocabulary tokens dropped)."""
     sys.path.insert(0, str(REPO))
-    from ctxembed.sources import open_vectors
-    from ctxembed.tokenize import tokenize
+    from ctxembed.vectors.sources import open_vectors
+    from ctxembed.vectors.tokenize import tokenize
 
     store = open_vectors(None)
     index = store.index
@@ -70,7 +70,7 @@ def main() -> None:
     lines = corpus.read_text(encoding="utf-8").splitlines()
     ids = token_ids(lines)
     sys.path.insert(0, str(REPO))
-    from ctxembed.sources import open_vectors
+    from ctxembed.vectors.sources import open_vectors
 
     store = open_vectors(None)
     run(ids[:GROUP], store)  # warm-up: page in, first BLAS call

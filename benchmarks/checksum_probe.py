@@ -23,8 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ctxembed.sources import default_store_path  # noqa: E402
-from ctxembed.store import VectorStore  # noqa: E402
+from ctxembed.vectors.sources import default_store_path  # noqa: E402
+from ctxembed.vectors.store import VectorStore  # noqa: E402
 
 SENTENCE = ["we", "sat", "on", "the", "river", "bank", "today"]
 

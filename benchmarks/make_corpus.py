@@ -48,8 +48,8 @@ def _replace_atomically(path: Path, write) -> Path:
 def vocabulary(n_words: int = 20_000) -> list[str]:
     """The most frequent words of the default store that the tokenizer keeps whole."""
     sys.path.insert(0, str(REPO))
-    from ctxembed.store import VectorStore
-    from ctxembed.tokenize import tokenize
+    from ctxembed.vectors.store import VectorStore
+    from ctxembed.vectors.tokenize import tokenize
 
     words = VectorStore.open(DEFAULT_STORE).words[:n_words]
     return [w for w in words if [t.key for t in tokenize(w)] == [w]]
@@ -84,7 +84,7 @@ def word2vec_binary() -> Path:
     sys.path.insert(0, str(REPO))
     from gensim.models import KeyedVectors
 
-    from ctxembed.store import VectorStore
+    from ctxembed.vectors.store import VectorStore
 
     store = VectorStore.open(DEFAULT_STORE)
     kv = KeyedVectors(vector_size=store.dim, dtype=np.float32)

@@ -52,7 +52,7 @@ def emit(result: dict) -> None:
 def open_store(path: str | None, similar: bool) -> None:
     """open_vectors (the default store, or a foreign file through its cache), one find, one most_similar."""
     began = time.perf_counter()
-    from ctxembed.sources import open_vectors
+    from ctxembed.vectors.sources import open_vectors
 
     imported = time.perf_counter()
     before = memory()
@@ -126,11 +126,11 @@ def coldstart_profile() -> None:
     stats = pstats.Stats(profile).stats  # {(file, line, name): (calls, primitive, tottime, cumtime, callers)}
     phases = {
         "typer: build pydantic adapters for the options": ("typer/_coercion.py", "build_runtime_param"),
-        "open the store": ("ctxembed/sources.py", "open_vectors"),
-        "Engine(): vocabulary statistics, projections": ("ctxembed/explore.py", "__init__"),
-        "all-but-the-top statistics (store section, cache or computed)": ("ctxembed/abtt.py", "statistics"),
-        "prepare the sentences": ("ctxembed/explore.py", "prepare"),
-        "attention (Engine.run)": ("ctxembed/explore.py", "run"),
+        "open the store": ("ctxembed/vectors/sources.py", "open_vectors"),
+        "Engine(): vocabulary statistics, projections": ("ctxembed/engine.py", "__init__"),
+        "all-but-the-top statistics (store section, cache or computed)": ("ctxembed/core/abtt.py", "statistics"),
+        "prepare the sentences": ("ctxembed/engine.py", "prepare"),
+        "attention (Engine.run)": ("ctxembed/engine.py", "run"),
         "compare_document": ("ctxembed/report.py", "compare_document"),
         "emit_json": ("ctxembed/output.py", "emit_json"),
     }
@@ -151,11 +151,11 @@ def batch_stages(corpus: str, n: int) -> None:
     import bare_kernel
     import numpy as np
 
-    from ctxembed import records as rec
-    from ctxembed.explore import Engine
+    from ctxembed.batch import records as rec
+    from ctxembed.engine import Engine
     from ctxembed.settings import build_settings
-    from ctxembed.sources import open_vectors
-    from ctxembed.tokenize import token_strings, tokenize
+    from ctxembed.vectors.sources import open_vectors
+    from ctxembed.vectors.tokenize import token_strings, tokenize
 
     store = open_vectors(None)
     engine = Engine(store, build_settings("default"))
@@ -236,7 +236,7 @@ def dask_batch(corpus: str, workers: int, weights: bool, runs: int) -> None:
 
     from dask.distributed import Client, LocalCluster
 
-    from ctxembed.scale import embed_file
+    from ctxembed.batch.scale import embed_file
 
     began = time.perf_counter()
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
@@ -277,9 +277,9 @@ def scaling(preset: str, sizes: list[int]) -> None:
     import numpy as np
     from make_corpus import vocabulary
 
-    from ctxembed.explore import DEFAULT_MAX_TOKENS, Engine
+    from ctxembed.engine import DEFAULT_MAX_TOKENS, Engine
     from ctxembed.settings import build_settings
-    from ctxembed.sources import open_vectors
+    from ctxembed.vectors.sources import open_vectors
 
     store = open_vectors(None)
     words = vocabulary()

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from make_corpus import make_sentences  # noqa: E402
 
-from ctxembed import records  # noqa: E402
 from ctxembed.api import Explorer  # noqa: E402
+from ctxembed.batch import records  # noqa: E402
 
 CHUNK = 1024
 

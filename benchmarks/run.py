@@ -664,8 +664,8 @@ def scaling() -> Report:
 _SCAN = """
 import json, sys, time
 from ctxembed.api import Explorer
-from ctxembed.occurrences import open_corpus, scan_corpus
-from ctxembed.senses import search_forms
+from ctxembed.senses.occurrences import open_corpus, scan_corpus
+from ctxembed.senses.induce import search_forms
 store = Explorer().store
 forms = search_forms(store, sys.argv[2:], {})
 start = time.perf_counter()
@@ -777,7 +777,7 @@ def senses_job(repeat: int) -> Report:
 _SCAN_FORMS = """
 import json, sys
 from ctxembed.api import Explorer
-from ctxembed.senses import search_forms
+from ctxembed.senses.induce import search_forms
 forms = search_forms(Explorer().store, sys.argv[1:], {})
 print(json.dumps(sorted({f for listed in forms.values() for f in listed})))
 """

@@ -52,7 +52,7 @@ CHUNK = 1024  # batch's default --chunk
 
 def chunks_of(path: str, engine) -> list[list]:
     """The chunks batch's reader makes of the file (the same cuts: LineSource, CHUNK lines)."""
-    from ctxembed.batch import LineSource, line_limit
+    from ctxembed.batch.driver import LineSource, line_limit
 
     with open(path, "rb") as stream:
         source = LineSource(stream, line_limit(engine.max_tokens))
@@ -61,9 +61,10 @@ def chunks_of(path: str, engine) -> list[list]:
 
 def run_variant(path: str, variant: str) -> float:
     """Seconds of run_batch with ``variant``'s stages replaced (this process; output to /dev/null)."""
-    from ctxembed import batch, records
     from ctxembed.api import Explorer
-    from ctxembed.explore import Engine
+    from ctxembed.batch import driver as batch
+    from ctxembed.batch import records
+    from ctxembed.engine import Engine
 
     engine = Explorer().engine
     engine.bulk_if_affordable()

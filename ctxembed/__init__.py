@@ -5,7 +5,7 @@ The package is layered so that data flows one way::
     text --tokenize--> tokens --store/sources--> static vectors --attention--> contextual
          --explore--> results --render (rich tables) / output (JSON)--> terminal or pipe
 
-``ctxembed.attention`` is pure NumPy with no I/O; ``ctxembed.cli`` only wires commands.
+``ctxembed.core.attention`` is pure NumPy with no I/O; ``ctxembed.cli`` only wires commands.
 The Python API (:mod:`ctxembed.api`, see docs/api.md) loads on first use, so ``import ctxembed``
 costs nothing::
 
@@ -26,8 +26,8 @@ _LAZY = {
     "AttendResult": "ctxembed.api",
     "CompareResult": "ctxembed.api",
     "NeighborsResult": "ctxembed.api",
-    "embed_lines": "ctxembed.embed",
-    "embed_chunks": "ctxembed.embed",
+    "embed_lines": "ctxembed.batch.embed",
+    "embed_chunks": "ctxembed.batch.embed",
     "AttentionConfig": "ctxembed.config",
     "Settings": "ctxembed.settings",
     "build_settings": "ctxembed.settings",

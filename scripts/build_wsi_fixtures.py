@@ -17,7 +17,7 @@ import random
 import re
 from pathlib import Path
 
-from ctxembed.tokenize import tokenize
+from ctxembed.vectors.tokenize import tokenize
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 # Each group: the words merged into one pseudoword (the first one's spelling is kept).

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxembed import evaluate as ev
+from ctxembed.evaluation import evaluate as ev
 from ctxembed.settings import build_settings
-from ctxembed.sources import open_vectors
-from ctxembed.tokenize import tokenize
+from ctxembed.vectors.sources import open_vectors
+from ctxembed.vectors.tokenize import tokenize
 
 
 def similarity(first: np.ndarray, second: np.ndarray, s0: float, how: str) -> np.ndarray:

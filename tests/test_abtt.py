@@ -7,10 +7,10 @@ import os
 import numpy as np
 import pytest
 
-from ctxembed import abtt
-from ctxembed.abtt import TopRemoval, compute_statistics, statistics
-from ctxembed.sources import default_store_path
-from ctxembed.store import VectorStore, write_store
+from ctxembed.core import abtt
+from ctxembed.core.abtt import TopRemoval, compute_statistics, statistics
+from ctxembed.vectors.sources import default_store_path
+from ctxembed.vectors.store import VectorStore, write_store
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ def test_top_removal_is_the_projection_i_minus_u_ut_row_by_row(small_store):
 
 
 def test_a_converted_store_carries_its_own_statistics(tmp_path, monkeypatch):
-    from ctxembed.sources import convert_to_store
+    from ctxembed.vectors.sources import convert_to_store
 
     convert_to_store(str(default_store_path()), tmp_path / "small.ctxv", limit=5000, trust=False, quantize=False)
     small = VectorStore.open(tmp_path / "small.ctxv")

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxembed import attention as attention_module
 from ctxembed import config as config_module
-from ctxembed import projections as projections_module
 from ctxembed import settings as settings_module
-from ctxembed.attention import (
+from ctxembed.core import attention as attention_module
+from ctxembed.core import projections as projections_module
+from ctxembed.core.attention import (
     AttentionConfig,
     HeadProjection,
     LayerParams,
@@ -35,7 +35,7 @@ from ctxembed.attention import (
     softmax,
     sum_normalize,
 )
-from ctxembed.projections import load_projections, save_projections
+from ctxembed.core.projections import load_projections, save_projections
 
 TOY_PATH = Path(__file__).resolve().parents[1] / "data" / "notes_toy.txt"
 R3 = math.sqrt(3)  # sqrt(d_k) for the 3-dimensional toy vectors

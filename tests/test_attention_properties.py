@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from ctxembed.attention import AttentionConfig, encode, random_params, softmax, sum_normalize
+from ctxembed.core.attention import AttentionConfig, encode, random_params, softmax, sum_normalize
 
 # moderate example counts keep the whole attention suite well under 30 s on 2 cores
 PROPERTY = settings(max_examples=150, deadline=None)

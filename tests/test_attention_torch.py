@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from ctxembed.attention import AttentionConfig, build_mask, encode, random_params
+from ctxembed.core.attention import AttentionConfig, build_mask, encode, random_params
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional

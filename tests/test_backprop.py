@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from ctxembed import backprop
-from ctxembed.attention import encode
-from ctxembed.projections import random_params
+from ctxembed.core.attention import encode
+from ctxembed.core.projections import random_params
 from ctxembed.settings import build_settings
-from ctxembed.train import Batch, Model, batch_loss, initial_params
+from ctxembed.train import backprop
+from ctxembed.train.trainer import Batch, Model, batch_loss, initial_params
 
 B, T, D, V, K = 3, 6, 8, 20, 7  # sentences, tokens, dimension, corpus words, negatives
 
@@ -78,7 +78,7 @@ def test_training_forward_is_encode(case):
 
 def test_training_forward_is_encode_on_saved_weights(tmp_path):
     """Written and read back through the weights-file keys, the weights give the same vectors."""
-    from ctxembed.projections import load_projections, save_projections
+    from ctxembed.core.projections import load_projections, save_projections
 
     model, batch, embeddings, _ = make_case(2, 2, True, True, False, True)
     path = tmp_path / "w.npz"

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from ctxembed.batch import LineSource, Output, _results, line_limit
-from ctxembed.records import LongLine
+from ctxembed.batch.driver import LineSource, Output, _results, line_limit
+from ctxembed.batch.records import LongLine
 from tests.cli_helpers import invoke
 
 BAD_LINES = [
@@ -39,9 +39,9 @@ BAD_LINES = [
 
 @pytest.fixture(scope="module")
 def engine():
-    from ctxembed.explore import Engine
+    from ctxembed.engine import Engine
     from ctxembed.settings import build_settings
-    from ctxembed.sources import open_vectors
+    from ctxembed.vectors.sources import open_vectors
 
     return Engine(open_vectors(), build_settings("textbook"), max_tokens=64)
 
@@ -262,7 +262,7 @@ def test_cli_batch_with_every_bad_kind(tmp_path):
 
 
 def test_usable_cores_follow_affinity_and_a_container_quota(tmp_path, monkeypatch):
-    import ctxembed.batch as batch
+    import ctxembed.batch.driver as batch
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5, 6, 7}, raising=False)
     v2 = tmp_path / "cpu.max"
@@ -284,7 +284,7 @@ def test_usable_cores_follow_affinity_and_a_container_quota(tmp_path, monkeypatc
 
 
 def test_workers_auto_starts_one_per_usable_core_for_big_input(engine, monkeypatch):
-    import ctxembed.batch as batch
+    import ctxembed.batch.driver as batch
 
     counts = []
     real = batch._WorkerPool.__init__

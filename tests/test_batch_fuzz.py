@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxembed.batch import LineSource, _results, line_limit
+from ctxembed.batch.driver import LineSource, _results, line_limit
 from tests.batch_lines import BAD_KINDS, GOOD
 
 EXAMPLES = int(os.environ.get("CTXEMBED_FUZZ_EXAMPLES", "40"))
@@ -41,9 +41,9 @@ lines = st.one_of(
 
 @pytest.fixture(scope="module")
 def engine():
-    from ctxembed.explore import Engine
+    from ctxembed.engine import Engine
     from ctxembed.settings import build_settings
-    from ctxembed.sources import open_vectors
+    from ctxembed.vectors.sources import open_vectors
 
     return Engine(open_vectors(), build_settings("textbook"), max_tokens=512)
 

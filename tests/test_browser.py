@@ -163,7 +163,7 @@ def test_svg_renders_in_chromium(browser, tmp_path):
 
 
 def test_notebook_fragment_works_twice_on_one_page(browser, tmp_path):
-    from ctxembed.export import html_fragment
+    from ctxembed.views.export import html_fragment
 
     doc = run_json("attend", SENTENCE, "--json")
     path = tmp_path / "two.html"

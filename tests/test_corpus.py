@@ -6,9 +6,10 @@ import gzip
 
 import pytest
 
-from ctxembed import occurrences, train
-from ctxembed.corpus import open_corpus
 from ctxembed.errors import DataError
+from ctxembed.senses import occurrences
+from ctxembed.train import trainer as train
+from ctxembed.vectors.corpus import open_corpus
 from tests.cli_helpers import invoke
 
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 import ctxembed
-from ctxembed import embed as embed_module
+from ctxembed.batch import embed as embed_module
 from tests.cli_helpers import succeeds
 from tests.conftest import FIXTURES
 
@@ -127,7 +127,7 @@ def test_a_chunk_leaves_the_garbage_collector_as_it_found_it(enabled):
     """Batch pauses the collector for a chunk (speed); a caller's setting survives, even a failing chunk."""
     import gc
 
-    from ctxembed import records
+    from ctxembed.batch import records
 
     was = gc.isenabled()
     try:
@@ -147,7 +147,7 @@ def test_a_batch_process_runs_blas_on_one_thread():
     import sys
 
     probe = (
-        "import numpy\nfrom threadpoolctl import threadpool_info\nfrom ctxembed import records\n"
+        "import numpy\nfrom threadpoolctl import threadpool_info\nfrom ctxembed.batch import records\n"
         "records.one_blas_thread()\n"
         "print([i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'])"
     )

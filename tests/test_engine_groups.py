@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import ctxembed.explore as explore
-from ctxembed.attention import AttentionConfig, encode
-from ctxembed.explore import Engine
+import ctxembed.engine as explore
+from ctxembed.core.attention import AttentionConfig, encode
+from ctxembed.engine import Engine
 from ctxembed.settings import build_settings
-from ctxembed.sources import open_vectors
+from ctxembed.vectors.sources import open_vectors
 
 SENTENCES = [
     "we sat on the river bank",

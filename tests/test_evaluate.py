@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from ctxembed.errors import DataError, UsageError
-from ctxembed.evaluate import (
+from ctxembed.evaluation.evaluate import (
     LADDER,
     Occurrence,
     best_threshold,
@@ -26,7 +26,7 @@ from ctxembed.evaluate import (
     spearman,
     target_vectors,
 )
-from ctxembed.sources import open_vectors
+from ctxembed.vectors.sources import open_vectors
 from tests.conftest import FIXTURES
 
 WIC = FIXTURES / "wic"

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from ctxembed.attention import AttentionConfig, attention, attention_steps, encode, random_params
+from ctxembed.core.attention import AttentionConfig, attention, attention_steps, encode, random_params
 from ctxembed.report import explain_steps
 from tests.cli_helpers import TOY, run_json, succeeds
 

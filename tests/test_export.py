@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from ctxembed.errors import DataError, UsageError
-from ctxembed.export import html_fragment, html_page, save_document
-from ctxembed.figures import FIGURES, Bars, Curves, Figure, Heatmap, Points, figure_for
-from ctxembed.svg import figure_svg
+from ctxembed.views.export import html_fragment, html_page, save_document
+from ctxembed.views.figures import FIGURES, Bars, Curves, Figure, Heatmap, Points, figure_for
+from ctxembed.views.svg import figure_svg
 from tests.cli_helpers import TOY, fails, run_json, succeeds
 
 SENTENCE = "the old fisherman walked along the muddy river bank"
@@ -106,7 +106,7 @@ def test_png_text_stays_inside_the_picture(cells):
     pytest.importorskip("matplotlib")
     import matplotlib.pyplot as plt
 
-    from ctxembed.png import draw
+    from ctxembed.views.png import draw
 
     words = [f"w{i}" for i in range(cells)]
     long = "settings: " + " | ".join(f"ingredient number {i} on" for i in range(12))
@@ -172,7 +172,7 @@ def test_a_failed_write_keeps_the_old_file_whole(tmp_path, attend_doc, monkeypat
 
 # ------------------------------------------------------------------------------ the registry
 def test_a_new_document_type_is_one_registered_function(tmp_path, monkeypatch):
-    monkeypatch.setattr("ctxembed.figures.FIGURES", dict(FIGURES))
+    monkeypatch.setattr("ctxembed.views.figures.FIGURES", dict(FIGURES))
 
     @figure_for("ctxembed.train/1")
     def train_figure(doc, view):

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxembed.attention import AttentionConfig, encode, random_params
-from ctxembed.batch import LineSource, _read_frame, _write_frame
+from ctxembed.batch.driver import LineSource, _read_frame, _write_frame
+from ctxembed.batch.records import LongLine
+from ctxembed.core.attention import AttentionConfig, encode, random_params
 from ctxembed.errors import DataError
-from ctxembed.records import LongLine
 
 EXAMPLES = int(os.environ.get("CTXEMBED_FUZZ_EXAMPLES", "60"))
 # words of the shipped vocabulary, and texts that must leave the fast path for prepare()
@@ -25,9 +25,9 @@ ODD = ["", "   ", "\ufeffthe bank", "the\u2019s bank", "the\x1cbank", "the\tbank
 
 @pytest.fixture(scope="module")
 def engines():
-    from ctxembed.explore import Engine
+    from ctxembed.engine import Engine
     from ctxembed.settings import build_settings
-    from ctxembed.sources import open_vectors
+    from ctxembed.vectors.sources import open_vectors
 
     store = open_vectors()
     return [Engine(store, build_settings("default"), max_tokens=6).bulk(), Engine(store, build_settings("textbook"))]

@@ -10,8 +10,8 @@ import pytest
 from gensim.models import KeyedVectors
 
 from ctxembed.errors import DataError, UsageError
-from ctxembed.formats import detect_format, load_foreign
-from ctxembed.sources import open_vectors
+from ctxembed.vectors.formats import detect_format, load_foreign
+from ctxembed.vectors.sources import open_vectors
 
 WORDS = ["the", "bank", "river", "money", "café", "naïve", "deposit", "water"]
 

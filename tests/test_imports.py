@@ -19,7 +19,7 @@ except SystemExit as exit:
     code = exit.code
 # numpy.ma (~7 ms) comes with np.unique and friends; train/backprop with a module-level import of training
 heavy = ("gensim", "scipy", "rich.progress", "dask", "distributed", "tokenizers", "sklearn", "matplotlib",
-         "numpy.ma", "ctxembed.train", "ctxembed.backprop")  # fmt: skip
+         "numpy.ma", "ctxembed.train.trainer", "ctxembed.train.backprop")  # fmt: skip
 print("MODULES", *(name in sys.modules for name in heavy), file=sys.stderr)
 """
 

@@ -7,9 +7,9 @@ import random
 import numpy as np
 import pytest
 
-from ctxembed.explore import DEFAULT_MAX_TOKENS
-from ctxembed.layout import GLYPHS, MASKED, cell_text, choose_layout, draw, heat_level, legend_lines, wrap_parts
-from ctxembed.layout import text_width as width_of
+from ctxembed.engine import DEFAULT_MAX_TOKENS
+from ctxembed.views.layout import GLYPHS, MASKED, cell_text, choose_layout, draw, heat_level, legend_lines, wrap_parts
+from ctxembed.views.layout import text_width as width_of
 
 WORDS = "the old fisherman slowly walked along muddy river bank near village while his dog watched ducks".split()
 

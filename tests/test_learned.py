@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ctxembed.settings import PRESETS, build_settings, ladder
-from ctxembed.weights import learned_weights_path, read_metadata
+from ctxembed.vectors.weights import learned_weights_path, read_metadata
 from tests.cli_helpers import TOY, invoke, strict_json, succeeds
 
 SENTENCE = "we sat on the river bank and watched the boats"
@@ -61,7 +61,7 @@ def test_before_after_shows_initial_and_trained_attention():
 
 
 def test_before_after_needs_a_trained_file(tmp_path):
-    from ctxembed.projections import random_params, save_projections
+    from ctxembed.core.projections import random_params, save_projections
 
     plain = tmp_path / "plain.npz"
     config = build_settings("textbook", layers=1, heads=1).attention
@@ -83,8 +83,8 @@ def test_the_eval_ladder_has_the_learned_rung():
 
 
 def test_the_learned_rung_fits_only_the_shipped_vectors():
-    from ctxembed.sources import open_vectors
-    from ctxembed.weights import fits_learned_weights
+    from ctxembed.vectors.sources import open_vectors
+    from ctxembed.vectors.weights import fits_learned_weights
 
     assert fits_learned_weights(open_vectors(None))
     assert not fits_learned_weights(open_vectors(TOY))

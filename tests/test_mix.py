@@ -1,4 +1,4 @@
-"""The layer mix: its maths (ctxembed.mix), its files (ctxembed.mixfit) and its place in the engine."""
+"""The layer mix: its maths (ctxembed.core.mix), its files (ctxembed.evaluation.mixfit) and its place in the engine."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from ctxembed import mix
+from ctxembed.core import mix
+from ctxembed.engine import Engine
 from ctxembed.errors import DataError, SettingError
-from ctxembed.explore import Engine
-from ctxembed.mixfit import MIX_SCHEMA, learned_path, resolve_mix
+from ctxembed.evaluation.mixfit import MIX_SCHEMA, learned_path, resolve_mix
 from ctxembed.settings import build_settings
-from ctxembed.sources import open_vectors
+from ctxembed.vectors.sources import open_vectors
 
 
 # ------------------------------------------------------------------------------ weights

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import ctxembed.attention
+import ctxembed.core.attention
+from ctxembed.engine import Engine
 from ctxembed.errors import DataError
-from ctxembed.explore import Engine
 from ctxembed.settings import build_settings
-from ctxembed.sources import open_vectors
+from ctxembed.vectors.sources import open_vectors
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def test_nan_in_a_layer_names_the_layer_and_step(store, monkeypatch, capfd):
     def broken_norm(x, eps=1e-5):
         return x / 0.0 - x / 0.0  # inf - inf: NaN, with numpy's warnings if they were on
 
-    monkeypatch.setattr(ctxembed.attention, "layer_norm", broken_norm)
+    monkeypatch.setattr(ctxembed.core.attention, "layer_norm", broken_norm)
     with pytest.raises(DataError, match="at the layer output \\(residual, layer norm\\) of layer 0"):
         engine.run([engine.prepare("the river bank")])
     assert capfd.readouterr().err == ""
@@ -42,7 +42,7 @@ def test_batch_turns_it_into_error_records(store, monkeypatch):
     import io
     import json
 
-    from ctxembed.batch import LineSource, _results
+    from ctxembed.batch.driver import LineSource, _results
 
     engine = Engine(store, build_settings("textbook"))
     real = engine.project_inputs

@@ -8,7 +8,7 @@ import io
 import pytest
 
 from ctxembed.errors import DataError, UsageError
-from ctxembed.occurrences import inflections, open_corpus, parse_forms, scan_corpus, word_forms
+from ctxembed.senses.occurrences import inflections, open_corpus, parse_forms, scan_corpus, word_forms
 
 
 def scan(text: str, forms: dict, **options):
@@ -57,7 +57,7 @@ def test_several_words_in_one_pass_and_several_occurrences_on_a_line():
 
 
 def test_lines_that_cross_block_boundaries_are_found(monkeypatch):
-    monkeypatch.setattr("ctxembed.occurrences.BLOCK_CHARS", 7)
+    monkeypatch.setattr("ctxembed.senses.occurrences.BLOCK_CHARS", 7)
     found = scan("aaaa bank bbbb\ncc\nbank dd bank\n", {"bank": ["bank"]})
     assert [(o.line, o.start) for o in found.occurrences["bank"]] == [(1, 5), (3, 0), (3, 8)]
     assert found.lines == 3
@@ -74,7 +74,7 @@ def test_reservoir_sample_is_uniform_sized_and_seeded():
 
 
 def test_over_long_lines_are_skipped_and_counted(monkeypatch):
-    monkeypatch.setattr("ctxembed.occurrences.BLOCK_CHARS", 16)
+    monkeypatch.setattr("ctxembed.senses.occurrences.BLOCK_CHARS", 16)
     text = "bank " + "x" * 100 + "\nbank ok\n" + "y" * 100 + "\n"
     found = scan(text, {"bank": ["bank"]}, max_line_chars=50)
     assert [o.line for o in found.occurrences["bank"]] == [2]

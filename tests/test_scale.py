@@ -1,4 +1,4 @@
-"""Batch on Dask (ctxembed.scale, docs/scale.md): partitions keep batch's line numbers, and a
+"""Batch on Dask (ctxembed.batch.scale, docs/scale.md): partitions keep batch's line numbers, and a
 LocalCluster of two worker processes writes what `ctxembed batch` writes, record for record."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from ctxembed.scale import Partition, embed_partition, partitions, read_partition
+from ctxembed.batch.scale import Partition, embed_partition, partitions, read_partition
 from tests.cli_helpers import succeeds
 from tests.conftest import FIXTURES, REPO
 
@@ -18,7 +18,7 @@ distributed = pytest.importorskip("distributed")
 
 def corpus(path, n: int = 3000) -> None:
     """n lines: the awkward batch fixture's lines among plain sentences of the shipped vocabulary."""
-    from ctxembed.sources import open_vectors
+    from ctxembed.vectors.sources import open_vectors
 
     words = open_vectors(None).words[:5000]
     rng = random.Random(15)
@@ -32,14 +32,14 @@ def corpus(path, n: int = 3000) -> None:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_partitions_cover_the_file_at_line_ends_and_number_its_lines(tmp_path, monkeypatch, seed):
-    import ctxembed.scale
+    import ctxembed.batch.scale
 
     rng = random.Random(seed)
     lines = [bytes(rng.choice(b"ab \r") for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(0, 30))]
     data = b"\n".join(lines) + (b"\n" if rng.random() < 0.5 else b"")
     path = tmp_path / "lines.txt"
     path.write_bytes(data)
-    monkeypatch.setattr(ctxembed.scale, "_COUNT_BYTES", rng.randint(1, 16))  # cuts across read boundaries
+    monkeypatch.setattr(ctxembed.batch.scale, "_COUNT_BYTES", rng.randint(1, 16))  # cuts across read boundaries
     parts = partitions(str(path), rng.randint(1, 40))
     numbered = [(p.first_line + i, line) for p in parts for i, line in enumerate(read_partition(p))]
     assert b"".join(line for _, line in numbered) == data
@@ -59,7 +59,7 @@ def test_a_partition_gives_batch_records_with_batch_line_numbers(tmp_path):
 
 
 def test_local_cluster_of_two_processes_writes_what_batch_writes(tmp_path):
-    from ctxembed.scale import embed_file
+    from ctxembed.batch.scale import embed_file
 
     path = tmp_path / "corpus.txt"
     corpus(path)
@@ -71,7 +71,7 @@ def test_local_cluster_of_two_processes_writes_what_batch_writes(tmp_path):
         bag = embed_file(str(path), blocksize=path.stat().st_size // 6)
         assert bag.npartitions >= 6
         records = client.compute(bag).result()
-        built = client.run(lambda: __import__("ctxembed.embed").embed._cached_explorer.cache_info())
+        built = client.run(lambda: __import__("ctxembed.batch.embed").batch.embed._cached_explorer.cache_info())
     assert ("\n".join(records) + "\n").encode() == expected
     assert len(records) == 3000 and len(built) == 2
     # each worker process built its Explorer at most once, whatever the number of tasks it ran

@@ -7,7 +7,7 @@ import pytest
 
 from ctxembed.api import Explorer
 from ctxembed.errors import DataError
-from ctxembed.senses import cluster, own_term
+from ctxembed.senses.induce import cluster, own_term
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def test_given_k_and_too_few_points():
 
 
 def test_tables_never_print_minus_zero():
-    from ctxembed.render_senses import _fixed
+    from ctxembed.views.render_senses import _fixed
 
     assert _fixed(-4e-7, 3) == "0.000"
     assert _fixed(-0.25, 3) == "-0.250"

@@ -13,7 +13,7 @@ import pytest
 from gensim.models import KeyedVectors
 
 from ctxembed.errors import DataError, UsageError
-from ctxembed.sources import cache_dir, cache_state, default_store_path, describe, open_vectors, resolve
+from ctxembed.vectors.sources import cache_dir, cache_state, default_store_path, describe, open_vectors, resolve
 from tests.conftest import REPO
 
 WORDS = ["the", "bank", "river", "money"]
@@ -144,7 +144,7 @@ def test_environment_variable_selects_vectors(glove_file, monkeypatch):
 def test_cached_open_does_not_import_gensim(glove_file, isolated_env):
     open_vectors(str(glove_file))  # build the cache in this process
     code = (
-        "import sys; from ctxembed.sources import open_vectors; "
+        "import sys; from ctxembed.vectors.sources import open_vectors; "
         f"s = open_vectors({str(glove_file)!r}); print(len(s), 'gensim' in sys.modules, 'scipy' in sys.modules)"
     )
     env = dict(os.environ, CTXEMBED_CACHE_DIR=str(isolated_env), PYTHONPATH=str(REPO))

@@ -11,7 +11,7 @@ import pytest
 from gensim.models import KeyedVectors
 
 from ctxembed.errors import DataError
-from ctxembed.sources import (
+from ctxembed.vectors.sources import (
     cache_path,
     convert,
     load_npz_checked,
@@ -62,7 +62,7 @@ def test_cache_damage_found_later_removes_the_cache_so_the_next_run_rebuilds(w2v
 
 
 def test_damaged_shipped_store_says_reinstall(tmp_path):
-    from ctxembed.sources import default_store_path
+    from ctxembed.vectors.sources import default_store_path
 
     copy = tmp_path / "shipped.ctxv"
     copy.write_bytes(default_store_path().read_bytes())
@@ -76,9 +76,9 @@ def test_damaged_shipped_store_says_reinstall(tmp_path):
 
 
 def test_source_replaced_during_conversion_is_not_cached_as_fresh(w2v_file, monkeypatch):
-    import ctxembed.formats
+    import ctxembed.vectors.formats
 
-    real = ctxembed.formats.load_foreign
+    real = ctxembed.vectors.formats.load_foreign
 
     def load_then_replace(path, *args, **kwargs):
         loaded = real(path, *args, **kwargs)
@@ -86,7 +86,7 @@ def test_source_replaced_during_conversion_is_not_cached_as_fresh(w2v_file, monk
             fh.write("extra 1 2 3\n")  # the file changes after it was read
         return loaded
 
-    monkeypatch.setattr(ctxembed.formats, "load_foreign", load_then_replace)
+    monkeypatch.setattr(ctxembed.vectors.formats, "load_foreign", load_then_replace)
     with pytest.raises(DataError, match="changed while it was being converted"):
         open_vectors(str(w2v_file))
     assert not cache_path(w2v_file.resolve(), None).exists()
@@ -189,8 +189,8 @@ def test_an_emptied_statistics_cache_is_rebuilt_on_the_next_run(w2v_file, isolat
 def test_convert_to_a_full_disk_is_one_clean_error(tmp_path, monkeypatch):
     import errno
 
-    import ctxembed.store
-    from ctxembed.sources import convert_to_store
+    import ctxembed.vectors.store
+    from ctxembed.vectors.sources import convert_to_store
 
     class Full:
         def __init__(self, path):
@@ -202,13 +202,13 @@ def test_convert_to_a_full_disk_is_one_clean_error(tmp_path, monkeypatch):
         def __exit__(self, *exc):
             return False
 
-    monkeypatch.setattr(ctxembed.store, "atomic_file", Full)
+    monkeypatch.setattr(ctxembed.vectors.store, "atomic_file", Full)
     with pytest.raises(DataError, match="cannot write the store \\(No space left on device\\)"):
         convert_to_store("default", tmp_path / "x.ctxv", limit=None, trust=False, quantize=False)
 
 
 def test_converting_the_shipped_store_copies_it_byte_for_byte(tmp_path):
-    from ctxembed.sources import convert_to_store, default_store_path
+    from ctxembed.vectors.sources import convert_to_store, default_store_path
 
     convert_to_store("default", tmp_path / "copy.ctxv", limit=None, trust=False, quantize=False)
     assert (tmp_path / "copy.ctxv").read_bytes() == default_store_path().read_bytes()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ctxembed.errors import DataError
-from ctxembed.store import VectorStore, quantize_int8, write_store
+from ctxembed.vectors.store import VectorStore, quantize_int8, write_store
 
 WORDS = ["the", "bank", "river", "money", "café", "naïve", "z"]
 
@@ -143,7 +143,7 @@ def test_a_failed_write_leaves_neither_file_nor_temporary(tmp_path, monkeypatch)
     def broken_disk(fd):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("ctxembed.store.os.fsync", broken_disk)
+    monkeypatch.setattr("ctxembed.vectors.store.os.fsync", broken_disk)
     with pytest.raises(OSError, match="No space left"):
         write_store(target, WORDS[:3], _matrix(3))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.ctxv"]

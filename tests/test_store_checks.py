@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ctxembed.errors import DataError
-from ctxembed.store import VectorStore, write_store
+from ctxembed.vectors.store import VectorStore, write_store
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WORDS = [f"w{i}" for i in range(3000)]
@@ -153,7 +153,7 @@ def test_pre_quantised_codes_are_written_unchanged(tmp_path):
 
 
 def test_shipped_store_carries_checksums_and_abtt_statistics():
-    from ctxembed.sources import default_store_path
+    from ctxembed.vectors.sources import default_store_path
 
     store = VectorStore.open(default_store_path())
     stats = store.section("abtt")

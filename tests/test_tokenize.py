@@ -8,7 +8,7 @@ from gensim.models import KeyedVectors
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxembed.tokenize import pretokenized, token_pieces, token_strings, tokenize, vocabulary_key
+from ctxembed.vectors.tokenize import pretokenized, token_pieces, token_strings, tokenize, vocabulary_key
 from tests.cli_helpers import fails, run_json, succeeds
 
 
@@ -189,10 +189,10 @@ def test_token_strings_and_pieces_equal_tokenize(sentence, lowercase, window):
 def test_a_huge_line_is_refused_before_it_is_tokenised_whole():
     import time
 
+    from ctxembed.engine import Engine
     from ctxembed.errors import DataError
-    from ctxembed.explore import Engine
     from ctxembed.settings import build_settings
-    from ctxembed.sources import open_vectors
+    from ctxembed.vectors.sources import open_vectors
 
     engine = Engine(open_vectors(None), build_settings("textbook"), max_tokens=512)
     line = "the river bank " * 2_000_000  # 30 MB, 6 million tokens

@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from ctxembed import train as training
-from ctxembed.sources import open_vectors
+from ctxembed.train import trainer as training
+from ctxembed.vectors.sources import open_vectors
 from tests.cli_helpers import TOY, invoke, strict_json, succeeds
 from tests.conftest import REPO
 
@@ -104,13 +104,13 @@ def test_cli_writes_weights_that_attend_uses_directly(tmp_path):
     assert doc["settings"]["attention"]["layers"] == 2 and doc["settings"]["attention"]["heads"] == 2
     assert np.shape(doc["weights"])[:2] == (2, 2)
     # the same vectors through the training forward: attend computes what training optimised
-    from ctxembed.explore import Engine
+    from ctxembed.engine import Engine
     from ctxembed.settings import build_settings
 
     store = open_vectors(None)
     engine = Engine(store, build_settings("default", weights_file=str(out)))
     sentence = engine.run([engine.prepare("the cat sat on the mat")])[0]
-    from ctxembed import backprop
+    from ctxembed.train import backprop
 
     x = sentence.inputs[None].astype(np.float32)  # (1, T, d)
     real = np.ones(x.shape[:2], dtype=bool)
@@ -151,7 +151,7 @@ def test_epochs_zero_writes_the_initial_weights(tmp_path):
     assert result.exit_code == 0, result.stderr
     report = strict_json(result.stdout)
     assert report["steps"] == 0 and [e["step"] for e in report["held_out"]] == [0] and report["train"] == []
-    from ctxembed.projections import random_params
+    from ctxembed.core.projections import random_params
     from ctxembed.settings import build_settings
 
     settings = build_settings("default", weights_file=str(out))
@@ -226,7 +226,7 @@ def succeeds_quietly(*args):
 
 
 def test_weights_file_metadata(tmp_path):
-    from ctxembed.weights import read_metadata
+    from ctxembed.vectors.weights import read_metadata
 
     _, out = train_cli(tmp_path)
     meta = read_metadata(out)

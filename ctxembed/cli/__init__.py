@@ -116,11 +116,11 @@ def reports_errors(command):
 
 
 def show(doc: dict, json_out: bool, renderer: str) -> None:
-    """Print a document: as JSON, or laid out by ``ctxembed.render.<renderer>``."""
+    """Print a document: as JSON, or laid out by ``ctxembed.views.render.<renderer>``."""
     if json_out:
         emit_json(doc)
         return
-    from ctxembed import render
+    from ctxembed.views import render
 
     getattr(render, renderer)(stdout_console(), doc)
 
@@ -169,8 +169,8 @@ def read_sentence(sentence: str | None, command: str) -> str:
 __all__ = ["JsonOpt", "app", "main", "read_sentence", "read_stdin", "reports_errors", "show"]
 
 # The command groups register themselves on `app`.
+from ctxembed.cli import attend as _attend  # noqa: E402, F401
 from ctxembed.cli import eval as _eval  # noqa: E402, F401
-from ctxembed.cli import explore as _explore  # noqa: E402, F401
 from ctxembed.cli import train as _train  # noqa: E402, F401
 from ctxembed.cli import vectors as _vectors  # noqa: E402, F401
 

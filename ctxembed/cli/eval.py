@@ -30,12 +30,12 @@ ConfigOpt = Annotated[list[str] | None, typer.Option("--config", "-c", help=_con
 
 def _sweep(names: list[str] | None, explorer, default: tuple[str, ...], evaluate: Callable) -> list[dict]:
     """Evaluate each chosen configuration (default: ``default``); "custom" is the command line's settings."""
-    from ctxembed.evaluate import named_settings
+    from ctxembed.evaluation.evaluate import named_settings
     from ctxembed.progress import steps
 
     chosen = names or list(default)
     if not names and "learned" in chosen:
-        from ctxembed.weights import fits_learned_weights
+        from ctxembed.vectors.weights import fits_learned_weights
 
         if not fits_learned_weights(explorer().store):  # trained on the shipped vectors only
             chosen.remove("learned")
@@ -63,7 +63,7 @@ def eval_wic(
     explorer=None,
 ) -> None:
     """Word-in-Context accuracy: same sense or not, by thresholding the cosine of the target's vectors."""
-    from ctxembed.evaluate import LADDER, evaluate_wic, read_wic
+    from ctxembed.evaluation.evaluate import LADDER, evaluate_wic, read_wic
     from ctxembed.progress import enabled
 
     splits = read_wic(directory)
@@ -101,7 +101,7 @@ def eval_senses(
     explorer=None,
 ) -> None:
     """The share of ambiguous words whose same-sense pairs all beat their cross-sense pairs."""
-    from ctxembed.evaluate import LADDER, default_senses_path, evaluate_senses, read_senses
+    from ctxembed.evaluation.evaluate import LADDER, default_senses_path, evaluate_senses, read_senses
 
     rows_in = read_senses(path or default_senses_path())
     store = explorer().store
@@ -131,7 +131,7 @@ def eval_pairs(
     explorer=None,
 ) -> None:
     """Graded similarity: Spearman ρ in context (SCWS), or gensim's Pearson and Spearman for word pairs."""
-    from ctxembed.evaluate import evaluate_scws, evaluate_word_pairs, is_scws, read_scws, resolve_pairs_file
+    from ctxembed.evaluation.evaluate import evaluate_scws, evaluate_word_pairs, is_scws, read_scws, resolve_pairs_file
 
     file = resolve_pairs_file(path)
     store = explorer().store
@@ -177,7 +177,7 @@ def eval_fit_mix(
 
     Only the mixing weights are learned, over the layers of the attention options given here (their
     own --mix is ignored): s = softmax(w) and γ maximise the likelihood of P(same) = σ(γ²·cos + b)."""
-    from ctxembed.mixfit import fit_document, learned_path, read_labelled, write_mix_file
+    from ctxembed.evaluation.mixfit import fit_document, learned_path, read_labelled, write_mix_file
 
     labelled = [read_labelled(source, split) for source in sources]
     found = explorer()

@@ -59,7 +59,7 @@ SaveOpt = Annotated[
 def check_saves(paths: list[Path] | None) -> None:
     """Refuse unknown suffixes, missing folders and a missing PNG extra before any work is done."""
     if paths:
-        from ctxembed.export import check_path
+        from ctxembed.views.export import check_path
 
         for path in paths:
             check_path(path)
@@ -68,7 +68,7 @@ def check_saves(paths: list[Path] | None) -> None:
 def save_all(doc: dict, paths: list[Path] | None, **view) -> None:
     """Write ``doc`` to every --save path (``view``: --layer, --head, --all-heads)."""
     if paths:
-        from ctxembed.export import save_document
+        from ctxembed.views.export import save_document
 
         for path in paths:
             save_document(doc, path, **view)

@@ -40,9 +40,9 @@ SeedOpt = Annotated[int, typer.Option("--sample-seed", help="Seed of the occurre
 
 def default_corpus() -> Path:
     """The shipped Brown example corpus (data/brown.txt.gz; packaged as ctxembed/data/brown.txt.gz)."""
-    here = Path(__file__).resolve().parent.parent
-    packaged = here / "data" / "brown.txt.gz"
-    return packaged if packaged.exists() else here.parent / "data" / "brown.txt.gz"
+    from ctxembed.vectors.shipped import shipped_path
+
+    return shipped_path("brown.txt.gz")
 
 
 def split_arguments(arguments: list[str], corpus: str | None) -> tuple[list[str], str]:
@@ -62,7 +62,7 @@ def split_arguments(arguments: list[str], corpus: str | None) -> tuple[list[str]
 
 
 def parse_k(value: str) -> int | None:
-    from ctxembed.senses import K_MAX
+    from ctxembed.senses.induce import K_MAX
 
     if value.strip().lower() == "auto":
         return None
@@ -128,8 +128,8 @@ def senses(
     explorer=None,
 ) -> None:
     """The senses of words across a corpus: every occurrence, clustered, each sense labelled and shown in context."""
-    from ctxembed import occurrences as occ
-    from ctxembed import senses as sense_logic
+    from ctxembed.senses import induce as sense_logic
+    from ctxembed.senses import occurrences as occ
 
     words, corpus_name = split_arguments(arguments, corpus)
     chosen_k = parse_k(k)
@@ -167,7 +167,7 @@ def senses(
         if json_out:
             emit_json(doc)
         else:
-            from ctxembed.render_senses import render_senses
+            from ctxembed.views.render_senses import render_senses
 
             render_senses(stdout_console(), doc)
     for problem in problems:
@@ -196,7 +196,7 @@ def eval_wsi(
 ) -> None:
     """Word-sense induction: clusters of each word's occurrences against sense labels (ARI, V-measure,
     pair accuracy), beside the one-cluster and bag-of-words baselines."""
-    from ctxembed.wsi import contextual_vectors, evaluate_baselines, read_wsi, score_clusters
+    from ctxembed.senses.wsi import contextual_vectors, evaluate_baselines, read_wsi, score_clusters
 
     items = read_wsi(path)
     options = {"k": parse_k(k), "k_max": k_max, "min_share": min_share, "seed": sample_seed}
@@ -224,6 +224,6 @@ def eval_wsi(
     if json_out:
         show(doc, True, "")
         return
-    from ctxembed.render_senses import render_eval_wsi
+    from ctxembed.views.render_senses import render_eval_wsi
 
     render_eval_wsi(stdout_console(), doc)

@@ -121,7 +121,7 @@ def train(
     Ctrl-C writes a checkpoint; run the same command with --resume to continue. The weights work
     with `attend/compare/neighbors --weights OUT`.
     """
-    from ctxembed import train as training
+    from ctxembed.train import trainer as training
 
     check_saves(save)
 
@@ -135,7 +135,7 @@ def train(
         fix_values=fix_values, max_tokens=max_tokens, held_out=held_out, warmup=warmup, seed=seed, clip=clip,
     )  # fmt: skip
     settings = training.training_settings(seed=seed, **settings)
-    from ctxembed.sources import open_vectors
+    from ctxembed.vectors.sources import open_vectors
 
     store = open_vectors(vectors, limit=limit, trust=trust, on_convert=say)
     training.initial_params(settings, store.dim, fix_values)  # an impossible architecture fails before reading
@@ -161,7 +161,7 @@ def train(
     if json_out:
         emit_json(report)
     else:
-        from ctxembed.render_train import render_train
+        from ctxembed.views.render_train import render_train
 
         render_train(stdout_console(), report)
     if result.interrupted:
@@ -267,8 +267,8 @@ def before_after(
 ) -> None:
     """One sentence's attention before training (the same model at its initial weights) and after, side by side."""
     from ctxembed.cli import read_sentence
-    from ctxembed.sources import open_vectors
-    from ctxembed.train import before_and_after
+    from ctxembed.train.trainer import before_and_after
+    from ctxembed.vectors.sources import open_vectors
 
     text = read_sentence(sentence, "before-after")
     store = open_vectors(vectors, limit=limit, trust=trust, on_convert=say)
@@ -281,6 +281,6 @@ def before_after(
     if json_out:
         emit_json(doc)
         return
-    from ctxembed.render_train import render_before_after
+    from ctxembed.views.render_train import render_before_after
 
     render_before_after(stdout_console(), doc, layer=a["layers"] - 1 if layer is None else layer, head=head)

@@ -23,13 +23,13 @@ def vectors_info(
     json_out: JsonOpt = False,
 ) -> None:
     """Show a vector source's format, size, dimension, and cache state."""
-    from ctxembed.sources import describe
+    from ctxembed.vectors.sources import describe
 
     info = describe(source, limit=limit)
     if json_out:
         emit_json({"schema": "ctxembed.vectors-info/1", **info})
         return
-    from ctxembed.render import render_info
+    from ctxembed.views.render import render_info
 
     render_info(stdout_console(), info)
 
@@ -45,7 +45,7 @@ def vectors_convert(
     json_out: JsonOpt = False,
 ) -> None:
     """Convert any supported vector file into a ctxembed store that opens in milliseconds."""
-    from ctxembed.sources import convert_to_store
+    from ctxembed.vectors.sources import convert_to_store
 
     result = convert_to_store(source, out, limit=limit, trust=trust, quantize=quantize)
     if json_out:

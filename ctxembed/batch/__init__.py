@@ -1,0 +1,1 @@
+"""Batch: many sentences in, one JSON record out per line, in order; on a pool or a Dask cluster."""

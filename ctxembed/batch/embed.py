@@ -1,0 +1,143 @@
+"""``ctxembed.embed_lines``: the records of ``ctxembed batch``, from Python, one per line, in order.
+
+>>> import ctxembed
+>>> lines = ["apple is the phone", '{"id": 7, "text": "the phone"}', "xyzzy"]
+>>> for record in ctxembed.embed_lines(lines, vectors="notes-toy", preset="notes", weights=False):
+...     print(record["line"], record.get("id"), record.get("tokens"), record.get("error"))
+1 None ['apple', 'is', 'the', 'phone'] None
+2 7 ['the', 'phone'] None
+3 None None no token is in the vocabulary: xyzzy
+>>> record = next(ctxembed.embed_lines(["apple is the phone"], vectors="notes-toy", preset="notes"))
+>>> record["weights"].shape  # (layers, heads, tokens, tokens), a NumPy array
+(1, 1, 4, 4)
+>>> next(ctxembed.embed_lines(["the phone"], start=41, encoded=True, vectors="notes-toy", preset="notes",
+...      weights=False))
+b'{"line":41,"text":"the phone","tokens":["the","phone"],"in_vocab":[true,true],"attended_positions":[0,1]}\\n'
+
+Each record is a dict whose arrays (``weights``, ``static``, ``contextual``) are NumPy arrays;
+``encoded=True`` gives each record as the JSON line ``ctxembed batch`` writes, byte for byte
+(both go through :func:`ctxembed.batch.records.chunk_records`, the per-chunk unit of batch). Keywords
+are batch's options: ``weights=False`` is ``--no-weights``, ``with_vectors``, ``word``, ``chunk``,
+and every :class:`ctxembed.Explorer` keyword (``vectors``, ``preset``, ``oov``, ``max_tokens``,
+``heads=2``, ...). ``start`` numbers the first line (batch numbers from 1): a worker given the
+lines from 1,001 on passes ``start=1001`` and its records carry the numbers batch would give.
+
+The function is picklable (a module-level function; ``functools.partial`` of it too) and cheap to
+start in a worker process: the Explorer is built once per process and set of keywords, the store
+is memory-mapped (pages shared by every process on the machine), its statistics are read from the
+store, and the word index is built once (~50 ms for 200k words). See docs/scale.md for Dask.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ctxembed.errors import UsageError
+
+
+def embed_lines(
+    lines: Iterable[str | bytes],
+    *,
+    start: int = 1,
+    weights: bool = True,
+    with_vectors: bool = False,
+    word: str | None = None,
+    encoded: bool = False,
+    chunk: int = 1024,
+    explorer=None,
+    **keywords: Any,
+) -> Iterator[dict | bytes]:
+    """One record per line of ``lines`` (str or bytes, line ends optional), in order.
+
+    ``encoded=True`` yields ``bytes`` (a JSON line with its newline) instead of dicts. ``explorer``
+    reuses an existing :class:`ctxembed.Explorer` (then ``keywords`` must be empty). A bad line
+    gives an error record, never an exception; bad settings raise :class:`ctxembed.UsageError`
+    before any line is read.
+    """
+    from ctxembed.batch.driver import safe_process
+    from ctxembed.batch.records import chunk_records
+
+    engine, options, blocks = _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word)
+    for block in blocks:
+        if encoded:
+            yield from safe_process(engine, block, options).splitlines(keepends=True)
+        else:
+            yield from chunk_records(engine, block, options)
+
+
+def embed_chunks(
+    lines: Iterable[str | bytes],
+    *,
+    start: int = 1,
+    weights: bool = True,
+    with_vectors: bool = False,
+    word: str | None = None,
+    chunk: int = 1024,
+    explorer=None,
+    **keywords: Any,
+) -> Iterator[bytes]:
+    """:func:`embed_lines` with ``encoded=True``, a chunk at a time: each item is the JSON lines of
+    up to ``chunk`` input lines, newlines included, as one ``bytes``. It is the unit every runner
+    shares: ``ctxembed batch``'s workers write these blocks, and a Dask partition joins them,
+    with no step per record. ``b"".join(embed_chunks(lines))`` is what ``ctxembed batch`` writes."""
+    from ctxembed.batch.driver import safe_process
+
+    engine, options, blocks = _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word)
+    for block in blocks:
+        yield safe_process(engine, block, options)
+
+
+def _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word):
+    """Checked settings -> (engine, record options, chunks of numbered input lines)."""
+    from ctxembed.batch.driver import line_limit
+    from ctxembed.batch.records import LongLine
+
+    if explorer is not None and keywords:
+        raise UsageError(f"give explorer= or settings, not both ({', '.join(sorted(keywords))})")
+    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+        raise UsageError(f"start must be a line number >= 0, not {start!r}")
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1 <= chunk <= 100_000:
+        raise UsageError(f"chunk must be an integer in [1, 100000], not {chunk!r}")
+    engine = (explorer or shared_explorer(**keywords)).engine
+    engine.bulk_if_affordable()  # dict lookups for the run, as batch does for big input
+    options = {"with_vectors": with_vectors, "weights": weights, "word": word}
+    limit = line_limit(engine.max_tokens)  # batch refuses longer lines unread; so does this
+
+    def numbered() -> Iterator[tuple[int, bytes | LongLine]]:
+        for number, line in enumerate(lines, start=start):
+            raw = line if isinstance(line, bytes) else _to_bytes(line)
+            yield number, (LongLine(limit) if len(raw) > limit else raw)
+
+    source = numbered()
+    blocks = iter(lambda: list(itertools.islice(source, chunk)), [])  # lists of up to chunk lines
+    return engine, options, blocks
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_explorer(frozen: tuple):
+    from ctxembed.api import Explorer
+
+    return Explorer(**dict(frozen))
+
+
+def shared_explorer(**keywords: Any):
+    """The process's Explorer for these keywords: built on first use, then reused (each worker of a
+    pool or cluster builds it once, not once per task)."""
+    try:
+        return _cached_explorer(tuple(sorted(keywords.items())))
+    except TypeError:  # an unhashable keyword value: no sharing
+        from ctxembed.api import Explorer
+
+        return Explorer(**keywords)
+
+
+def _to_bytes(line: str) -> bytes:
+    """A str line back to the bytes batch would read. Text read with errors="surrogateescape" gets its
+    undecodable bytes back, so they become the same "not valid UTF-8" record as in batch."""
+    try:
+        return line.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that no file held: invalid UTF-8 on purpose
+        return line.encode("utf-8", "surrogatepass")

@@ -1,0 +1,223 @@
+"""One chunk of batch input lines -> their output records, encoded: the per-sentence work of ``batch``.
+
+:mod:`ctxembed.batch.driver` reads lines, spreads chunks over workers and writes the bytes back in order;
+this module turns one chunk into bytes (parse, tokenise and look up, attention, records, JSON).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import math
+import os
+from typing import NamedTuple
+
+import orjson  # encodes numpy arrays directly, ~10x faster than json
+
+from ctxembed.engine import Engine
+
+
+class LongLine(NamedTuple):
+    """Stands for an input line refused unread because it passed ``limit`` bytes."""
+
+    limit: int
+
+
+def parse_line(number: int, raw: bytes | LongLine) -> tuple[str | None, dict]:
+    """(text or None, the record's fixed fields) for one input line; never raises.
+
+    Whatever the line holds (invalid UTF-8, lone surrogates, JSON nested a thousand deep, an id
+    no JSON encoder can write back), the record it gives can be encoded: the problem becomes
+    its "error"."""
+    record: dict = {"line": number}
+    if isinstance(raw, LongLine):
+        record["error"] = f"line is longer than {raw.limit:,} bytes: skipped (raise --max-tokens for longer lines)"
+        return None, record
+    try:
+        line = raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        record["error"] = f"line is not valid UTF-8 (byte {exc.start + 1})"
+        return None, record
+    if line.startswith("\ufeff") and number == 1:
+        line = line[1:]  # a byte-order mark at the start of the file
+    if not line.lstrip().startswith("{"):
+        return line, record
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        record["error"] = f"invalid JSON: {exc.msg} at column {exc.colno}"
+        return None, record
+    except RecursionError:
+        record["error"] = "invalid JSON: nested too deeply"
+        return None, record
+    if not isinstance(obj, dict):
+        record["error"] = "a JSON line must be an object with a 'text' field"
+        return None, record
+    if "id" in obj:
+        problem = _unwritable(obj["id"])
+        if problem:
+            record["error"] = f"the 'id' cannot be echoed back: {problem}"
+            return None, record
+        record["id"] = obj["id"]
+    text = obj.get("text")
+    if not isinstance(text, str):
+        record["error"] = "the JSON object has no string 'text' field"
+        return None, record
+    if _has_surrogate(text):
+        record["error"] = "the text holds a lone surrogate escape (such as \\ud800), which is not a character"
+        return None, record
+    return text, record
+
+
+_MAX_ID_DEPTH = 64
+_INT64_RANGE = (-(2**63), 2**64 - 1)
+
+
+def _unwritable(value, depth: int = 0) -> str | None:
+    """Why ``value`` cannot be written back as JSON (by orjson or json), or None."""
+    if depth > _MAX_ID_DEPTH:
+        return f"nested deeper than {_MAX_ID_DEPTH} levels"
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return None if _INT64_RANGE[0] <= value <= _INT64_RANGE[1] else "an integer outside the 64-bit range"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "not a finite number"
+    if isinstance(value, str):
+        return "a lone surrogate escape" if _has_surrogate(value) else None
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, list):
+        return next((p for p in (_unwritable(v, depth + 1) for v in value) if p), None)
+    return f"a {type(value).__name__}"
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def error_record(number: int, message: str) -> bytes:
+    """One encoded error record: ``{"line": k, "error": message}`` and a newline."""
+    message = message.encode("utf-8", "replace").decode("utf-8")
+    return (json.dumps({"line": number, "error": message}, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def process_chunk(engine: Engine, chunk: list[tuple[int, bytes]], options: dict) -> bytes:
+    """Input lines -> their output lines (bytes, newline-terminated), in the same order."""
+    return b"".join(chunk_records(engine, chunk, options, encode=_encode_or_error))
+
+
+def chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict, *, encode=None) -> list:
+    """Input lines -> their records (dicts; NumPy arrays for vectors and weights), in the same order.
+
+    With ``encode``, each record is replaced by ``encode(record)`` as soon as its group of sentences
+    has run, so a chunk never holds more than one group's arrays (see :meth:`Engine.groups`)."""
+    one_blas_thread()
+    with _collector_paused():
+        return _chunk_records(engine, chunk, options, encode)
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector off for one chunk, then back as it was.
+
+    A chunk allocates tens of thousands of small acyclic objects (token lists, Prepared, records),
+    and the collector's passes over them cost ~5% of batch's CPU time (benchmarks/profile_chunk.py:
+    ~38 -> ~36 us per sentence). Reference counting still frees everything; a cycle, if any, waits
+    for the next pass."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def parse_chunk(chunk: list[tuple[int, bytes]]) -> tuple[list[dict], list[str], list[int]]:
+    """parse_line of every line: (a record per line, the texts to run, per text its index into the
+    records). A line whose record is already an error has no text."""
+    records: list = []
+    texts: list[str] = []
+    read: list[int] = []
+    for number, raw in chunk:
+        text, record = parse_line(number, raw)
+        records.append(record)
+        if text is not None:
+            texts.append(text)
+            read.append(len(records) - 1)
+    return records, texts, read
+
+
+def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict, encode) -> list:
+    records, texts, read = parse_chunk(chunk)
+    sentences = engine.prepare_many(texts)
+    for i, exc in sentences.errors.items():
+        records[read[i]]["error"] = exc.render(engine.label)
+    done = [False] * len(records)
+    vectors = options["with_vectors"] or options["word"] is not None  # else the weights alone are read
+    for members, group in engine.arrays(sentences, weights=options["weights"], vectors=vectors):
+        for b, i in enumerate(members):
+            index = read[i]
+            _fill(records[index], group, b, i, options)
+            if encode is not None:
+                records[index] = encode(records[index])
+                done[index] = True
+    if encode is not None:
+        records = [record if finished else encode(record) for record, finished in zip(records, done, strict=True)]
+    return records
+
+
+_BLAS_LIMITED_IN: int | None = None  # the process that limited its BLAS threads
+
+
+def one_blas_thread() -> None:
+    """Limit this process's OpenBLAS to one thread, once. Batch runs one process per core, and its
+    matrices are one sentence's (T x d): BLAS threads only oversubscribe the cores, and OpenBLAS's
+    spinning threads cost batch about 40% more CPU time (2.1 s against 1.3 s of CPU for 20,000
+    sentences, measured). The numbers are the same: each output element is computed by one thread
+    either way."""
+    global _BLAS_LIMITED_IN
+    if _BLAS_LIMITED_IN == os.getpid():
+        return
+    _BLAS_LIMITED_IN = os.getpid()
+    from threadpoolctl import threadpool_limits  # as train and senses limit theirs (~7 ms, once)
+
+    threadpool_limits(limits=1, user_api="blas")  # not a context: the limit holds for this process
+
+
+def _fill(record: dict, group, b: int, i: int, options: dict) -> None:
+    """Sentence ``i``, row ``b`` of a :class:`ctxembed.engine.GroupArrays`, into its record (arrays are views)."""
+    sentences = group.sentences
+    record["text"] = sentences.texts[i]
+    record["tokens"], record["in_vocab"], record["attended_positions"] = sentences.columns(i)
+    if options["weights"]:
+        record["weights"] = group.weights[b]  # (L, h, T, T), one contiguous block (orjson needs that)
+    if options["with_vectors"]:
+        record["static"] = group.static[b]  # (T, d)
+        record["contextual"] = group.contextual[b]  # (T, d_out)
+    word = options["word"]
+    if word is not None:
+        row = sentences.index_of(i, word)
+        record["word"] = (
+            None
+            if row is None
+            else {"word": word, "position": record["attended_positions"][row], "contextual": group.contextual[b, row]}
+        )
+
+
+def _encode_or_error(record: dict) -> bytes:
+    """The record encoded, or an error record for its line if it cannot be (never a lost line)."""
+    try:
+        return _encode(record)
+    except (TypeError, ValueError) as exc:  # orjson.JSONEncodeError is a TypeError
+        return error_record(record["line"], f"cannot encode the record ({exc})")
+
+
+def _encode(record: dict) -> bytes:
+    return orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE)

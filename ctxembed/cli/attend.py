@@ -1,0 +1,166 @@
+"""attend, compare, neighbors, batch: one sentence (or many) through attention, as tables or JSON."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ctxembed.cli import app, read_sentence, read_stdin, reports_errors, show
+from ctxembed.cli.options import JsonOpt, SaveOpt, check_saves, save_all, with_attention_options
+from ctxembed.errors import UsageError
+from ctxembed.output import emit_json, stdout_console
+
+SentenceArg = Annotated[str | None, typer.Argument(help="The sentence ('-' or none: read stdin).")]
+
+
+@app.command(
+    epilog="Example: ctxembed attend 'the bank raised interest rates' --heads 2 --all-heads",
+)
+@reports_errors
+@with_attention_options
+def attend(
+    sentence: SentenceArg = None,
+    json_out: JsonOpt = False,
+    with_vectors: Annotated[
+        bool, typer.Option("--with-vectors", help="JSON: add static and contextual vectors.")
+    ] = False,
+    explain: Annotated[bool, typer.Option("--explain", help="Print every step with its numbers.")] = False,
+    layer: Annotated[int | None, typer.Option("--layer", min=0, help="Layer to show (default: the last).")] = None,
+    head: Annotated[int | None, typer.Option("--head", min=0, help="Head to show (default: mean of heads).")] = None,
+    all_heads: Annotated[
+        bool, typer.Option("--all-heads", help="One matrix per head, side by side when they fit (small multiples).")
+    ] = False,
+    focus: Annotated[
+        str | None,
+        typer.Option("--focus", help="Show one token's row and column whole: a word, or #N for position N."),
+    ] = None,
+    start: Annotated[
+        int, typer.Option("--start", min=0, help="First token (position) of the matrix when it shows a window.")
+    ] = 0,
+    top: Annotated[int, typer.Option("--top", min=1, help="Most-attended tokens listed per token.")] = 3,
+    max_display: Annotated[
+        int | None, typer.Option("--max-display", min=1, help="At most N tokens in the matrix (default: all that fit).")
+    ] = None,
+    save: SaveOpt = None,
+    explorer=None,
+) -> None:
+    """Show the attention weights of a sentence and how far context moved each token."""
+    from ctxembed.report import explain_steps, focus_row, row_at_position
+
+    text = read_sentence(sentence, "attend")
+    check_saves(save)
+    ex = explorer()
+    a = ex.settings.attention
+    if layer is not None and layer >= a.layers:
+        raise UsageError(f"--layer {layer} does not exist: there are {a.layers} layer(s), numbered from 0")
+    if head is not None and head >= a.heads:
+        raise UsageError(f"--head {head} does not exist: there are {a.heads} head(s), numbered from 0")
+    result = ex.attend(text, trace=explain)
+    result.top, result.with_vectors = top, with_vectors
+    shown = a.layers - 1 if layer is None else layer
+    doc = result.document()
+    focus_at = focus_row(doc, focus) if focus is not None else None
+    if explain:
+        doc["explain"] = explain_steps(result.result, ex.settings, layer=shown, head=head or 0)
+    save_all(doc, save, layer=layer, head=head, all_heads=all_heads)
+    if json_out:
+        emit_json(doc)
+        return
+    from ctxembed.views.render import render_attend
+
+    console = stdout_console()
+    render_attend(
+        console,
+        doc,
+        layer=shown,
+        head=head,
+        all_heads=all_heads,
+        focus=focus_at,
+        max_display=max_display,
+        start=row_at_position(doc, start),
+    )
+    if explain:
+        from ctxembed.views.render import render_explain
+
+        render_explain(console, doc["explain"])
+
+
+@app.command(
+    epilog="Example: ctxembed compare --word bank 'we sat on the river bank' 'I paid the bank'",
+)
+@reports_errors
+@with_attention_options
+def compare(
+    sentences: Annotated[
+        list[str] | None, typer.Argument(help="Two or more sentences ('-': one per stdin line).")
+    ] = None,
+    word: Annotated[
+        str | None, typer.Option("--word", "-w", help="The word to compare (default: every shared word).")
+    ] = None,
+    json_out: JsonOpt = False,
+    save: SaveOpt = None,
+    explorer=None,
+) -> None:
+    """Static against contextual cosine of a word across sentences: an N×N matrix each."""
+    if not sentences or sentences == ["-"]:
+        lines = read_stdin("pair of SENTENCES").splitlines()
+        sentences = [line.strip() for line in lines if line.strip()]
+    if len(sentences) < 2:
+        raise UsageError(f"compare needs at least two sentences, got {len(sentences)}")
+    check_saves(save)
+    doc = explorer().compare(sentences, word).document()
+    save_all(doc, save)
+    show(doc, json_out, "render_compare")
+
+
+@app.command(epilog="Example: ctxembed neighbors 'we sat on the river bank' --word bank -k 8")
+@reports_errors
+@with_attention_options
+def neighbors(
+    sentence: SentenceArg = None,
+    word: Annotated[str, typer.Option("--word", "-w", help="The word whose neighbours to list.")] = ...,
+    k: Annotated[int, typer.Option("-k", "--k", min=1, max=1000, help="How many neighbours.")] = 10,
+    include_context: Annotated[
+        bool, typer.Option("--include-context", help="Keep the sentence's own words among the neighbours.")
+    ] = False,
+    json_out: JsonOpt = False,
+    save: SaveOpt = None,
+    explorer=None,
+) -> None:
+    """Nearest vocabulary words of a word's contextual vector, beside those of its static vector.
+
+    The sentence's own words are left out, so the list says what the word means here."""
+    text = read_sentence(sentence, "neighbors")
+    check_saves(save)
+    doc = explorer().neighbors(text, word, k, include_context=include_context).document()
+    save_all(doc, save)
+    show(doc, json_out, "render_neighbors")
+
+
+@app.command(epilog="Example: ctxembed batch sentences.txt --word bank --no-weights > out.jsonl")
+@reports_errors
+@with_attention_options
+def batch(
+    source: Annotated[
+        str, typer.Argument(help="File of sentences, one per line, or JSON Lines with a 'text' field; '-' for stdin.")
+    ] = "-",
+    with_vectors: Annotated[bool, typer.Option("--with-vectors", help="Add static and contextual vectors.")] = False,
+    no_weights: Annotated[bool, typer.Option("--no-weights", help="Leave the attention weights out.")] = False,
+    word: Annotated[str | None, typer.Option("--word", "-w", help="Add this word's contextual vector.")] = None,
+    chunk: Annotated[int, typer.Option("--chunk", min=1, max=100_000, help="Sentences per attention batch.")] = 1024,
+    workers: Annotated[int, typer.Option("--workers", min=0, help="Processes (0: one per usable core).")] = 0,
+    explorer=None,
+) -> None:
+    """One JSON line per input line, in order; bad lines become {"line": k, "error": ...} records."""
+    from ctxembed.batch.driver import run_batch
+
+    run_batch(
+        explorer().engine,
+        source,
+        with_vectors=with_vectors,
+        weights=not no_weights,
+        word=word,
+        chunk=chunk,
+        workers=workers,
+    )

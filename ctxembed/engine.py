@@ -1,0 +1,647 @@
+"""Sentences -> contextual vectors and the numbers the commands show. No printing, no files.
+
+    engine = Engine(store, build_settings("default"))
+    sentence = engine.prepare("we sat on the river bank")           # tokens, vocabulary status
+    [result] = engine.run([sentence])                                # attention over the tokens
+    result.contextual[result.index_of("bank")]                       # (d,) the contextual "bank"
+
+Data flows one way: text -> :mod:`tokenize` -> store rows -> all-but-the-top removal (if any)
+-> :func:`ctxembed.core.attention.encode` -> :class:`Contextualized`. Many sentences at once (batch)
+take the same steps as columns: :meth:`Engine.prepare_many` -> :class:`Sentences` ->
+:meth:`Engine.arrays` -> :class:`GroupArrays`, one group of equal-length sentences at a time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ctxembed.config import DEFAULT_MAX_TOKENS, WEIGHTS_BUDGET, ReadOptions
+from ctxembed.core.abtt import TopRemoval, statistics
+from ctxembed.core.attention import (
+    LayerSteps,
+    encode,
+    identity_params,
+    sinusoidal_positions,
+    validate_params,
+)
+from ctxembed.core.mix import LayerMix
+from ctxembed.core.projections import projection_params
+from ctxembed.errors import DataError, SettingError
+from ctxembed.settings import Settings
+from ctxembed.vectors.search import nearest
+from ctxembed.vectors.store import VectorStore
+from ctxembed.vectors.tokenize import WINDOW, Token, pretokenized, token_pieces, token_strings, tokenize, vocabulary_key
+from ctxembed.vectors.weights import check_trained_weights
+
+# Floats one group of sentences holds at once in each of its arrays (512 KB of float32): a group's
+# (B, T, d) vectors stay in a core's cache between steps, and the memory of a chunk's attention is
+# bounded whatever its sentences' lengths (a longer sentence runs alone). Batch's speed is flat from
+# 2^15 to 2^20 (within 10%: benchmarks/alternatives.py groups); wave 2's 2^22 bounded memory alone.
+GROUP_FLOATS = 1 << 17
+_EULER_GAMMA = 0.5772156649
+INDEX_MAX_WORDS = 1_000_000  # above this a word -> row dict costs hundreds of MB: keep the binary search
+
+
+@dataclass(slots=True)  # slots: batch makes one per sentence, and a __dict__ each would be ~10% of that
+class Prepared:
+    """A sentence ready for attention: every token, and the ones that take part.
+
+    Token objects (with character offsets) are built only when asked for: batch needs the
+    tokens' texts and keys alone. Static vectors are gathered from the store when first asked
+    for, so that a batch of sentences is gathered in one operation by :meth:`Engine.run`."""
+
+    text: str
+    texts: list[str]  # per token: its text as written
+    token_keys: list[str]  # per token: the tokenizer's key (normalised, lower-cased for a lower-case vocabulary)
+    in_vocab: list[bool]  # per token: has a vector (in the vocabulary, or built from subwords)
+    used: list[int]  # positions (into tokens) of the tokens that enter attention, in order
+    rows: list[int]  # per used token: its store row (= frequency rank), -1 when it has none
+    keys: list[str | None]  # per token: the vocabulary word looked up
+    extra: dict[int, np.ndarray]  # index into used -> a vector that is no store row (subwords, zeros)
+    store: VectorStore = field(repr=False)
+    _tokens: list[Token] | None = field(default=None, repr=False)
+
+    @property
+    def tokens(self) -> list[Token]:
+        """Every token with its position and character offsets (the same texts as ``texts``)."""
+        if self._tokens is None:
+            self._tokens = tokenize(self.text, lowercase=self.store.lowercase)
+        return self._tokens
+
+    @property
+    def ranks(self) -> np.ndarray:
+        return np.array(self.rows, dtype=np.int64)  # (T,)
+
+    @property
+    def static(self) -> np.ndarray:
+        """(T, d) float32 static vectors of the used tokens (zeros for oov "zero"), gathered now."""
+        static = self.store.rows(np.maximum(self.ranks, 0))  # (T, d)
+        for index, vector in self.extra.items():
+            static[index] = vector
+        return static
+
+    @property
+    def skipped(self) -> list[Token]:
+        used = set(self.used)
+        return [t for t in self.tokens if t.position not in used]
+
+    def index_of(self, word: str) -> int | None:
+        """Row (into ``used``) of the first used token whose lookup key or lower-cased text equals ``word``."""
+        return first_match(word, self.texts, self.token_keys, self.used)
+
+
+def first_match(word: str, texts: Sequence[str], keys: Sequence[str], used: Sequence[int]) -> int | None:
+    """Index into ``used`` of the first token whose key or text, lower-cased, is ``word`` lower-cased."""
+    wanted = word.lower()
+    for row, position in enumerate(used):
+        if keys[position].lower() == wanted or texts[position].lower() == wanted:
+            return row
+    return None
+
+
+@dataclass
+class Sentences:
+    """Many sentences ready for attention, column by column: what :meth:`Engine.arrays` reads.
+
+    A usual sentence (every token a vocabulary word, all of them attended) is its text, its tokens
+    and a slice of the flat ``rows`` and ``keys``, with no object of its own; any other sentence
+    keeps its :class:`Prepared` in ``prepared`` (its own in_vocab, attended positions and vectors
+    built from subwords), and a text that could not be prepared its error in ``errors``.
+    :meth:`sentence` gives any of them as a :class:`Prepared`, the same as :meth:`Engine.prepare`."""
+
+    texts: list[str]
+    tokens: list[list[str]]  # per sentence: its tokens as written (a usual one's; see ``prepared`` otherwise)
+    lengths: np.ndarray  # (n,) int64 tokens that enter attention; -1 for a text in ``errors``
+    starts: np.ndarray  # (n,) int64 where each sentence's rows begin in ``rows``
+    rows: np.ndarray  # (total,) int64 store rows, -1 for a vector that is no store row
+    keys: list[str]  # the usual sentences' lookup keys, flat: a usual sentence's are keys[start:start + length]
+    prepared: dict[int, Prepared]  # sentence -> its Prepared, when it is not a usual one
+    errors: dict[int, DataError]  # text -> why it could not be prepared
+    store: VectorStore = field(repr=False)
+
+    @classmethod
+    def of(cls, sentences: Sequence[Prepared]) -> Sentences:
+        """Prepared sentences as columns (each keeps its Prepared: results point back to it)."""
+        lengths = np.fromiter(map(len, (s.used for s in sentences)), np.int64, len(sentences))  # (n,)
+        starts = np.zeros(len(sentences), np.int64)  # (n,)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        rows = np.fromiter(itertools.chain.from_iterable(s.rows for s in sentences), np.int64, int(lengths.sum()))
+        store = sentences[0].store if sentences else None
+        texts, tokens = [s.text for s in sentences], [s.texts for s in sentences]
+        return cls(texts, tokens, lengths, starts, rows, [], dict(enumerate(sentences)), {}, store)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def sentence(self, i: int) -> Prepared:
+        """Sentence ``i`` as a :class:`Prepared` (built now for a usual one)."""
+        given = self.prepared.get(i)
+        if given is not None:
+            return given
+        if i in self.errors:
+            raise self.errors[i]
+        start, n = int(self.starts[i]), int(self.lengths[i])
+        keys, rows = self.keys[start : start + n], self.rows[start : start + n].tolist()
+        return Prepared(self.texts[i], self.tokens[i], keys, [True] * n, list(range(n)), rows, keys, {}, self.store)
+
+    def columns(self, i: int) -> tuple[list[str], list[bool], list[int]]:
+        """(tokens, in_vocab, attended positions) of sentence ``i``: what its batch record shows."""
+        given = self.prepared.get(i)
+        if given is not None:
+            return given.texts, given.in_vocab, given.used
+        n = int(self.lengths[i])
+        return self.tokens[i], [True] * n, list(range(n))
+
+    def index_of(self, i: int, word: str) -> int | None:
+        """:meth:`Prepared.index_of` of sentence ``i``."""
+        given = self.prepared.get(i)
+        if given is not None:
+            return given.index_of(word)
+        start, n = int(self.starts[i]), int(self.lengths[i])
+        return first_match(word, self.tokens[i], self.keys[start : start + n], range(n))
+
+
+@dataclass
+class GroupArrays:
+    """The numbers of a group of B sentences of one length T, as computed, before they are cut into
+    one :class:`Contextualized` per sentence. Batch reads records straight from these arrays."""
+
+    sentences: Sentences
+    members: list[int]  # the B sentences of the group: indices into ``sentences``
+    static: np.ndarray  # (B, T, d) the static vectors
+    inputs: np.ndarray  # (B, T, d) after all-but-the-top removal: what attention saw
+    contextual: np.ndarray | None  # (B, T, d_out) the mix when one is on, else the last layer (None: not asked)
+    weights: np.ndarray | None  # (B, L, h, T, T) C-contiguous, so weights[b] is one block (None: not kept)
+    layer_inputs: list[np.ndarray]  # L arrays (B, T, d_l), positions included (empty without vectors)
+    top: np.ndarray | None  # (B, T, d_out) the last layer's output when a mix made ``contextual``
+    steps: list[LayerSteps] | None  # with trace: every step of every layer, the B axis kept
+
+    def results(self, mix: LayerMix | None) -> list[Contextualized]:
+        """One :class:`Contextualized` per sentence: views into the group's arrays."""
+        T = self.static.shape[1]
+        return [
+            Contextualized(
+                prepared=self.sentences.sentence(i),
+                static=self.static[b],  # (T, d)
+                inputs=self.inputs[b],  # (T, d)
+                contextual=self.contextual[b],  # (T, d_out)
+                weights=None if self.weights is None else self.weights[b],  # (L, h, T, T)
+                layer_inputs=[layer[b] for layer in self.layer_inputs],  # L arrays (T, d_l)
+                steps=None if self.steps is None else [layer.sentence(b, T) for layer in self.steps],
+                top=None if self.top is None else self.top[b],  # (T, d_out)
+                mix=mix,
+            )
+            for b, i in enumerate(self.members)
+        ]
+
+
+@dataclass
+class Contextualized:
+    """One sentence after attention. Rows of every array follow ``prepared.used``."""
+
+    prepared: Prepared
+    static: np.ndarray  # (T, d) the static vectors of the used tokens
+    inputs: np.ndarray  # (T, d) what attention saw: static vectors after all-but-the-top removal
+    contextual: np.ndarray  # (T, d_out) the layer mix when one is on, else the last layer's output
+    weights: np.ndarray | None  # (L, h, T, T) attention weights of every layer and head (None: not kept)
+    layer_inputs: list[np.ndarray] = field(default_factory=list)  # L arrays (T, d_l), positions included
+    steps: list[LayerSteps] | None = None  # Engine.run(..., trace=True): every step of every layer
+    top: np.ndarray | None = None  # (T, d_out) the last layer's output when a mix made ``contextual``
+    mix: LayerMix | None = None  # the mix that made ``contextual`` from the layers, or None
+
+    @property
+    def last_layer(self) -> np.ndarray:
+        """(T, d_out) the last attention layer's output, with or without a mix."""
+        return self.contextual if self.top is None else self.top
+
+    def layers(self) -> np.ndarray:
+        """(L + 1, T, d) every layer a mix weighs: the attention input h0, then each layer's output."""
+        return np.stack([self.inputs, *self.layer_inputs[1:], self.last_layer])
+
+    def used_tokens(self) -> list[Token]:
+        return [self.prepared.tokens[p] for p in self.prepared.used]
+
+    def index_of(self, word: str) -> int | None:
+        """Row of the first used token whose lookup key or lower-cased text equals ``word``."""
+        return self.prepared.index_of(word)
+
+    def moved(self) -> np.ndarray:
+        """Per token, the cosine between its attention input and its contextual vector (T,);
+        NaN when the two live in spaces of different size."""
+        if self.inputs.shape[1] != self.contextual.shape[1]:
+            return np.full(len(self.contextual), np.nan)
+        return row_cosines(self.inputs, self.contextual)
+
+
+def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine of each row pair (n, d), (n, d) -> (n,), in the inputs' dtype; zero rows give 0."""
+    dots = np.einsum("td,td->t", a, b)  # (T,)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)  # (T,)
+    return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(np.dot(a, b) / norm) if norm > 0 else 0.0
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Each row of (n, d) scaled to length 1, in the input's dtype; zero rows stay zero."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)  # (n, 1)
+    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)  # (n, d)
+
+
+def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
+    """Pairwise cosines of n vectors (n, d) -> (n, n); zero vectors give 0."""
+    unit = unit_rows(vectors)  # (n, d)
+    return np.clip(unit @ unit.T, -1.0, 1.0)  # (n, n)
+
+
+def _non_finite(x: np.ndarray, *, masked: bool = False) -> bool:
+    """True when ``x`` holds NaN or infinity; with ``masked``, -inf (a masked score) is allowed."""
+    if masked:
+        return bool(np.isnan(x).any() or np.isposinf(x).any())
+    return not np.isfinite(x).all()
+
+
+class WordLookup:
+    """Word -> store row (its frequency rank), or None. A binary search over the store's sorted
+    vocabulary costs nothing to set up; :meth:`index_all` switches to a dict, built once (~50 ms for
+    200k words), for many sentences."""
+
+    def __init__(self, store: VectorStore):
+        self.store = store
+        self.row: Callable[[str], int | None] = store.find
+        self.indexed = False
+
+    def index_all(self) -> WordLookup:
+        self.row = self.store.index.get
+        self.indexed = True
+        return self
+
+    def rows(self, keys: Sequence[str]) -> np.ndarray:
+        """(n,) int64 store row of each key, -1 for a key not in the vocabulary."""
+        if self.indexed:
+            return np.fromiter(map(self.row, keys, itertools.repeat(-1)), np.int64, len(keys))  # dict.get(key, -1)
+        found = (-1 if row is None else row for row in map(self.row, keys))
+        return np.fromiter(found, np.int64, len(keys))
+
+
+class Engine:
+    """Static vectors + settings -> contextual vectors. Build once, run on many sentences."""
+
+    def __init__(
+        self,
+        store: VectorStore,
+        settings: Settings,
+        *,
+        oov: str = "skip",
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        label: Callable[[str], str] = str,
+    ):
+        options = ReadOptions(oov=oov, max_tokens=max_tokens)
+        self.store = store
+        self.settings = settings
+        self.oov = options.oov
+        self.max_tokens = options.max_tokens
+        self.label = label  # how error messages name a setting (the CLI: by its flag)
+        self.dim = store.dim
+        self.words = WordLookup(store)  # word -> store row
+        self.removal = top_removal(store, settings)  # all-but-the-top, or None
+        check_trained_weights(settings, store)
+        self.params = projection_params(settings, self.dim)
+        try:
+            self.out_dim = validate_params(
+                self.params or identity_params(settings.attention), self.dim, settings.attention
+            )
+        except ValueError as exc:
+            raise SettingError(str(exc)) from None
+        self.mix = self._layer_mix()
+        # Zipf estimate of a word's probability from its frequency rank: p(r) = 1 / (r * H_N)
+        self._harmonic = math.log(max(len(store), 1)) + _EULER_GAMMA
+
+    def bulk(self) -> Engine:
+        """Prepare for many sentences: look words up in a dict (see :meth:`WordLookup.index_all`)."""
+        self.words.index_all()
+        return self
+
+    def bulk_if_affordable(self) -> Engine:
+        """:meth:`bulk` (the same rows as the binary search), unless the vocabulary has over
+        INDEX_MAX_WORDS words (the dict would cost hundreds of MB) or is not valid UTF-8: then the
+        binary search, which copes with both. What batch and embed_lines do for a run."""
+        if len(self.store) <= INDEX_MAX_WORDS:
+            try:
+                self.bulk()  # the store builds its dict once; later calls cost nothing
+            except DataError:
+                pass
+        return self
+
+    def _layer_mix(self) -> LayerMix | None:
+        """The mix the settings name, checked against the layers (None: the last layer alone)."""
+        from ctxembed.evaluation.mixfit import resolve_mix
+
+        mix = resolve_mix(self.settings.mix, self.settings.attention.layers)
+        if mix is not None and self.out_dim != self.dim:
+            raise SettingError(
+                f"{{mix}} adds the layers up, but attention outputs have {self.out_dim} dimensions and its "
+                f"input {self.dim}: use {{output_projection}}, or {{mix}} off",
+                "mix",
+                "output_projection",
+            )
+        return mix
+
+    # ------------------------------------------------------------------ sentences
+    def prepare_many(self, texts: Sequence[str]) -> Sentences:
+        """:meth:`prepare` of many texts, as columns (:class:`Sentences`); a text that cannot be
+        prepared has its DataError in ``errors`` (not raised).
+
+        The usual texts (words of letters and digits between spaces, every word in the vocabulary,
+        within ``max_tokens``) are tokenised, looked up and checked together, in a few calls over all
+        of them, with no object per sentence; any other text goes through :meth:`prepare`.
+        ``sentences.sentence(i)`` equals ``prepare(texts[i])`` either way (tests/test_fast_paths.py)."""
+        lowercase, most = self.store.lowercase, self.max_tokens
+        words = [text.split() for text in texts]  # per text: its tokens when it is a usual one
+        n_texts = len(texts)
+        lengths = np.fromiter(map(len, words), np.int64, n_texts)  # (n,) tokens per text
+        starts = np.zeros(n_texts, np.int64)  # (n,) where each text's tokens begin in the flat lists
+        np.cumsum(lengths[:-1], out=starts[1:])
+        flat = list(itertools.chain.from_iterable(words))  # every token, text after text
+        joined = "\n".join(texts)  # lower() never makes or removes white space: its split() is the texts'
+        lowered = joined.lower() if lowercase else joined
+        keys = flat if lowered == joined else lowered.split()  # every token's key, flat
+        usual = (lengths > 0) & (lengths <= most)  # (n,)
+        usual &= np.fromiter(map(len, texts), np.int64, n_texts) <= WINDOW
+        # per text, over its tokens: reduceat sums [starts[i], starts[i + 1]); one neutral element
+        # after the last token keeps every start inside the array (an empty text is not usual anyway)
+        if n_texts and not joined.replace(" ", "").replace("\n", "").isalnum():  # else all letters and digits
+            alnum = np.fromiter(map(str.isalnum, flat), bool, len(flat))  # (tokens,)
+            usual &= np.logical_and.reduceat(np.append(alnum, True), starts)
+        if usual.all():
+            rows = self.words.rows(keys)  # (tokens,) store rows, -1: not in the vocabulary
+        else:  # only the words of texts still usual: the others go through prepare(), which looks up its own
+            wanted = np.repeat(usual, lengths)  # (tokens,)
+            rows = np.full(len(keys), -1, np.int64)  # (tokens,)
+            rows[wanted] = self.words.rows(list(itertools.compress(keys, wanted.tolist())))
+        if n_texts:
+            usual &= np.minimum.reduceat(np.append(rows, 0), starts) >= 0  # every word in the vocabulary
+        prepared: dict[int, Prepared] = {}
+        errors: dict[int, DataError] = {}
+        extra_rows: list[int] = []  # the other texts' rows, one after the other
+        total = len(keys)
+        for i in np.flatnonzero(~usual).tolist():  # the rest, one by one, as one sentence alone
+            try:
+                sentence = prepared[i] = self.prepare(texts[i])
+            except DataError as exc:
+                errors[i] = exc
+                lengths[i] = -1
+                continue
+            lengths[i], starts[i] = len(sentence.used), total
+            extra_rows += sentence.rows
+            total += len(sentence.used)
+        if extra_rows:
+            rows = np.concatenate([rows, np.array(extra_rows, dtype=np.int64)])
+        return Sentences(list(texts), words, lengths, starts, rows, keys, prepared, errors, self.store)
+
+    def prepare(self, text: str, *, words: Sequence[str] | None = None) -> Prepared:
+        """Tokenise and look up a sentence (or pre-split ``words``); raise DataError when it is unusable.
+
+        Tokenising stops as soon as more than ``max_tokens`` tokens would enter attention, so a huge
+        line is refused without being tokenised whole."""
+        lowercase = self.store.lowercase
+        tokens, lookup = None, self.words.row
+        if words is not None:
+            tokens = pretokenized(words, lowercase=lowercase)
+            pieces = iter([([t.text for t in tokens], [t.key for t in tokens], True)])
+        elif len(text) <= WINDOW:  # one piece
+            texts, keys = token_strings(text, lowercase=lowercase)
+            found = list(map(lookup, keys))
+            if None not in found and 0 < len(found) <= self.max_tokens:
+                # the usual case, without the bookkeeping below: every token is a vocabulary word
+                n = len(found)
+                return Prepared(text, texts, keys, [True] * n, list(range(n)), found, keys, {}, self.store)
+            pieces = iter([(texts, keys, True)])
+        else:
+            pieces = token_pieces(text, lowercase=lowercase)
+        texts: list[str] = []
+        token_keys: list[str] = []
+        in_vocab: list[bool] = []
+        keys: list[str | None] = []
+        used: list[int] = []
+        rows: list[int] = []  # per used token: its store row, or -1 (zero vector or subword vector)
+        extra: dict[int, np.ndarray] = {}  # index into used -> a vector that is not a store row
+        for piece_texts, piece_keys, last in pieces:
+            found = list(map(lookup, piece_keys))
+            offset = len(texts)
+            texts += piece_texts
+            token_keys += piece_keys
+            if None not in found:  # the usual case: every token is a vocabulary word
+                in_vocab += [True] * len(found)
+                keys += piece_keys
+                used += range(offset, len(texts))
+                rows += found
+            else:
+                self._look_up_slowly(piece_keys, found, offset, in_vocab, keys, used, rows, extra)
+            if len(used) > self.max_tokens and not last:  # refused before the rest is tokenised
+                raise DataError(
+                    f"sentence has over {self.max_tokens} tokens, more than {{max_tokens}} {self.max_tokens} "
+                    f"(attention keeps n^2 weights per head and layer)",
+                    "max_tokens",
+                )
+        if not texts:
+            raise DataError("empty sentence: nothing to attend to")
+        if self.oov == "error" and not all(in_vocab):
+            missing = ", ".join(repr(t) for t, ok in zip(texts, in_vocab, strict=True) if not ok)
+            raise DataError(f"out of vocabulary: {missing} ({{oov}} skip or zero to go on)", "oov")
+        if not any(in_vocab):
+            shown = " ".join(texts[:8]) + (" ..." if len(texts) > 8 else "")
+            raise DataError(f"no token is in the vocabulary: {shown}")
+        if len(used) > self.max_tokens:
+            raise DataError(
+                f"sentence has {len(used)} tokens, more than {{max_tokens}} {self.max_tokens} "
+                f"(attention keeps n^2 weights per head and layer)",
+                "max_tokens",
+            )
+        a = self.settings.attention
+        if a.layers * a.heads * len(used) ** 2 * 4 > WEIGHTS_BUDGET:
+            raise DataError(
+                f"a sentence of {len(used)} tokens with {{layers}} {a.layers} and {{heads}} {a.heads} would keep "
+                f"{a.layers * a.heads * len(used) ** 2 * 4 / 2**30:.1f} GB of attention weights; "
+                f"the limit is {WEIGHTS_BUDGET / 2**30:.0f} GB",
+                "layers",
+                "heads",
+            )
+        return Prepared(text, texts, token_keys, in_vocab, used, rows, keys, extra, self.store, tokens)
+
+    def _look_up_slowly(self, piece_keys, found, offset, in_vocab, keys, used, rows, extra) -> None:
+        """Tokens of a piece, one by one: clitic fallbacks, case, subwords and --oov for unknown words."""
+        store, lookup, lowercase = self.store, self.words.row, self.store.lowercase
+        for position, (token_key, row) in enumerate(zip(piece_keys, found, strict=True), start=offset):
+            key = token_key
+            if row is None:
+                key = vocabulary_key(token_key, lambda k: lookup(k) is not None)
+                if key is None and not lowercase and token_key != token_key.lower():
+                    key = vocabulary_key(token_key.lower(), lambda k: lookup(k) is not None)
+                row = lookup(key) if key is not None else None
+            known = row is not None or (store.subwords is not None and store.can_embed(token_key))
+            in_vocab.append(known)
+            keys.append(key if row is not None else (token_key if known else None))
+            if known or self.oov == "zero":
+                if row is None:
+                    extra[len(used)] = store.vector(token_key) if known else np.zeros(store.dim, np.float32)
+                used.append(position)
+                rows.append(-1 if row is None else row)
+
+    def key_bias(self, ranks: np.ndarray) -> np.ndarray | None:
+        """SIF: log(a / (a + p(w))) per key, with p from the Zipf estimate; 0 for words without a rank."""
+        a = self.settings.sif
+        if not a:
+            return None
+        p = np.where(ranks >= 0, 1.0 / ((np.maximum(ranks, 0) + 1) * self._harmonic), 0.0)  # (T,)
+        return np.log(a / (a + p)).astype(np.float32)  # (T,) <= 0
+
+    def project_inputs(self, static: np.ndarray) -> np.ndarray:
+        """(..., d) static vectors -> attention inputs (all-but-the-top removal when on)."""
+        return static if self.removal is None else self.removal(static)  # (..., d)
+
+    def run(self, sentences: Sequence[Prepared], *, weights: bool = True, trace: bool = False) -> list[Contextualized]:
+        """Attention over many sentences; one result per sentence, in order.
+
+        Sentences run in groups of equal length (see :meth:`groups`), so a sentence's numbers never
+        depend on the sentences it runs with. ``weights=False`` keeps no attention weights; ``trace``
+        keeps every intermediate step in ``result.steps`` (what --explain shows)."""
+        results: list[Contextualized | None] = [None] * len(sentences)
+        for members, group in self.groups(sentences, weights=weights, trace=trace):
+            for i, result in zip(members, group, strict=True):
+                results[i] = result
+        return results
+
+    def run_many(self, sentences: Sequence[Prepared], *, weights: bool = True, group: int | None = None):
+        """The same as :meth:`run` (kept for callers of the padded-group days; ``group`` is ignored)."""
+        return self.run(sentences, weights=weights)
+
+    def groups(self, sentences: Sequence[Prepared], *, weights: bool = True, trace: bool = False):
+        """Yield (indices into sentences, their results) group by group, shortest sentences first
+        (the groups of :meth:`arrays`, cut into one :class:`Contextualized` per sentence)."""
+        for members, group in self.arrays(sentences, weights=weights, trace=trace):
+            yield members, group.results(self.mix)
+
+    def arrays(
+        self,
+        sentences: Sentences | Sequence[Prepared],
+        *,
+        weights: bool = True,
+        vectors: bool = True,
+        trace: bool = False,
+    ):
+        """Yield (indices into sentences, :class:`GroupArrays`) group by group, shortest sentences first.
+
+        A group holds sentences of one length T, and at most GROUP_FLOATS floats in each array:
+        layers x heads x T^2 per sentence when weights are kept, heads x T^2 (one layer's) when they
+        are not, and T x d for its vectors. Without padding, a sentence's arithmetic is the same
+        whatever it runs with. ``vectors=False`` is for a caller that reads the weights alone: the
+        last layer stops at its weights, and no contextual vector is made. A text in
+        ``sentences.errors`` is in no group."""
+        if not isinstance(sentences, Sentences):
+            sentences = Sentences.of(sentences)
+        a = self.settings.attention
+        lengths = sentences.lengths
+        order = np.argsort(lengths, kind="stable")  # (n,) by length, then in input order
+        order = order[lengths[order] > 0]  # texts in errors (-1) are in no group
+        cuts = np.flatnonzero(np.diff(lengths[order])) + 1  # where the length changes
+        for members in np.split(order, cuts) if len(order) else []:
+            T = int(lengths[members[0]])
+            # floats a sentence holds at once: its attention weights, or its (T, d) vectors if more
+            per_sentence = T * max(a.heads * T * (a.layers if weights else 1), self.dim)
+            size = max(1, GROUP_FLOATS // per_sentence)
+            for start in range(0, len(members), size):
+                chosen = members[start : start + size].tolist()
+                yield chosen, self._run_group(sentences, chosen, T, weights, vectors or trace, trace)
+
+    def _run_group(
+        self, sentences: Sentences, members: list[int], T: int, weights: bool, vectors: bool, trace: bool
+    ) -> GroupArrays:
+        """Attention over sentences of one length T, stacked into (B, T, d) without padding."""
+        B = len(members)
+        at = sentences.starts[members][:, None] + np.arange(T)  # (B, T) positions in sentences.rows
+        ranks = sentences.rows[at]  # (B, T)
+        static = self.store.rows(np.maximum(ranks, 0).ravel()).reshape(B, T, self.dim)  # (B, T, d)
+        if sentences.prepared:  # vectors that are no store row: subwords, --oov zero
+            for b, i in enumerate(members):
+                given = sentences.prepared.get(i)
+                if given is not None:
+                    for index, vector in given.extra.items():
+                        static[b, index] = vector
+        inputs = self.project_inputs(static)  # (B, T, d)
+        bias = self.key_bias(ranks)  # (B, T) or None
+        with np.errstate(all="ignore"):  # a NaN or overflow is reported below, naming its stage, not warned
+            result = encode(
+                inputs,
+                self.settings.attention,
+                self.params,
+                key_bias=bias,
+                trace=trace,
+                keep_weights=weights or not vectors,
+                outputs=vectors,
+            )
+        # without outputs, finite inputs and weights bound every output: each is a weighted mean of inputs
+        checked = result.contextual if vectors else inputs
+        finite = np.isfinite(checked).all() and (result.weights is None or np.isfinite(result.weights).all())
+        if not finite:
+            raise DataError(f"the computation gave NaN or infinite values at {self._bad_stage(inputs, None, bias)}")
+        kept = None if not weights else np.ascontiguousarray(np.moveaxis(result.weights, 1, 0))  # (B, L, h, T, T)
+        if not vectors:
+            return GroupArrays(sentences, members, static, inputs, None, kept, [], None, None)
+        hidden_in = (
+            inputs + sinusoidal_positions(T, self.dim, inputs.dtype) if self.settings.attention.positions else inputs
+        )
+        layer_inputs = [hidden_in] + result.layer_outputs[:-1]  # L arrays (B, T, d_l)
+        top, contextual = None, result.contextual  # (B, T, d_out)
+        if self.mix is not None:  # h0 is the word itself: the input without positions
+            layers = np.stack([inputs, *result.layer_outputs])  # (L + 1, B, T, d)
+            top, contextual = contextual, self.mix.apply(layers)  # (B, T, d)
+        return GroupArrays(sentences, members, static, inputs, contextual, kept, layer_inputs, top, result.steps)
+
+    def _bad_stage(self, inputs: np.ndarray, lengths: np.ndarray | None, bias) -> str:
+        """The first step whose numbers are not all finite (only run after a failure): re-run traced."""
+        if not np.isfinite(inputs).all():
+            return "the input vectors (after all-but-the-top)"
+        with np.errstate(all="ignore"):
+            traced = encode(inputs, self.settings.attention, self.params, lengths=lengths, key_bias=bias, trace=True)
+        for number, layer in enumerate(traced.steps):
+            a = layer.attention
+            for name, array in (
+                ("the queries, keys and values", (layer.q, layer.k, layer.v)),
+                ("the attention scores", (a.scores,)),
+                ("the attention weights (normalisation)", (a.weights,)),
+                ("the weighted sum of values", (a.context,)),
+                ("the merged heads (output projection)", (layer.merged,)),
+                ("the layer output (residual, layer norm)", (layer.output,)),
+            ):
+                if any(_non_finite(x, masked=name == "the attention scores") for x in array):
+                    return f"{name} of layer {number}"
+        return "the contextual vectors"
+
+    # ------------------------------------------------------------------ neighbours
+    def neighbors(self, vector: np.ndarray, *, k: int, exclude: set[str], space: str) -> list[tuple[str, float]]:
+        """Nearest vocabulary words of ``vector``. ``space="static"`` compares with the store as is;
+        ``"input"`` with the vocabulary after all-but-the-top removal (where contextual vectors live)."""
+        return nearest(self.store, vector, k=k, exclude=exclude, removal=None if space == "static" else self.removal)
+
+
+def top_removal(store: VectorStore, settings: Settings) -> TopRemoval | None:
+    """All-but-the-top removal of ``settings.abtt`` directions, or None when it is off."""
+    if not settings.abtt:
+        return None
+    n = min(settings.abtt_words, len(store))
+    if settings.abtt >= store.dim or n < 2:
+        raise SettingError(
+            f"{{abtt}} {settings.abtt} needs vectors of more than {settings.abtt} dimensions and at least 2 words "
+            f"(these have {store.dim} and {len(store)})",
+            "abtt",
+        )
+    return TopRemoval.from_statistics(statistics(store, n), settings.abtt)

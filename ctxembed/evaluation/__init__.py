@@ -1,0 +1,1 @@
+"""Evaluation on human-labelled data (WiC, SCWS, the senses suite), and fitting a layer mix."""

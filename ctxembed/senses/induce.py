@@ -1,0 +1,411 @@
+"""Senses of a word in a corpus: contextual vectors of its occurrences, clustered. No printing.
+
+    vectors = occurrence_vectors(engine, scan.occurrences["plant"])      # one row per usable occurrence
+    clustering = cluster(vectors.unit, k=None)                           # k chosen by silhouette
+    doc = word_document(engine, vectors, clustering, forms)              # part of ctxembed.senses/1
+
+The vector of an occurrence is its contextual vector; with ``drop_own`` the word's own term (see
+:func:`own_term`: the layer-0 share of a layer mix, the residual λ·x) is taken out, leaving what
+the context adds. Dropping it is the default (docs/senses.md has the measurements).
+The vectors are normalised and clustered by k-means (on the unit sphere,
+cosine = dot product: spherical k-means as far as the assignment step goes).
+
+Choosing k (``k=None``): for every k from 2 to ``k_max`` whose clusters all hold at least
+``min_share`` of the occurrences (and 2 of them), the mean silhouette (cosine) is computed;
+the k with the highest one wins. Fewer than 2·max(2, ⌈min_share·n⌉) occurrences cannot be split
+and give one sense. scikit-learn does the k-means, the silhouettes and the PCA map; it is
+imported here only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ctxembed.engine import Engine, unit_rows
+from ctxembed.errors import DataError
+from ctxembed.senses.occurrences import Occurrence, word_forms
+from ctxembed.vectors.tokenize import tokenize
+
+K_MAX = 50  # largest -k accepted
+AUTO_K_MAX = 8  # -k auto tries 2 .. this
+MIN_SHARE = 0.05  # -k auto: every cluster holds at least this share of the occurrences
+N_INIT = 10  # k-means restarts
+LABEL_VOCABULARY = 50_000  # sense labels are chosen among this many most frequent words
+
+
+@dataclass
+class OccurrenceVectors:
+    """Vectors of the usable occurrences of one word, and what happened to the others."""
+
+    occurrences: list[Occurrence]  # the usable ones, in corpus order
+    vectors: np.ndarray  # (n, d) context vectors (contextual minus the own term)
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
+
+    @property
+    def unit(self) -> np.ndarray:
+        return unit_rows(self.vectors)  # (n, d)
+
+
+@dataclass
+class Clustering:
+    labels: np.ndarray  # (n,) sense of each occurrence, 0 = the largest sense
+    k: int
+    chosen_by: str  # "given", "silhouette", or "too few occurrences"
+    silhouette: float | None  # mean silhouette (cosine) of the result; None for one cluster
+    tried: list[dict] = field(default_factory=list)  # -k auto: {k, silhouette, smallest_share}
+
+
+def own_term(engine: Engine, result, row: int) -> np.ndarray | None:
+    """(d_out,) the part of token ``row``'s contextual vector that is its own input, not its context:
+    the layer-0 term of a layer mix (γ·s₀·h0), plus the last layer's residual λ·x (weighted by the
+    mix's last weight when there is a mix) when the settings have a residual and no layer norm after it.
+    None when there is no such term."""
+    a = engine.settings.attention
+    residual = float(a.residual_scale) if a.residual and not a.layer_norm else 0.0
+    mix = result.mix
+    if mix is None:
+        return residual * result.layer_inputs[-1][row] if residual else None
+    weights = mix.gamma * np.asarray(mix.weights, dtype=np.float64)  # (L + 1,)
+    own = weights[0] * result.inputs[row]  # (d,)
+    if residual:
+        own = own + weights[-1] * residual * result.layer_inputs[-1][row]
+    return own
+
+
+def occurrence_vectors(engine: Engine, occurrences: list[Occurrence], *, drop_own: bool = True) -> OccurrenceVectors:
+    """Contextual vectors of each occurrence's token in its line; lines over max_tokens are skipped."""
+    skipped = {"too_long": 0, "no_vector": 0}
+    lowercase = engine.store.lowercase
+    last_line, sentence, reason = None, None, None
+    usable, prepared, rows = [], [], []
+    for occurrence in occurrences:
+        if occurrence.line != last_line:  # occurrences come in corpus order: prepare each line once
+            last_line, sentence, reason = occurrence.line, None, None
+            if len(tokenize(occurrence.text, lowercase=lowercase)) > engine.max_tokens:
+                reason = "too_long"
+            else:
+                try:
+                    sentence = engine.prepare(occurrence.text)
+                except DataError:
+                    reason = "no_vector"
+        if sentence is None:
+            skipped[reason] += 1
+            continue
+        position = next((t.position for t in sentence.tokens if t.start <= occurrence.start < t.end), None)
+        if position is None or position not in sentence.used:
+            skipped["no_vector"] += 1
+            continue
+        usable.append(occurrence)
+        prepared.append(sentence)
+        rows.append(sentence.used.index(position))
+    return OccurrenceVectors(usable, target_vectors(engine, prepared, rows, drop_own=drop_own), skipped)
+
+
+def target_vectors(engine: Engine, prepared: list, rows: list[int], *, drop_own: bool = True) -> np.ndarray:
+    """(n, d_out) contextual vector of token ``rows[i]`` (an index into ``used``) of sentence ``prepared[i]``,
+    minus its own residual term when ``drop_own``; a sentence listed several times runs once."""
+    vectors = np.zeros((len(prepared), engine.out_dim), dtype=np.float32)  # (n, d_out)
+    if not prepared:
+        return vectors
+    distinct = list({id(s): s for s in prepared}.values())
+    with one_thread():
+        results = dict(zip(map(id, distinct), engine.run_many(distinct), strict=True))
+    for n, (sentence, row) in enumerate(zip(prepared, rows, strict=True)):
+        result = results[id(sentence)]
+        vectors[n] = result.contextual[row]
+        own = own_term(engine, result, row) if drop_own else None
+        if own is not None:
+            vectors[n] -= own
+    return vectors
+
+
+def smallest_cluster(n: int, min_share: float) -> int:
+    return max(2, math.ceil(min_share * n))
+
+
+def cluster(
+    unit: np.ndarray, k: int | None = None, *, k_max: int = AUTO_K_MAX, min_share: float = MIN_SHARE, seed: int = 0
+) -> Clustering:
+    """Cluster unit vectors (n, d): ``k`` given, or chosen by silhouette (``None``)."""
+    # One thread: k-means over a few thousand points gains nothing from OpenMP, and on a busy
+    # machine its spinning threads made each fit 20 times slower (0.24 s against 0.012 s, measured).
+    with one_thread():
+        return _cluster(unit, k, k_max=k_max, min_share=min_share, seed=seed)
+
+
+def _cluster(unit: np.ndarray, k: int | None, *, k_max: int, min_share: float, seed: int) -> Clustering:
+    n = len(unit)
+    if k is not None:
+        if n < k:
+            raise DataError(f"{n} occurrence(s), fewer than the {k} senses asked for")
+        labels = _kmeans(unit, k, seed)
+        return Clustering(*_relabel(labels), "given", _silhouette(unit, labels))
+    floor = smallest_cluster(n, min_share)
+    tried = []
+    best: tuple[float, np.ndarray] | None = None
+    for candidate in range(2, min(k_max, n // floor) + 1):
+        labels = _kmeans(unit, candidate, seed)
+        sizes = np.bincount(labels, minlength=candidate)  # (k,)
+        entry = {"k": candidate, "silhouette": None, "smallest_share": float(sizes.min() / n)}
+        tried.append(entry)
+        if sizes.min() < floor:
+            continue
+        entry["silhouette"] = _silhouette(unit, labels)
+        if best is None or entry["silhouette"] > best[0]:
+            best = (entry["silhouette"], labels)
+    if best is None:
+        reason = "too few occurrences" if not tried else "no split with every sense large enough"
+        return Clustering(np.zeros(n, dtype=np.int64), 1, reason, None, tried)
+    labels, k = _relabel(best[1])
+    return Clustering(labels, k, "silhouette", best[0], tried)
+
+
+def _kmeans(unit: np.ndarray, k: int, seed: int) -> np.ndarray:
+    from sklearn.cluster import KMeans
+
+    if k == 1:
+        return np.zeros(len(unit), dtype=np.int64)
+    model = KMeans(n_clusters=k, n_init=N_INIT, random_state=seed)
+    return model.fit_predict(unit.astype(np.float64)).astype(np.int64)  # (n,)
+
+
+def _silhouette(unit: np.ndarray, labels: np.ndarray) -> float | None:
+    from sklearn.metrics import silhouette_score
+
+    distinct = len(np.unique(labels))
+    if distinct < 2 or distinct >= len(unit):
+        return None
+    return float(silhouette_score(unit, labels, metric="cosine"))
+
+
+def _relabel(labels: np.ndarray) -> tuple[np.ndarray, int]:
+    """Number the clusters by size, largest first (ties: first occurrence first)."""
+    sizes = np.bincount(labels)  # (k,)
+    present = [c for c in range(len(sizes)) if sizes[c]]
+    first = {c: int(np.argmax(labels == c)) for c in present}
+    order = sorted(present, key=lambda c: (-sizes[c], first[c]))
+    mapping = np.zeros(len(sizes), dtype=np.int64)
+    mapping[order] = np.arange(len(order))
+    return mapping[labels], len(order)
+
+
+def centroids(unit: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
+    """(k, d) normalised mean direction of each cluster."""
+    sums = np.zeros((k, unit.shape[1]), dtype=np.float64)  # (k, d)
+    np.add.at(sums, labels, unit)
+    return unit_rows(sums)  # (k, d)
+
+
+def pca_map(unit: np.ndarray) -> tuple[np.ndarray, list[float]]:
+    """(n, 2) coordinates of the first two principal components, and their explained variance ratios."""
+    if len(unit) < 3:
+        return np.zeros((len(unit), 2)), [0.0, 0.0]
+    from sklearn.decomposition import PCA
+
+    model = PCA(n_components=2, random_state=0)
+    points = model.fit_transform(unit.astype(np.float64))  # (n, 2)
+    return points, [float(x) for x in model.explained_variance_ratio_]
+
+
+def sense_labels(engine: Engine, centres: np.ndarray, *, k: int, exclude: set[str]) -> list[list[tuple[str, float]]]:
+    """Nearest vocabulary words of each centre's distinctive direction (the centre minus the mean of the
+    centres, so words every sense shares do not label them all), among the LABEL_VOCABULARY most frequent
+    words (rare words make poor labels, and the search is that much faster), alphabetic words only."""
+    from ctxembed.vectors.search import nearest
+
+    vocabulary = engine.store.head(min(LABEL_VOCABULARY, len(engine.store)))
+    mean = centres.mean(axis=0) if len(centres) > 1 else np.zeros(centres.shape[1])  # (d,)
+    labels = []
+    for centre in centres:
+        direction = (centre - mean).astype(np.float32)  # (d,)
+        found = nearest(vocabulary, direction, k=4 * k + 20, exclude=exclude, removal=engine.removal)
+        labels.append([(w, s) for w, s in found if w.isalpha()][:k])
+    return labels
+
+
+# ---------------------------------------------------------------------------------------------- documents
+def word_document(
+    engine: Engine,
+    word: str,
+    forms: list[str],
+    seen: int,
+    found: OccurrenceVectors,
+    clustering: Clustering | None,
+    *,
+    examples: int = 5,
+    label_words: int = 8,
+) -> dict:
+    """One word's part of ``ctxembed.senses/1``: its senses, every occurrence, the quality, the map."""
+    n = len(found.occurrences)
+    entry = {
+        "word": word,
+        "forms": forms,
+        "occurrences_found": seen,
+        "occurrences_sampled": n + sum(found.skipped.values()),
+        "occurrences_used": n,
+        "skipped": found.skipped,
+        "k": 0,
+        "chosen_by": None,
+        "quality": {"silhouette": None, "tried": []},
+        "senses": [],
+        "occurrences": [],
+        "map": {"explained_variance": [0.0, 0.0]},
+    }
+    if clustering is None or n == 0:
+        return entry
+    unit = found.unit  # (n, d)
+    centres = centroids(unit, clustering.labels, clustering.k)  # (k, d)
+    closeness = np.einsum("nd,nd->n", unit, centres[clustering.labels])  # (n,) cosine to own centre
+    can_label = engine.out_dim == engine.dim
+    labels = sense_labels(engine, centres, k=label_words, exclude=set(forms)) if can_label else None
+    points, explained = pca_map(unit)  # (n, 2)
+    entry.update(
+        k=clustering.k,
+        chosen_by=clustering.chosen_by,
+        quality={"silhouette": clustering.silhouette, "tried": clustering.tried},
+        map={"explained_variance": explained},
+    )
+    for sense in range(clustering.k):
+        members = np.flatnonzero(clustering.labels == sense)  # (m,)
+        central = members[np.argsort(-closeness[members], kind="stable")][:examples]
+        entry["senses"].append(
+            {
+                "sense": sense,
+                "size": len(members),
+                "share": len(members) / n,
+                "label": [{"word": w, "similarity": s} for w, s in labels[sense]] if labels else [],
+                "examples": [_example(found.occurrences[i], float(closeness[i])) for i in central],
+            }
+        )
+    entry["occurrences"] = [
+        {
+            "line": o.line,
+            "start": o.start,
+            "end": o.end,
+            "form": o.form,
+            "sense": int(label),
+            "centrality": float(c),
+            "x": float(x),
+            "y": float(y),
+        }
+        for o, label, c, (x, y) in zip(found.occurrences, clustering.labels, closeness, points, strict=True)
+    ]
+    return entry
+
+
+def _example(occurrence: Occurrence, closeness: float) -> dict:
+    return {
+        "line": occurrence.line,
+        "start": occurrence.start,
+        "end": occurrence.end,
+        "text": occurrence.text,
+        "centrality": closeness,
+    }
+
+
+# ---------------------------------------------------------------------------------------------- one call
+@dataclass
+class SenseOptions:
+    """How `senses` finds and clusters occurrences (the defaults are the command line's)."""
+
+    k: int | None = None  # None: chosen by silhouette
+    k_max: int = AUTO_K_MAX
+    min_share: float = MIN_SHARE
+    max_occurrences: int | None = 1000  # per word; None: all
+    seed: int = 0  # of the sample and of k-means
+    drop_own: bool = True  # measured: dropping it scores higher with the default preset (docs/senses.md)
+    examples: int = 5
+    label_words: int = 8
+
+
+def search_forms(store, words: list[str], given: dict[str, list[str]], *, exact: bool = False) -> dict[str, list[str]]:
+    """The forms to look for, per word: given ones, the word alone (``exact``), or its inflections that are
+    in the vocabulary and not much rarer than it (rank below max(50,000, 10 x the word's rank), so that
+    "apple" does not bring the surname "appling")."""
+    chosen = {}
+    for word in words:
+        key = word.lower()
+        if key in given:
+            chosen[word] = given[key]
+        elif exact:
+            chosen[word] = [key]
+        else:
+            rank = store.find(key)
+            limit = max(50_000, 10 * rank) if rank is not None else 50_000
+            chosen[word] = word_forms(word, lambda f, limit=limit: (row := store.find(f)) is not None and row < limit)
+    return chosen
+
+
+def find_senses(
+    engine: Engine, forms: dict[str, list[str]], stream, name: str, options: SenseOptions, *, progress=None
+):
+    """Scan a corpus stream once for every word's forms, then cluster each word: the ``ctxembed.senses/1``
+    document (without ``vectors`` and ``settings``) and one message per word that could not be clustered."""
+    from ctxembed.senses.occurrences import scan_corpus
+
+    scan = scan_corpus(
+        stream, forms, name=name, max_occurrences=options.max_occurrences, seed=options.seed, progress=progress
+    )
+    if scan.blank:
+        raise DataError(f"{name}: the corpus is empty")
+    with one_thread():
+        entries, problems = _each_word(engine, forms, scan, name, options)
+    doc = {
+        "schema": "ctxembed.senses/1",
+        "corpus": {
+            "name": name,
+            "lines": scan.lines,
+            "characters": scan.chars,
+            "candidate_lines": scan.candidate_lines,
+            "long_lines": scan.long_lines,
+        },
+        "options": {
+            "k": options.k if options.k is not None else "auto",
+            "k_max": options.k_max,
+            "min_share": options.min_share,
+            "max_occurrences": options.max_occurrences,
+            "seed": options.seed,
+            "own_term": "dropped" if options.drop_own else "kept",
+            "max_tokens": engine.max_tokens,
+        },
+        "words": entries,
+    }
+    return doc, problems
+
+
+def _each_word(engine: Engine, forms: dict[str, list[str]], scan, name: str, options: SenseOptions):
+    entries, problems = [], []
+    for word, word_forms_ in forms.items():
+        found = occurrence_vectors(engine, scan.occurrences[word], drop_own=options.drop_own)
+        n, k = len(found.occurrences), options.k
+        clustering = None
+        if scan.counts[word] == 0:
+            problems.append(f"{word!r} does not occur in {name} (forms: {', '.join(word_forms_)})")
+        elif n == 0 or (k is not None and n < k):
+            why = ", ".join(f"{v} {key.replace('_', ' ')}" for key, v in found.skipped.items() if v)
+            problems.append(
+                f"{word!r} has {n} usable occurrence(s) in {name}"
+                + (f", fewer than k = {k}" if k and n else "")
+                + (f" ({why})" if why else "")
+            )
+        else:
+            clustering = cluster(found.unit, k, k_max=options.k_max, min_share=options.min_share, seed=options.seed)
+        entries.append(
+            word_document(
+                engine, word, word_forms_, scan.counts[word], found, clustering,
+                examples=options.examples, label_words=options.label_words,
+            )
+        )  # fmt: skip
+    return entries, problems
+
+
+def one_thread():
+    """BLAS and OpenMP limited to one thread: the many small products of a senses run (attention over
+    short sentences, k-means over a thousand points) gain nothing from threads, and on a busy machine
+    spinning threads made the whole command 2.5 times slower (27.6 s against 11.3 s wall, measured)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(1)

@@ -1,0 +1,177 @@
+"""Word-sense induction scored against sense labels: the clusters `ctxembed senses` would find,
+compared with human senses, word by word. No printing.
+
+File format (UTF-8, tab-separated, one occurrence per line; a first line starting with ``word``
+or any line starting with ``#`` is skipped)::
+
+    word <TAB> sense label <TAB> token index (from 0) <TAB> space-tokenised sentence
+
+Per word, the occurrences' vectors are clustered exactly as `senses` clusters them (same k
+choice), then scored with the adjusted Rand index, V-measure and pair accuracy (the share of
+occurrence pairs on which "same cluster" agrees with "same sense"); each metric is averaged over
+words. Two baselines run beside the configurations: ``one-cluster`` (every occurrence in one
+sense) and ``bag-of-words`` (the mean of the other words' static vectors, clustered the same way).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ctxembed.engine import Engine, unit_rows
+from ctxembed.errors import DataError
+from ctxembed.settings import Settings, build_settings
+from ctxembed.vectors.corpus import open_file
+from ctxembed.vectors.store import VectorStore
+
+
+@dataclass
+class LabelledOccurrence:
+    word: str
+    sense: str
+    index: int
+    words: list[str]
+
+
+def read_wsi(path: str | Path) -> list[LabelledOccurrence]:
+    path = Path(path)
+    try:
+        with open_file(path, "a sense-labelled TSV file") as fh:
+            text = fh.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror})") from None
+    items = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.startswith("#") or (number == 1 and line.split("\t")[0].strip() == "word"):
+            continue
+        fields = line.split("\t")
+        if len(fields) != 4:
+            raise DataError(
+                f"{path}: line {number}: expected word<TAB>sense<TAB>index<TAB>sentence, got {len(fields)} fields"
+            )
+        word, sense, index, sentence = (f.strip() for f in fields)
+        words = sentence.split(" ")
+        try:
+            position = int(index)
+        except ValueError:
+            raise DataError(f"{path}: line {number}: token index {index!r} is not a number") from None
+        if not 0 <= position < len(words):
+            raise DataError(f"{path}: line {number}: token index {position} outside the {len(words)} tokens")
+        if not word or not sense:
+            raise DataError(f"{path}: line {number}: empty word or sense")
+        items.append(LabelledOccurrence(word, sense, position, words))
+    if not items:
+        raise DataError(f"{path}: no labelled occurrences")
+    return items
+
+
+def _by_word(items: list[LabelledOccurrence]) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = {}
+    for n, item in enumerate(items):
+        groups.setdefault(item.word, []).append(n)
+    return groups
+
+
+def contextual_vectors(store: VectorStore, settings: Settings | None, items, *, drop_own: bool = True, max_tokens=4096):
+    """(n, d) vectors of every target: contextual (own term dropped), or static when ``settings`` is None;
+    and a (n,) mask of the targets that got one."""
+    from ctxembed.senses.induce import target_vectors
+
+    engine = Engine(store, settings or build_settings("textbook"), oov="skip", max_tokens=max_tokens).bulk()
+    prepared, rows, kept = [], [], []
+    for n, item in enumerate(items):
+        words = list(item.words)
+        if engine.words.row(words[item.index].lower() if store.lowercase else words[item.index]) is None:
+            words[item.index] = item.word  # an unknown form falls back to the word (its lemma)
+        try:
+            sentence = engine.prepare(" ".join(words), words=words)
+        except DataError:
+            continue
+        if item.index not in sentence.used:
+            continue
+        prepared.append(sentence)
+        rows.append(sentence.used.index(item.index))
+        kept.append(n)
+    found = np.zeros(len(items), dtype=bool)
+    found[kept] = True
+    if settings is None:
+        vectors = np.zeros((len(items), store.dim), dtype=np.float32)  # (n, d)
+        for n, sentence, row in zip(kept, prepared, rows, strict=True):
+            vectors[n] = sentence.static[row]
+        return vectors, found
+    vectors = np.zeros((len(items), engine.out_dim), dtype=np.float32)  # (n, d_out)
+    vectors[kept] = target_vectors(engine, prepared, rows, drop_own=drop_own)
+    return vectors, found
+
+
+def bag_of_words_vectors(store: VectorStore, items) -> tuple[np.ndarray, np.ndarray]:
+    """(n, d) mean static vector of the other in-vocabulary words of each sentence, and the found mask."""
+    vectors = np.zeros((len(items), store.dim), dtype=np.float32)  # (n, d)
+    found = np.zeros(len(items), dtype=bool)
+    for n, item in enumerate(items):
+        rows = [store.find(w.lower() if store.lowercase else w) for i, w in enumerate(item.words) if i != item.index]
+        rows = [r for r in rows if r is not None]
+        if rows:
+            vectors[n], found[n] = store.rows(np.array(rows)).mean(axis=0), True  # (m, d) -> (d,)
+    return vectors, found
+
+
+def pair_accuracy(gold: list[str], predicted: np.ndarray) -> float:
+    """Share of occurrence pairs where "same cluster" equals "same sense"."""
+    gold_ids = np.unique(np.array(gold), return_inverse=True)[1]  # (n,)
+    same_gold = gold_ids[:, None] == gold_ids[None, :]  # (n, n)
+    same_predicted = predicted[:, None] == predicted[None, :]  # (n, n)
+    upper = np.triu_indices(len(gold), k=1)
+    return float(np.mean(same_gold[upper] == same_predicted[upper])) if len(gold) > 1 else 1.0
+
+
+def score_clusters(items, vectors: np.ndarray | None, found: np.ndarray, *, k=None, **cluster_options) -> dict:
+    """Cluster each word's vectors (``None``: one cluster for all) and score them against the senses.
+    An occurrence without a vector joins the word's largest cluster."""
+    from sklearn.metrics import adjusted_rand_score, v_measure_score
+
+    from ctxembed.senses.induce import cluster
+
+    per_word = []
+    for word, members in _by_word(items).items():
+        gold = [items[m].sense for m in members]
+        predicted = np.zeros(len(members), dtype=np.int64)  # (m,)
+        found_k = 1
+        have = [i for i, m in enumerate(members) if found[m]]
+        if vectors is not None and len(have) >= 2:
+            unit = unit_rows(vectors[[members[i] for i in have]].astype(np.float64))  # (h, d)
+            if np.ptp(unit, axis=0).max() > 1e-9:  # identical vectors (one form, static) cannot be split
+                result = cluster(unit, min(k, len(have)) if k else None, **cluster_options)
+                predicted[have] = result.labels
+                found_k = result.k
+        per_word.append(
+            {
+                "word": word,
+                "n": len(members),
+                "senses": len(set(gold)),
+                "k": found_k,
+                "ari": float(adjusted_rand_score(gold, predicted)),
+                "v_measure": float(v_measure_score(gold, predicted)),
+                "pair_accuracy": pair_accuracy(gold, predicted),
+            }
+        )
+    return {
+        "ari": float(np.mean([w["ari"] for w in per_word])),
+        "v_measure": float(np.mean([w["v_measure"] for w in per_word])),
+        "pair_accuracy": float(np.mean([w["pair_accuracy"] for w in per_word])),
+        "mean_k": float(np.mean([w["k"] for w in per_word])),
+        "covered": int(found.sum()) if vectors is not None else len(items),
+        "words": per_word,
+    }
+
+
+def evaluate_baselines(store: VectorStore, items, **cluster_options) -> list[dict]:
+    bag, found = bag_of_words_vectors(store, items)
+    return [
+        {"name": "one-cluster", "settings": None, **score_clusters(items, None, np.ones(len(items), bool))},
+        {"name": "bag-of-words", "settings": None, **score_clusters(items, bag, found, **cluster_options)},
+    ]

@@ -1,0 +1,723 @@
+"""Train the projections W_query, W_key, W_value (and W_out) with a masked-word objective, in NumPy.
+
+The recipe (BERT's masked language model, on frozen static vectors):
+
+1. Read a corpus (one sentence per line, or running text split at sentence ends) into rows of the
+   vector store; hold out a fraction of the sentences.
+2. In every sentence mask ``mask_rate`` of the tokens: their input vector becomes a learned
+   [MASK] vector (d,).
+3. Run the attention stack exactly as ``ctxembed attend`` does (:func:`ctxembed.train.backprop.encode_forward`
+   calls the same step functions as :func:`ctxembed.core.attention.encode`).
+4. At each masked position, score the true word and ``negatives`` shared sampled words (drawn
+   proportionally to count^0.75) by ``exp(log_scale) * h . e``, e the frozen input vector of a word;
+   the loss is the softmax cross-entropy of the true word (:func:`ctxembed.train.backprop.sampled_softmax_loss`).
+5. Backpropagate by hand (:mod:`ctxembed.train.backprop`) and take an Adam step (warm-up, then cosine decay).
+
+Every random choice (split, batch order, masks, negatives) comes from a generator seeded by
+(seed, purpose, epoch, step), so the same seed gives the same weights bit for bit, and a run
+resumed from a checkpoint continues exactly where it stopped.
+
+    corpus = read_corpus("brown.txt", store, max_tokens=128)
+    trainer = Trainer(store, corpus, training_settings(layers=2, heads=4), TrainOptions(epochs=5))
+    result = trainer.run()
+    write_trained(result, "weights.npz")
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import math
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from ctxembed.core.projections import LayerParams, random_params, validate_params
+from ctxembed.errors import DataError, UsageError
+from ctxembed.settings import SETTINGS, TRAIN_DEFAULTS, Settings, build_settings
+from ctxembed.train import backprop
+from ctxembed.vectors.corpus import open_corpus
+from ctxembed.vectors.weights import check_vectors, vectors_record, write_weights
+
+TRAIN_SCHEMA = "ctxembed.train/1"
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z])")
+_LINE_BYTES_PER_TOKEN = 64  # a line is read up to max_tokens * this many bytes; the rest is cut off
+# The architecture trained by default. Two layers, because with one the masked token's query is the
+# constant [MASK] @ W_query and W_query cannot learn; positions, because word order is half of what
+# predicts a masked word; no layer norm, which held the held-out loss back (10% lower after 5 epochs
+# on 5,000 Brown sentences, against 22% without it).
+# purposes of the seeded generators, so no two random choices share a stream
+_SPLIT, _ORDER, _MASKS, _HELD_OUT = 1, 2, 3, 4
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """How to train (the attention architecture itself is a :class:`Settings`)."""
+
+    epochs: int = 5  # passes over the training sentences; 0 writes the initial weights
+    lr: float = 3e-3  # Adam's peak learning rate
+    batch_tokens: int = 512  # padded tokens per step (sentences of similar length are batched together)
+    mask_rate: float = 0.15  # share of tokens replaced by [MASK] and predicted
+    negatives: int = 512  # sampled words each masked token is told apart from
+    fix_values: bool = False  # keep W_value = I (identity slices per head): only W_query, W_key (W_out) learn
+    max_tokens: int = 128  # longer sentences are cropped to their first max_tokens in-vocabulary tokens
+    held_out: float = 0.1  # share of sentences kept out of training, scored every epoch
+    warmup: int = 100  # steps of linear learning-rate warm-up (fewer when the run is shorter)
+    clip: float = 1.0  # gradients with a larger global norm are scaled down to it (0: never)
+    seed: int = 0  # seed of the initial weights and of every random choice
+
+    def check(self) -> None:
+        limits = {
+            "epochs": (self.epochs, 0, 10_000),
+            "batch_tokens": (self.batch_tokens, 1, 10_000_000),
+            "negatives": (self.negatives, 1, 1_000_000),
+            "max_tokens": (self.max_tokens, 1, 2048),
+            "warmup": (self.warmup, 0, 10_000_000),
+        }
+        if not (math.isfinite(self.clip) and self.clip >= 0):
+            raise UsageError(f"clip must be a finite number >= 0, not {self.clip}")
+        for name, (value, low, high) in limits.items():
+            if not low <= value <= high:
+                raise UsageError(f"{name} must lie in [{low}, {high}], not {value}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise UsageError(f"lr must be a finite number > 0, not {self.lr}")
+        if not 0 < self.mask_rate < 1:
+            raise UsageError(f"mask_rate must lie strictly between 0 and 1, not {self.mask_rate}")
+        if not 0 <= self.held_out < 1:
+            raise UsageError(f"held_out must lie in [0, 1), not {self.held_out}")
+
+
+def training_settings(preset: str = "textbook", **overrides) -> Settings:
+    """The attention settings a model is trained with: random (Xavier) initial projections from
+    ``seed``. Defaults (:data:`TRAIN_DEFAULTS`): 2 layers of 4 heads with W_out, residual and sinusoidal
+    positions (a transformer encoder without its feed-forward block and layer norm)."""
+    chosen = dict(TRAIN_DEFAULTS)
+    chosen.update({k: v for k, v in overrides.items() if v is not None})
+    settings = build_settings(preset, projection="random", **chosen)
+    if settings.attention.normalization != "softmax":
+        raise UsageError("training needs --normalization softmax (the sum normaliser is not differentiated)")
+    return settings
+
+
+# ------------------------------------------------------------------------------------------ corpus
+
+
+@dataclass
+class Corpus:
+    """Sentences as store rows, the words they use, and what reading them counted."""
+
+    sentences: list[np.ndarray]  # each (n,) int32 ids into ``vocabulary``
+    vocabulary: np.ndarray  # (V,) int64 store rows of the words the corpus uses
+    counts: np.ndarray  # (V,) occurrences of each
+    sha256: str  # of the corpus bytes as read (after .gz decompression)
+    stats: dict = field(default_factory=dict)
+
+
+def _bounded_lines(stream, limit: int, stats: dict, digest) -> Iterator[bytes]:
+    """Lines of at most ``limit`` bytes; a longer line is cut there (counted), and its rest skipped
+    without ever being held in memory whole."""
+    while True:
+        line = stream.readline(limit)
+        if not line:
+            return
+        digest.update(line)
+        if not line.endswith(b"\n") and len(line) == limit:
+            stats["cropped_lines"] += 1
+            while (rest := stream.readline(limit)) and not rest.endswith(b"\n"):
+                digest.update(rest)
+            digest.update(rest)
+        yield line
+
+
+def read_corpus(source: str | Path, store, *, max_tokens: int = 128, name: str | None = None) -> Corpus:
+    """Tokenise a corpus with the vector store's vocabulary. Out-of-vocabulary tokens are left out
+    (as ``attend --oov skip`` does); a sentence longer than ``max_tokens`` keeps its first
+    ``max_tokens`` tokens. Raises DataError when no sentence has an in-vocabulary word."""
+    from ctxembed.engine import Engine
+
+    engine = Engine(store, build_settings("textbook"), oov="skip", max_tokens=4096).bulk()
+    stats = {"lines": 0, "invalid_lines": 0, "cropped_lines": 0, "cropped_sentences": 0, "sentences_without_words": 0}
+    stats |= {"oov_tokens": 0}
+    digest = hashlib.sha256()
+    ids: dict[int, int] = {}  # store row -> corpus id
+    sentences = []
+    try:
+        stream, _ = open_corpus(source)
+        with stream:
+            for raw in _bounded_lines(stream, max(65536, max_tokens * _LINE_BYTES_PER_TOKEN), stats, digest):
+                stats["lines"] += 1
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    stats["invalid_lines"] += 1
+                    continue
+                if "\x00" in line:
+                    stats["invalid_lines"] += 1
+                    continue
+                for text in _SENTENCE_END.split(line.strip()):
+                    if not text.strip():
+                        continue
+                    words = text.split()
+                    if len(words) > max_tokens:  # a word gives at most two tokens: the engine's 4096 is safe
+                        text = " ".join(words[:max_tokens])
+                        stats["cropped_sentences"] += 1
+                    try:
+                        prepared = engine.prepare(text)
+                    except DataError:
+                        stats["sentences_without_words"] += 1
+                        continue
+                    rows = [row for row in prepared.rows if row >= 0]
+                    stats["oov_tokens"] += len(prepared.tokens) - len(rows)
+                    if len(rows) > max_tokens:
+                        stats["cropped_sentences"] += len(words) <= max_tokens  # not counted twice
+                        rows = rows[:max_tokens]
+                    sentences.append(np.array([ids.setdefault(row, len(ids)) for row in rows], dtype=np.int32))
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise DataError(f"{source}: cannot read the corpus ({exc})") from None
+    label = name or str(source)
+    if not sentences:
+        if stats["invalid_lines"] and stats["invalid_lines"] * 2 >= stats["lines"]:
+            raise DataError(
+                f"{label}: does not look like text ({stats['invalid_lines']} of {stats['lines']} lines "
+                "are not UTF-8 text)"
+            )
+        raise DataError(f"{label}: no sentence with an in-vocabulary word ({stats['lines']} lines read)")
+    vocabulary = np.array(list(ids), dtype=np.int64)  # (V,) in order of first appearance
+    counts = np.bincount(np.concatenate(sentences), minlength=len(ids))  # (V,)
+    stats |= {"sentences": len(sentences), "tokens": int(counts.sum()), "vocabulary": len(ids)}
+    return Corpus(sentences, vocabulary, counts, digest.hexdigest(), stats)
+
+
+# ------------------------------------------------------------------------------------------ batches
+
+
+@dataclass
+class Batch:
+    ids: np.ndarray  # (B, T) corpus ids, 0 at padding
+    real: np.ndarray  # (B, T) True at real tokens
+    masked: np.ndarray  # (B, T) True at tokens to predict
+    negatives: np.ndarray  # (K,) corpus ids of the shared negative words
+
+
+def _rng(seed: int, *purpose: int) -> np.random.Generator:
+    return np.random.default_rng([seed, *purpose])
+
+
+def make_batches(sentences: list[np.ndarray], order: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
+    """Group sentence indices into batches of similar length whose padded size B x T_max stays within
+    ``batch_tokens`` (a longer sentence gets a batch of its own). ``order`` breaks ties between equal
+    lengths, so a new order gives new batches."""
+    lengths = np.array([len(sentences[i]) for i in order])  # (N,)
+    by_length = order[np.argsort(lengths, kind="stable")]  # (N,) shortest first
+    batches, current, longest = [], [], 0
+    for index in by_length:
+        n = len(sentences[index])
+        if current and (len(current) + 1) * max(longest, n) > batch_tokens:
+            batches.append(np.array(current))
+            current, longest = [], 0
+        current.append(index)
+        longest = max(longest, n)
+    if current:
+        batches.append(np.array(current))
+    return batches
+
+
+def fill_batch(
+    sentences: list[np.ndarray],
+    members: np.ndarray,
+    rng: np.random.Generator,
+    mask_rate: float,
+    sampling: np.ndarray,
+    negatives: int,
+) -> Batch:
+    """Pad the sentences ``members`` into (B, T), choose the masked tokens (at least one per sentence)
+    and draw the negatives from ``sampling`` (V,) probabilities."""
+    lengths = np.array([len(sentences[i]) for i in members])  # (B,)
+    B, T = len(members), int(lengths.max())
+    ids = np.zeros((B, T), dtype=np.int64)  # (B, T)
+    for row, index in enumerate(members):
+        ids[row, : lengths[row]] = sentences[index]
+    real = np.arange(T)[None, :] < lengths[:, None]  # (1, T) < (B, 1) -> (B, T)
+    masked = (rng.random((B, T)) < mask_rate) & real  # (B, T)
+    forced = np.floor(rng.random(B) * lengths).astype(np.int64)  # (B,) a token of each sentence
+    masked[np.arange(B), forced] |= ~masked.any(axis=1)  # a sentence without a masked token gets one
+    drawn = rng.choice(len(sampling), size=negatives, p=sampling)  # (K,)
+    return Batch(ids, real, masked, drawn)
+
+
+# ------------------------------------------------------------------------------------------ model
+
+
+def initial_params(settings: Settings, d: int, fix_values: bool) -> list[LayerParams]:
+    """The untrained model: Xavier-uniform projections from ``settings.seed`` (exactly what
+    ``--projection random --seed`` gives), with W_value replaced by identity slices if ``fix_values``."""
+    a = settings.attention
+    d_out = settings.d_out or d // a.heads
+    if d_out < 1:
+        raise UsageError(f"{a.heads} heads leave no dimensions per head; pass --d-out")
+    try:
+        params = random_params(d, d_out, a, seed=settings.seed, output_projection=settings.output_projection)
+        d_model = validate_params(params, d, a)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if d_model != d:
+        raise UsageError(
+            f"the last layer gives {d_model}-dimensional vectors, but the words it predicts have {d}: "
+            f"add --output-projection, or pass --d-out {d // a.heads} with {a.heads} heads"
+        )
+    if not fix_values:
+        return params
+    fixed, layer_in = [], d
+    for layer in params:
+        if layer_in != a.heads * d_out:
+            raise UsageError(
+                f"--fix-values keeps W_value = I, which needs --d-out {layer_in // a.heads} "
+                f"(the layer input {layer_in} split into {a.heads} heads)"
+            )
+        identity = np.eye(layer_in)  # (d_l, d_l)
+        heads = [
+            replace(head, W_value=identity[:, h * d_out : (h + 1) * d_out].copy())  # (d_l, d_out) slice h
+            for h, head in enumerate(layer.heads)
+        ]
+        fixed.append(LayerParams(heads, layer.W_out, layer.b_out))
+        layer_in = d if layer.W_out is not None else a.heads * d_out
+    return fixed
+
+
+def learned_names(arrays: dict[str, np.ndarray], fix_values: bool) -> list[str]:
+    """The weights-file arrays training changes (W_value stays I with ``fix_values``)."""
+    return [name for name in arrays if not (fix_values and name.endswith(".W_value"))]
+
+
+@dataclass
+class Model:
+    """Everything training changes: the projections, the [MASK] vector and the logit scale."""
+
+    arrays: dict[str, np.ndarray]  # weights-file name -> float32 array
+    mask: np.ndarray  # (d,) the input vector of a masked token
+    log_scale: np.ndarray  # (1,) logits = exp(log_scale) * h . e + word_bias
+    word_bias: np.ndarray  # (V,) output bias of each corpus word
+    settings: Settings
+
+    @property
+    def params(self) -> list[LayerParams]:
+        a = self.settings.attention
+        return backprop.arrays_to_params(self.arrays, a.layers, a.heads)
+
+    def trainable(self, fix_values: bool) -> dict[str, np.ndarray]:
+        names = learned_names(self.arrays, fix_values)
+        extra = {"mask": self.mask, "log_scale": self.log_scale, "word_bias": self.word_bias}
+        return {**{name: self.arrays[name] for name in names}, **extra}
+
+
+def new_model(settings: Settings, d: int, vocabulary: int, fix_values: bool, dtype=np.float32) -> Model:
+    params = initial_params(settings, d, fix_values)
+    arrays = {name: value.astype(dtype) for name, value in backprop.params_to_arrays(params).items()}
+    log_scale = np.array([-0.5 * math.log(d)], dtype=dtype)  # logits start near 0: scale 1 / sqrt(d)
+    return Model(arrays, np.zeros(d, dtype=dtype), log_scale, np.zeros(vocabulary, dtype=dtype), settings)
+
+
+def batch_loss(
+    model: Model, batch: Batch, embeddings: np.ndarray, key_bias: np.ndarray | None, *, gradients: bool = True
+) -> tuple[float, dict[str, np.ndarray]]:
+    """The masked-word loss of one batch and, if asked, its gradient for every array of the model.
+
+    embeddings (V, d) the attention inputs of the corpus words; key_bias (V,) their SIF bias or None.
+    """
+    settings = model.settings
+    static = embeddings[batch.ids]  # (B, T, d)
+    inputs = np.where(batch.masked[:, :, None], model.mask, static)  # (B, T, d) masked tokens become [MASK]
+    bias = None
+    if key_bias is not None:
+        bias = np.where(batch.masked, 0, key_bias[batch.ids]).astype(inputs.dtype)  # (B, T) [MASK] hides its word
+    params = model.params
+    hidden, _, cache = backprop.encode_forward(inputs, settings.attention, params, batch.real, bias)  # (B, T, d)
+    targets = batch.ids[batch.masked]  # (M,)
+    accidental = targets[:, None] == batch.negatives[None, :]  # (M, K)
+    loss, d_predicted, d_log_scale, d_true_bias, d_negative_bias = backprop.sampled_softmax_loss(
+        hidden[batch.masked],
+        embeddings[targets],
+        embeddings[batch.negatives],
+        accidental,
+        float(model.log_scale[0]),
+        model.word_bias[targets],
+        model.word_bias[batch.negatives],
+    )  # float, (M, d), float, (M,), (K,)
+    if not gradients:
+        return loss, {}
+    d_hidden = np.zeros_like(hidden)  # (B, T, d)
+    d_hidden[batch.masked] = d_predicted  # (M, d) scattered back to their positions
+    d_masked, grads = backprop.encode_backward(
+        d_hidden, cache, params, settings.attention, input_rows=batch.masked
+    )  # (M, d) the input gradient at the masked tokens only
+    grads["mask"] = d_masked.sum(axis=0)  # (d,) every [MASK] position shares the vector
+    grads["log_scale"] = np.array([d_log_scale], dtype=hidden.dtype)  # (1,)
+    d_word_bias = np.zeros_like(model.word_bias)  # (V,)
+    np.add.at(d_word_bias, targets, d_true_bias)  # (M,) a word masked twice gets both gradients
+    np.add.at(d_word_bias, batch.negatives, d_negative_bias)  # (K,) likewise a word drawn twice
+    grads["word_bias"] = d_word_bias
+    return loss, grads
+
+
+class Adam:
+    """Adam (Kingma & Ba 2015) with bias correction, updating arrays in place."""
+
+    def __init__(self, names: list[str], shapes: dict[str, tuple], dtype, betas=(0.9, 0.999), eps=1e-8):
+        self.beta1, self.beta2, self.eps = betas[0], betas[1], eps
+        self.m = {name: np.zeros(shapes[name], dtype=dtype) for name in names}
+        self.v = {name: np.zeros(shapes[name], dtype=dtype) for name in names}
+        self.t = 0
+
+    def step(self, arrays: dict[str, np.ndarray], grads: dict[str, np.ndarray], lr: float) -> None:
+        self.t += 1
+        correction1 = 1 - self.beta1**self.t
+        correction2 = 1 - self.beta2**self.t
+        for name, value in arrays.items():
+            g = grads[name]
+            m, v = self.m[name], self.v[name]
+            m *= self.beta1
+            m += (1 - self.beta1) * g
+            v *= self.beta2
+            v += (1 - self.beta2) * g * g
+            value -= (lr / correction1) * m / (np.sqrt(v / correction2) + self.eps)
+
+
+def clip_gradients(grads: dict[str, np.ndarray], max_norm: float) -> float:
+    """Scale every gradient down in place when their global L2 norm exceeds ``max_norm``; return the norm."""
+    norm = math.sqrt(sum(float(np.vdot(g, g)) for g in grads.values()))
+    if max_norm and norm > max_norm:
+        for g in grads.values():
+            g *= max_norm / norm
+    return norm
+
+
+def learning_rate(step: int, total: int, peak: float, warmup: int) -> float:
+    """Linear warm-up over ``warmup`` steps (at most a tenth of the run), then cosine decay to peak / 10."""
+    warmup = min(warmup, max(1, total // 10))
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+
+
+# ------------------------------------------------------------------------------------------ training
+
+
+@dataclass
+class TrainResult:
+    model: Model
+    report: dict  # the ctxembed.train/1 document
+    interrupted: bool
+    state: dict  # what a checkpoint needs to continue: Adam, position, history
+    vocabulary: np.ndarray  # (V,) store rows of the corpus words (the order of model.word_bias)
+
+
+class Trainer:
+    """One training run: corpus, vectors and settings in; a model and a report out."""
+
+    def __init__(self, store, corpus: Corpus, settings: Settings, options: TrainOptions, *, corpus_name: str = ""):
+        options.check()
+        self.store, self.corpus, self.settings, self.options = store, corpus, settings, options
+        self.corpus_name = corpus_name
+        self.dim = store.dim
+        # the attention inputs of the corpus words: static vectors, after all-but-the-top when on
+        from ctxembed.engine import Engine
+
+        plain = replace(settings.attention, heads=1, layers=1)  # only the input ingredients matter here
+        engine = Engine(store, replace(settings, projection="identity", weights_file=None, attention=plain))
+        self.embeddings = np.ascontiguousarray(engine.project_inputs(store.rows(corpus.vocabulary)))  # (V, d)
+        self.key_bias = engine.key_bias(corpus.vocabulary)  # (V,) or None
+        sampling = corpus.counts.astype(np.float64) ** 0.75  # (V,)
+        self.sampling = sampling / sampling.sum()  # (V,)
+        self.train_ids, self.held_out_ids = self._split()
+        self.batches_per_epoch = len(make_batches(corpus.sentences, self.train_ids, options.batch_tokens))
+        self.total_steps = options.epochs * self.batches_per_epoch
+        self.held_out_batches = self._held_out_batches()
+
+    def _split(self) -> tuple[np.ndarray, np.ndarray]:
+        n = len(self.corpus.sentences)
+        order = _rng(self.options.seed, _SPLIT).permutation(n)  # (N,)
+        n_held = int(round(self.options.held_out * n))
+        if self.options.held_out > 0 and n_held == 0 and n >= 2:
+            n_held = 1
+        if n_held >= n:
+            raise DataError(f"the corpus has {n} sentence(s): too few to hold {self.options.held_out:.0%} out")
+        return np.sort(order[n_held:]), np.sort(order[:n_held])
+
+    def _held_out_batches(self) -> list[Batch]:
+        """Fixed masks and negatives, so every evaluation scores the same task."""
+        o = self.options
+        groups = make_batches(self.corpus.sentences, self.held_out_ids, o.batch_tokens)
+        return [
+            fill_batch(
+                self.corpus.sentences, group, _rng(o.seed, _HELD_OUT, i), o.mask_rate, self.sampling, o.negatives
+            )
+            for i, group in enumerate(groups)
+        ]
+
+    def evaluate(self, model: Model) -> float | None:
+        """Held-out loss: the mean over its masked tokens; None without held-out sentences."""
+        if not self.held_out_batches:
+            return None
+        total = count = 0.0
+        for batch in self.held_out_batches:
+            loss, _ = batch_loss(model, batch, self.embeddings, self.key_bias, gradients=False)
+            n = int(batch.masked.sum())
+            total, count = total + loss * n, count + n
+        return total / count
+
+    def run(
+        self,
+        *,
+        resume: dict | None = None,
+        on_step: Callable[[dict], None] | None = None,
+        on_epoch: Callable[[dict], None] | None = None,
+        stop: Callable[[], bool] = lambda: False,
+    ) -> TrainResult:
+        """Train for ``options.epochs``; ``stop()`` is asked after every step (Ctrl-C), and a stopped run
+        returns with ``interrupted`` set and the state a checkpoint needs. ``resume`` is such a state.
+
+        BLAS runs on one thread: the products are small (a few hundred tokens x d), so threads cost
+        more than they give, and one thread adds the same numbers in the same order on every machine.
+        """
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._run(resume, on_step, on_epoch, stop)
+
+    def _run(self, resume, on_step, on_epoch, stop) -> TrainResult:
+        o, sentences = self.options, self.corpus.sentences
+        model = (
+            resume["model"] if resume else new_model(self.settings, self.dim, len(self.corpus.vocabulary), o.fix_values)
+        )
+        trainable = model.trainable(o.fix_values)
+        adam = Adam(list(trainable), {k: v.shape for k, v in trainable.items()}, model.mask.dtype)
+        if resume:
+            adam.m, adam.v, adam.t = resume["adam_m"], resume["adam_v"], resume["step"]
+            history = resume["history"]
+        else:
+            history = {"train": [], "held_out": [], "seconds": 0.0, "train_seconds": 0.0, "tokens": 0}
+            history["held_out"].append({"step": 0, "epoch": 0, "loss": self.evaluate(model)})
+        step = adam.t
+        log_every = max(1, self.total_steps // 100)
+        window = {"loss": 0.0, "steps": 0}
+        started = time.perf_counter() - history["seconds"]
+        interrupted = False
+        for epoch in range(step // max(1, self.batches_per_epoch), o.epochs):
+            order = _rng(o.seed, _ORDER, epoch).permutation(self.train_ids)  # (N_train,)
+            groups = make_batches(sentences, order, o.batch_tokens)
+            groups = [groups[i] for i in _rng(o.seed, _ORDER, epoch, 1).permutation(len(groups))]
+            for position in range(step - epoch * self.batches_per_epoch, len(groups)):
+                if stop():
+                    interrupted = True
+                    break
+                tick = time.perf_counter()
+                rng = _rng(o.seed, _MASKS, epoch, position)
+                batch = fill_batch(sentences, groups[position], rng, o.mask_rate, self.sampling, o.negatives)
+                loss, grads = batch_loss(model, batch, self.embeddings, self.key_bias)
+                if not math.isfinite(loss):
+                    raise DataError(f"the loss became {loss} at step {step}; try a smaller --lr")
+                if step == 0:
+                    history["train"].append({"step": 0, "epoch": 0, "loss": loss})
+                clip_gradients(grads, o.clip)
+                adam.step(trainable, grads, learning_rate(step, self.total_steps, o.lr, o.warmup))
+                step += 1
+                history["tokens"] += int(batch.real.sum())
+                history["train_seconds"] += time.perf_counter() - tick
+                window["loss"] += loss
+                window["steps"] += 1
+                if step % log_every == 0 or step == self.total_steps:
+                    history["train"].append(
+                        {"step": step, "epoch": epoch + 1, "loss": window["loss"] / window["steps"]}
+                    )
+                    window = {"loss": 0.0, "steps": 0}
+                if on_step:
+                    on_step(
+                        {
+                            "step": step,
+                            "total": self.total_steps,
+                            "epoch": epoch + 1,
+                            "loss": loss,
+                            "tokens_per_second": history["tokens"] / max(history["train_seconds"], 1e-9),
+                        }
+                    )
+            if interrupted:
+                break
+            history["held_out"].append({"step": step, "epoch": epoch + 1, "loss": self.evaluate(model)})
+            if on_epoch:
+                on_epoch({**history["held_out"][-1], "initial": history["held_out"][0]["loss"], "epochs": o.epochs})
+        if interrupted and window["steps"]:
+            history["train"].append({"step": step, "epoch": epoch + 1, "loss": window["loss"] / window["steps"]})
+        history["seconds"] = time.perf_counter() - started
+        state = {"adam_m": adam.m, "adam_v": adam.v, "step": step, "history": history}
+        report = self.report(model, history, step, interrupted)
+        return TrainResult(model, report, interrupted, state, self.corpus.vocabulary)
+
+    def report(self, model: Model, history: dict, step: int, interrupted: bool) -> dict:
+        """The ``ctxembed.train/1`` document."""
+        o, stats = self.options, self.corpus.stats
+        held = [entry for entry in history["held_out"] if entry["loss"] is not None]
+        train_seconds = history["train_seconds"]
+        return {
+            "schema": TRAIN_SCHEMA,
+            "vectors": vectors_record(self.store),
+            "corpus": {
+                "source": self.corpus_name,
+                "sha256": self.corpus.sha256,
+                **stats,
+                "train_sentences": len(self.train_ids),
+                "held_out_sentences": len(self.held_out_ids),
+            },
+            "settings": self.settings.as_dict(),
+            "settings_summary": self.settings.summary(),
+            "options": asdict(o),
+            "learned": learned_names(model.arrays, o.fix_values),
+            "steps": step,
+            "total_steps": self.total_steps,
+            "epochs_completed": step // max(1, self.batches_per_epoch) if self.batches_per_epoch else 0,
+            "interrupted": interrupted,
+            "seconds": round(history["seconds"], 3),
+            "train_seconds": round(train_seconds, 3),
+            "tokens": history["tokens"],
+            "tokens_per_second": round(history["tokens"] / train_seconds, 1) if train_seconds > 0 else None,
+            "train": history["train"],
+            "held_out": history["held_out"],
+            "final": {
+                "train": history["train"][-1]["loss"] if history["train"] else None,
+                "held_out": held[-1]["loss"] if held else None,
+                "held_out_initial": held[0]["loss"] if held else None,
+            },
+        }
+
+
+# ------------------------------------------------------------------------------------------ files
+
+
+def _metadata(result: TrainResult, options: TrainOptions) -> dict:
+    report = result.report
+    return {
+        "vectors": report["vectors"],
+        "settings": report["settings"],
+        "init": {"kind": "xavier-uniform", "seed": result.model.settings.seed, "fix_values": options.fix_values},
+        "options": asdict(options),
+        "corpus": {key: report["corpus"].get(key) for key in ("source", "sha256", "sentences", "tokens")},
+        "learned": report["learned"],
+        "steps": report["steps"],
+        "complete": not result.interrupted,
+        "losses": report["final"],
+    }
+
+
+def write_trained(result: TrainResult, path: str | Path, options: TrainOptions) -> None:
+    """The weights file: projections, metadata, the [MASK] vector and the logit scale."""
+    model = result.model
+    write_weights(path, model.arrays, _metadata(result, options), _head_arrays(result))
+
+
+def _head_arrays(result: TrainResult) -> dict[str, np.ndarray]:
+    """The prediction head (training only): [MASK], logit scale, word biases and the words they belong to."""
+    model = result.model
+    return {
+        "mask": model.mask,
+        "log_scale": model.log_scale,
+        "word_bias": model.word_bias,
+        "vocabulary": result.vocabulary.astype(np.int32),
+    }
+
+
+def write_checkpoint(result: TrainResult, path: str | Path, options: TrainOptions) -> None:
+    """A weights file that also holds Adam's moments and the history, so ``--resume`` continues exactly."""
+    import json
+
+    model, state = result.model, result.state
+    training = {**_head_arrays(result), "step": np.array(state["step"])}
+    training |= {f"adam_m.{name}": value for name, value in state["adam_m"].items()}
+    training |= {f"adam_v.{name}": value for name, value in state["adam_v"].items()}
+    training["history"] = np.array(json.dumps(state["history"]))
+    write_weights(path, model.arrays, _metadata(result, options), training)
+
+
+def read_checkpoint(path: str | Path, store, settings: Settings, options: TrainOptions, corpus: Corpus) -> dict:
+    """The state :meth:`Trainer.run` resumes from; refuses a checkpoint of another run in one line."""
+    import json
+
+    from ctxembed.vectors.weights import read_metadata, read_training_arrays
+
+    if not Path(path).exists():
+        raise DataError(f"{path}: no checkpoint to resume from")
+    meta = read_metadata(path)
+    if meta is None or "adam_m.mask" not in (arrays := read_training_arrays(path)):
+        raise DataError(f"{path}: not a ctxembed training checkpoint")
+    check_vectors(path, meta, store)
+    if meta["corpus"]["sha256"] != corpus.sha256:
+        raise DataError(f"{path} was made on another corpus (sha256 {meta['corpus']['sha256'][:12]}...)")
+    differences = [
+        name
+        for name, (theirs, ours) in {
+            **{k: (meta["settings"].get(k), v) for k, v in json.loads(json.dumps(settings.as_dict())).items()},
+            **{k: (meta["options"].get(k), v) for k, v in asdict(options).items()},
+        }.items()
+        if theirs != ours
+    ]
+    if differences:
+        raise UsageError(f"{path} was made with other settings ({', '.join(differences)}); give the same options")
+    with np.load(path, allow_pickle=False) as archive:
+        weights = {name: archive[name] for name in archive.files if name.startswith("l")}
+    model = Model(weights, arrays["mask"], arrays["log_scale"], arrays["word_bias"], settings)
+    names = list(model.trainable(options.fix_values))
+    return {
+        "model": model,
+        "adam_m": {name: arrays[f"adam_m.{name}"] for name in names},
+        "adam_v": {name: arrays[f"adam_v.{name}"] for name in names},
+        "step": int(arrays["step"]),
+        "history": json.loads(str(arrays["history"])),
+    }
+
+
+# ------------------------------------------------------------------------------------------ before and after
+
+BEFORE_AFTER_SCHEMA = "ctxembed.before-after/1"
+
+
+def before_and_after(
+    store, text: str, weights_file: str | Path | None, *, source: str = "default", top: int = 2
+) -> dict:
+    """One sentence through a trained model at its initial weights (rebuilt from the seed the file
+    records) and at its trained weights: a ``ctxembed.before-after/1`` document holding two
+    ``ctxembed.attend/1`` documents. ``weights_file`` None is the shipped ``--preset learned``."""
+    from ctxembed.engine import Engine
+    from ctxembed.report import attend_document
+    from ctxembed.vectors.weights import read_metadata
+
+    after_settings = (
+        build_settings("learned") if weights_file is None else build_settings("default", weights_file=str(weights_file))
+    )
+    path = after_settings.weights_file
+    meta = read_metadata(path) if Path(path).is_file() else None
+    if meta is None:
+        raise DataError(f"{path}: not written by `ctxembed train`, so it records no initial weights to compare with")
+    after = Engine(store, after_settings)
+    trained = meta["settings"]
+    flat = dict(trained["attention"]) | {k: v for k, v in trained.items() if k in SETTINGS}
+    initial = build_settings("textbook", **{k: v for k, v in flat.items() if k in SETTINGS})  # the untrained model
+    before = Engine(store, replace(after_settings, preset="before training"))
+    before.params = initial_params(initial, store.dim, meta["init"]["fix_values"])
+    vectors = {"source": source, "name": store.meta.get("name", "vectors"), "words": len(store), "dim": store.dim}
+    documents = {}
+    for name, engine in (("before", before), ("after", after)):
+        result = engine.run([engine.prepare(text)])[0]
+        documents[name] = attend_document(result, engine.settings, vectors, top=top)
+    return {
+        "schema": BEFORE_AFTER_SCHEMA,
+        "weights_file": str(path),
+        "init": meta["init"],
+        "steps": meta["steps"],
+        "learned": meta["learned"],
+        "losses": meta["losses"],
+        "corpus": meta["corpus"],
+        **documents,
+    }

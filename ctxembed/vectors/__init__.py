@@ -1,0 +1,1 @@
+"""Static vectors: stores, foreign formats, the tokenizer, lookups, weights files, corpora and caches."""

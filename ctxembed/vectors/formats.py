@@ -1,0 +1,402 @@
+"""Reading foreign vector files through gensim: format detection, loading, and bad-file errors.
+
+This is the only module that imports gensim (slow: about a second, mostly scipy), and only
+inside the functions that parse a file, so opening a cached store never pays for it.
+
+Formats (compressed ``.gz``/``.bz2`` variants of each are read transparently):
+
+========================  ===============================================================
+``word2vec-text``         ``count dim`` header line, then ``word v1 ... vD`` per line
+``fasttext-vec``          the same layout, with the ``.vec`` suffix fastText uses
+``glove-text``            no header, ``word v1 ... vD`` per line (detected, not flagged)
+``word2vec-binary``       ``count dim`` header, then ``word `` and D raw float32 per entry
+``fasttext-bin``          Facebook's fastText model; unknown words get vectors from n-grams
+``gensim-native``         gensim's own ``.kv``/``.model`` pickles (need ``trust=True``)
+``ctxembed-store``        a store written by ctxembed (opened directly, never parsed)
+========================  ===============================================================
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import logging
+import warnings
+import zlib
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ctxembed.errors import DataError, UsageError
+from ctxembed.vectors.store import MAGIC, Subwords
+
+FASTTEXT_MAGIC = 793712314  # first int32 of a Facebook fastText .bin file
+_SNIFF_BYTES = 1 << 16
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, which some editors put first: accepted, skipped
+# Largest accepted |value|: squares and dot products of D such values stay far inside float32
+# (3.4e38), so norms and cosines never overflow. Real embeddings stay below ~100.
+MAX_ABS_VALUE = 1e15
+# What reading a damaged compressed file raises (zlib.error is not an OSError)
+READ_ERRORS = (OSError, EOFError, zlib.error, gzip.BadGzipFile)
+
+
+@dataclass
+class LoadedVectors:
+    """A parsed foreign file: words in file order, (N, D) float32 matrix, optional n-grams."""
+
+    words: list[str]
+    matrix: np.ndarray
+    subwords: Subwords | None
+    format: str
+
+
+def open_maybe_compressed(path: Path):
+    """Open a file for binary reading, decompressing .gz and .bz2 on the fly."""
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        return gzip.open(path, "rb")
+    if name.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    return open(path, "rb")
+
+
+def _plain_suffix(path: Path) -> str:
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] in (".gz", ".bz2"):
+        suffixes = suffixes[:-1]
+    return suffixes[-1] if suffixes else ""
+
+
+def _is_count_dim_header(line: bytes) -> bool:
+    parts = line.split()
+    return len(parts) == 2 and all(p.isdigit() for p in parts)
+
+
+def _looks_binary(sample: bytes) -> bool:
+    """Raw float32 bytes are full of control characters that text vector files never contain."""
+    if not sample:
+        return False
+    controls = sum(1 for b in sample if b < 32 and b not in (9, 10, 13))
+    return b"\0" in sample or controls > len(sample) // 100
+
+
+def detect_format(path: Path) -> str:
+    """Name the format of a vector file by its content (the suffix only separates .vec and .kv)."""
+    try:
+        with open_maybe_compressed(path) as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a directory, not a vector file") from None
+    except READ_ERRORS as exc:
+        raise DataError(read_error(path, exc)) from None
+    head = head.removeprefix(BOM)
+    if not head:
+        raise DataError(f"{path}: file is empty")
+    if head.startswith(MAGIC):
+        return "ctxembed-store"
+    if len(head) >= 4 and int.from_bytes(head[:4], "little") == FASTTEXT_MAGIC:
+        return "fasttext-bin"
+    if head[:1] == b"\x80" or _plain_suffix(path) in (".kv", ".model", ".pkl", ".pickle"):
+        return "gensim-native"
+    first_line, _, rest = head.partition(b"\n")
+    if _is_count_dim_header(first_line):
+        if _looks_binary(rest[:4096]):
+            return "word2vec-binary"
+        return "fasttext-vec" if _plain_suffix(path) == ".vec" else "word2vec-text"
+    try:
+        fields = first_line.decode("utf-8").rstrip().split(" ")
+    except UnicodeDecodeError:
+        if _looks_binary(head[:4096]):
+            raise DataError(f"{path}: unknown format (binary data without a word2vec header)") from None
+        raise DataError(f"{path}: line 1: the word is not valid UTF-8") from None
+    try:
+        if len(fields) >= 2:
+            [float(x) for x in fields[1:]]
+            return "glove-text"
+    except ValueError:
+        pass
+    raise DataError(f"{path}: unknown format (line 1 is neither a 'count dim' header nor 'word v1 v2 ...')")
+
+
+def read_error(path: Path, exc: BaseException) -> str:
+    if isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)) or "compressed" in str(exc).lower():
+        return f"{path}: damaged or truncated compressed file ({exc or type(exc).__name__})"
+    return f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})"
+
+
+def load_foreign(path: Path, fmt: str, *, limit: int | None = None, trust: bool = False) -> LoadedVectors:
+    """Parse ``path`` (of format ``fmt``, from :func:`detect_format`) with gensim.
+
+    Every value is checked: NaN, infinity, and magnitudes past :data:`MAX_ABS_VALUE` (which would
+    overflow float32 norms) are refused with the line they are on; numpy's warnings stay quiet."""
+    logging.getLogger("gensim").setLevel(logging.ERROR)  # its INFO chatter is not for our users
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # e.g. gensim's "overflow encountered in cast": refused below
+        try:
+            if fmt == "gensim-native":
+                return _load_native(path, limit, trust)
+            if fmt == "fasttext-bin":
+                return _load_fasttext_bin(path, limit)
+            if fmt in ("word2vec-text", "fasttext-vec", "glove-text", "word2vec-binary"):
+                return _load_word2vec_family(path, fmt, limit)
+        except READ_ERRORS as exc:
+            raise DataError(read_error(path, exc)) from None
+    raise DataError(f"{path}: cannot load format {fmt!r}")
+
+
+def _starts_with_bom(path: Path) -> bool:
+    with open_maybe_compressed(path) as fh:
+        return fh.read(len(BOM)) == BOM
+
+
+@contextmanager
+def _gensim_source(path: Path):
+    """What to hand gensim for ``path``: the path itself, or, when the file starts with a BOM, a
+    temporary decompressed copy without it (gensim reads a header-less file twice, so a pipe
+    would not do). BOM files are rare and small in practice; the copy is removed at once."""
+    if not _starts_with_bom(path):
+        yield str(path)
+        return
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ctxembed-bom-") as folder:
+        copy = Path(folder) / "vectors.txt"
+        with open_maybe_compressed(path) as src, open(copy, "wb") as sink:
+            src.read(len(BOM))
+            shutil.copyfileobj(src, sink, 1 << 20)
+        yield str(copy)
+
+
+def _load_word2vec_family(path: Path, fmt: str, limit: int | None) -> LoadedVectors:
+    from gensim.models import KeyedVectors
+
+    binary = fmt == "word2vec-binary"
+    no_header = fmt == "glove-text"
+    if not binary:
+        _check_field_counts(path, no_header, limit)  # gensim would broadcast a 1-value line silently
+    else:
+        header_bytes = _check_binary_header(path)
+    try:
+        with _gensim_source(path) as source:
+            kv = KeyedVectors.load_word2vec_format(
+                source, binary=binary, no_header=no_header, limit=limit, unicode_errors="strict"
+            )
+    except UnicodeDecodeError:
+        raise DataError(_non_utf8_message(path, binary)) from None
+    except EOFError:
+        what = "binary file" if binary else "file"
+        raise DataError(f"{path}: truncated {what}: fewer entries than the header announces") from None
+    except ValueError as exc:
+        raise DataError(
+            _bad_line_message(path, no_header) if not binary else f"{path}: truncated or damaged binary file ({exc})"
+        ) from None
+    except (OSError, MemoryError) as exc:
+        raise DataError(f"{path}: cannot read ({exc})") from None
+    words = list(kv.index_to_key)
+    matrix = np.asarray(kv.vectors, dtype=np.float32)
+    expected = _announced_count(path, no_header, limit)
+    distinct = len(kv.key_to_index)
+    if expected is not None and distinct < expected:
+        raise DataError(_duplicate_message(path, binary, no_header, expected, distinct))
+    if binary and limit is None:
+        _check_binary_rest(path, header_bytes, words, matrix.shape[1])
+    _check_finite(path, words, matrix, first_line=1 if no_header else 2, binary=binary)
+    return LoadedVectors(words, matrix, None, fmt)
+
+
+def _announced_count(path: Path, no_header: bool, limit: int | None) -> int | None:
+    """How many entries the file says it has (header, or its non-empty lines for GloVe)."""
+    with open_maybe_compressed(path) as fh:
+        if no_header:
+            count = sum(1 for line in fh if line.strip())
+        else:
+            count = int(fh.readline().removeprefix(BOM).split()[0])
+    return min(count, limit) if limit else count
+
+
+def _header(path: Path, line: bytes) -> tuple[int, int]:
+    """(count, dim) of a word2vec header line, refusing counts or dimensions that cannot be."""
+    count, dim = (int(x) for x in line.removeprefix(BOM).split()[:2])
+    if dim < 1:
+        raise DataError(f"{path}: line 1: the header announces vectors of dimension {dim}; a header is 'count dim'")
+    if count < 1:
+        raise DataError(f"{path}: line 1: the header announces {count} words: no vectors in the file")
+    return count, dim
+
+
+def _check_binary_header(path: Path) -> int:
+    """A binary file's header against its size (uncompressed files): a header of 99999999999 words
+    would make gensim try to allocate terabytes before noticing the file is short. Returns the
+    header line's length in bytes."""
+    with open_maybe_compressed(path) as fh:
+        first = fh.readline(1 << 10)
+    count, dim = _header(path, first)
+    if path.name.lower().endswith((".gz", ".bz2")):
+        return len(first)
+    needed = len(first) + count * (dim * 4 + 2)  # each entry: at least a 1-byte word, a space, D float32
+    size = path.stat().st_size
+    if needed > size:
+        raise DataError(
+            f"{path}: truncated binary file: the header announces {count:,} vectors of {dim} floats "
+            f"(at least {needed:,} bytes), the file has {size:,} bytes"
+        )
+    return len(first)
+
+
+def _check_binary_rest(path: Path, header: int, words: list[str], dim: int) -> None:
+    """Refuse a binary file with more entries than its header (``header`` bytes) announces: gensim
+    reads the announced ones and ignores the rest, so a wrong count would silently drop vectors
+    (text files get the same error from _check_field_counts)."""
+    if path.name.lower().endswith((".gz", ".bz2")):
+        with open_maybe_compressed(path) as fh:  # the uncompressed size is only known by reading
+            size = sum(len(piece) for piece in iter(lambda: fh.read(1 << 20), b""))
+    else:
+        size = path.stat().st_size
+    read = header + sum(len(word.encode("utf-8")) + 1 for word in words) + 4 * dim * len(words)
+    # each entry may end with a newline; one more entry takes at least a byte, a space and D floats
+    beyond = size - read - len(words)
+    if beyond >= 2 + 4 * dim:
+        raise DataError(
+            f"{path}: the header announces {len(words):,} vectors but the file has more ({beyond:,} bytes "
+            "after them; fix the header's count, or pass --limit to keep only the first words)"
+        )
+
+
+def _duplicate_message(path: Path, binary: bool, no_header: bool, expected: int, distinct: int) -> str:
+    if not binary:
+        seen: set[bytes] = set()
+        with open_maybe_compressed(path) as fh:
+            for number, line in enumerate(fh, start=1):
+                if number == 1 and not no_header:
+                    continue
+                word = line.split(b" ", 1)[0]
+                if word in seen:
+                    shown = word.decode("utf-8", "replace")
+                    return f"{path}: line {number}: duplicate word {shown!r}"
+                seen.add(word)
+    return f"{path}: duplicate words: {expected} entries but only {distinct} distinct words"
+
+
+def _non_utf8_message(path: Path, binary: bool) -> str:
+    if not binary:
+        with open_maybe_compressed(path) as fh:
+            for number, line in enumerate(fh, start=1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError:
+                    return f"{path}: line {number}: not valid UTF-8"
+    return f"{path}: a word is not valid UTF-8"
+
+
+def _check_field_counts(path: Path, no_header: bool, limit: int | None) -> None:
+    """Every line holds a word and exactly D values, and a header's count matches the lines (one
+    fast pass; counts spaces, parses nothing)."""
+    with open_maybe_compressed(path) as fh:
+        count, dim = (None, None) if no_header else _header(path, fh.readline())
+        first = 1 if no_header else 2
+        wanted = min(x for x in (count, limit) if x is not None) if (count or limit) else None
+        seen = 0
+        for number, line in enumerate(fh, start=first):
+            if number == 1:
+                line = line.removeprefix(BOM)
+            if wanted is not None and seen >= wanted:
+                if count is not None and seen == count and line.strip() and (limit is None or limit > count):
+                    raise DataError(
+                        f"{path}: line {number}: the header announces {count:,} words but the file has more "
+                        "(fix the header's count, or pass --limit to keep only the first words)"
+                    )
+                break
+            values = line.rstrip().count(b" ")
+            if dim is None:
+                dim = values
+            if values != dim or values == 0:
+                raise DataError(f"{path}: line {number}: {values} values where {dim} were expected (mixed dimensions?)")
+            seen += 1
+    if count is not None and seen < min(count, limit or count):
+        raise DataError(f"{path}: truncated file: the header announces {count:,} words, the file has {seen:,}")
+
+
+def _bad_line_message(path: Path, no_header: bool) -> str:
+    """Find the first line whose field count or numbers are wrong (only run after a failure)."""
+    dim = None
+    with open_maybe_compressed(path) as fh:
+        for number, line in enumerate(fh, start=1):
+            if number == 1 and not no_header:
+                dim = int(line.split()[1])
+                continue
+            fields = line.rstrip().split(b" ")
+            if dim is None:
+                dim = len(fields) - 1
+            if len(fields) - 1 != dim:
+                return f"{path}: line {number}: {len(fields) - 1} values where {dim} were expected (mixed dimensions)"
+            try:
+                [float(x) for x in fields[1:]]
+            except ValueError:
+                return f"{path}: line {number}: not a number among the values"
+    return f"{path}: cannot parse the file"
+
+
+def _check_finite(path: Path, words: list[str], matrix: np.ndarray, *, first_line: int, binary: bool) -> None:
+    """Refuse NaN, infinity (also from float32 overflow) and values past MAX_ABS_VALUE, by line."""
+    with np.errstate(invalid="ignore"):
+        bad = np.flatnonzero(~(np.abs(matrix) <= MAX_ABS_VALUE).all(axis=1))  # NaN compares False
+    if bad.size:
+        row = int(bad[0])
+        where = f"entry {row + 1}" if binary else f"line {row + first_line}"
+        values = matrix[row]
+        if np.isnan(values).any():
+            what = "has NaN values"
+        elif np.isinf(values).any():
+            what = "has infinite values (or values past float32's 3.4e38)"
+        else:
+            what = f"has a value of {float(np.abs(values).max()):.3g}, past the {MAX_ABS_VALUE:.0e} limit"
+        raise DataError(f"{path}: {where}: the vector of {words[row]!r} {what}")
+
+
+def _subwords_of(kv) -> Subwords | None:
+    ngrams = getattr(kv, "vectors_ngrams", None)
+    if ngrams is None or not getattr(kv, "bucket", 0):
+        return None
+    return Subwords(np.asarray(ngrams, dtype=np.float32), int(kv.min_n), int(kv.max_n))
+
+
+def _load_fasttext_bin(path: Path, limit: int | None) -> LoadedVectors:
+    from gensim.models.fasttext import load_facebook_vectors
+
+    try:
+        kv = load_facebook_vectors(str(path))
+    except (EOFError, ValueError, AssertionError, OSError, UnicodeDecodeError, NotImplementedError) as exc:
+        raise DataError(f"{path}: cannot read fastText binary ({exc or type(exc).__name__})") from None
+    return _from_keyed_vectors(path, kv, limit, "fasttext-bin")
+
+
+def _load_native(path: Path, limit: int | None, trust: bool) -> LoadedVectors:
+    if not trust:
+        raise UsageError(
+            f"{path}: gensim's native format is a pickle and loading it can run arbitrary code; "
+            "pass --trust if you trust this file"
+        )
+    from gensim.utils import SaveLoad
+
+    try:
+        obj = SaveLoad.load(str(path))
+    except Exception as exc:  # unpickling raises anything at all; report it as a data error
+        raise DataError(f"{path}: cannot load gensim file ({type(exc).__name__}: {exc})") from None
+    kv = getattr(obj, "wv", obj)
+    if not hasattr(kv, "index_to_key") or not hasattr(kv, "vectors"):
+        raise DataError(f"{path}: gensim file holds a {type(obj).__name__}, not word vectors")
+    return _from_keyed_vectors(path, kv, limit, "gensim-native")
+
+
+def _from_keyed_vectors(path: Path, kv, limit: int | None, fmt: str) -> LoadedVectors:
+    words = list(kv.index_to_key)
+    matrix = np.asarray(kv.vectors, dtype=np.float32)
+    if limit:
+        words, matrix = words[:limit], matrix[:limit]
+    _check_finite(path, words, matrix, first_line=1, binary=True)
+    return LoadedVectors(words, np.ascontiguousarray(matrix), _subwords_of(kv), fmt)

@@ -1,0 +1,586 @@
+"""The ctxembed vector store: a vocabulary and a matrix in one file, opened with mmap.
+
+A store opens in milliseconds and never imports gensim, so every command that only
+reads vectors stays fast. Foreign formats (word2vec, GloVe, fastText) are converted
+into a store once, by :mod:`ctxembed.vectors.formats`, and cached.
+
+File layout (all integers little-endian)::
+
+    8 bytes   magic b"CTXEMB\\x00\\x01"
+    8 bytes   header length H (uint64)
+    H bytes   header, UTF-8 JSON: count, dim, dtype, sections {name: [offset, nbytes]}, metadata,
+              extra {name: {key: {offset, nbytes, dtype, shape}}} (named groups of arrays, e.g. the
+              all-but-the-top statistics "abtt"), checksums (version 2)
+    padding   to a multiple of 64 bytes; section offsets count from here
+    sections  vocab (each word + "\\n"), order (int32, N: rows sorted by their bytes, for binary
+              search), norms (float32, N), scales (float32, N; int8 only),
+              matrix (N, D) float32 or int8, ngrams (bucket, D) float32 (fastText subwords only),
+              then the arrays of the extra sections
+
+Checksums (version 2): the header carries ``header_crc32`` (CRC-32 of its own canonical JSON
+without that key) and ``checksums`` = {"block": B, "crc32": {blob: [crc of each B-byte block]}}.
+The header, vocabulary and order are verified when the store opens (~4 MB for 200k words); the
+other blobs block by block on first use in the process, so looking up a sentence's words checks
+a few 64 KiB blocks instead of the whole matrix (a full CRC-32 of the 24 MB default store costs
+several times its ~5 ms open). Version 1 stores (no checksums) stay readable.
+
+Example::
+
+    >>> store = VectorStore.open("data/glove-6B-100d-200k.ctxv")     # doctest: +SKIP
+    >>> store.vector("bank").shape                                   # doctest: +SKIP
+    (100,)
+    >>> store.most_similar(store.vector("king"), k=3, exclude={"king"})  # doctest: +SKIP
+    [('prince', 0.77), ('queen', 0.75), ('son', 0.70)]
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import tempfile
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ctxembed.errors import DataError
+
+MAGIC = b"CTXEMB\x00\x01"
+STORE_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
+_CHECK_BLOCK = 1 << 16  # bytes per checksummed block: a sentence's first lookup reads a few, not megabytes
+_EAGER_BLOBS = ("vocab", "order")  # verified at open: every lookup reads them
+STORE_SUFFIX = ".ctxv"
+_ALIGN = 64
+_BLOCK_ROWS = 32768  # rows per block in whole-vocabulary scans: bounds the float32 temporary to ~13 MB
+
+
+def _pad(n: int) -> int:
+    return (-n) % _ALIGN
+
+
+@dataclass(frozen=True)
+class Subwords:
+    """fastText character n-gram table, so out-of-vocabulary words still get vectors."""
+
+    ngrams: np.ndarray  # (bucket, D) float32
+    min_n: int
+    max_n: int
+
+
+def quantize_int8(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 quantisation with one float32 scale per row.
+
+    matrix (N, D) -> codes (N, D) int8 and scales (N,) float32, with row ~= codes * scale.
+    """
+    matrix = np.asarray(matrix, dtype=np.float32)
+    peak = np.abs(matrix).max(axis=1)  # (N,)
+    scales = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)  # (N,)
+    codes = np.clip(np.rint(matrix / scales[:, None]), -127, 127).astype(np.int8)  # (N, D)
+    return codes, scales
+
+
+class VectorStore:
+    """Read-only word vectors backed by a memory-mapped store file.
+
+    Attributes: ``words`` (list, frequency order as in the source), ``dim``, ``meta``
+    (the header's metadata: name, source, format...), ``lowercase`` (True when the
+    vocabulary has no upper-case letters, so tokens should be lower-cased).
+    """
+
+    def __init__(self, path: Path, header: dict, buffer: mmap.mmap | bytes):
+        self.path = path
+        self.meta: dict = header.get("meta", {})
+        self.dim: int = int(header["dim"])
+        count = int(header["count"])
+        if count < 0 or self.dim < 1:
+            raise DataError(f"{path}: store header is corrupt (count {count}, dim {self.dim})")
+        sections = header["sections"]
+        data_start = header["_data_start"]
+        self._checks = _Checksums(path, header, buffer, data_start)
+        # appended to a checksum error, e.g. "reinstall ctxembed"; a callable is called (once) for it
+        self.damage_hint: str | Callable[[], str] = ""
+
+        def section(name: str, dtype, shape):
+            offset, nbytes = (int(x) for x in sections[name])
+            n_items = int(np.prod(shape)) if shape else 0
+            if offset < 0 or nbytes != n_items * np.dtype(dtype).itemsize or data_start + offset + nbytes > len(buffer):
+                raise DataError(f"{path}: store is truncated or corrupt (section {name!r})")
+            return np.frombuffer(buffer, dtype=dtype, count=n_items, offset=data_start + offset).reshape(shape)
+
+        offset, nbytes = (int(x) for x in sections["vocab"])
+        if offset < 0 or nbytes < 0 or data_start + offset + nbytes > len(buffer):
+            raise DataError(f"{path}: store is truncated or corrupt (section 'vocab')")
+        self._vocab = bytes(buffer[data_start + offset : data_start + offset + nbytes])  # UTF-8, "\n"-joined
+        # (N+1,) start of each word in the vocab, from its newlines: word i = vocab[o[i] : o[i+1] - 1]
+        self._offsets = np.zeros(count + 1, dtype=np.int64)
+        newlines = np.flatnonzero(np.frombuffer(self._vocab, dtype=np.uint8) == 10)  # (N,)
+        if len(newlines) != count:
+            raise DataError(f"{path}: store is corrupt (header says {count} words, found {len(newlines)})")
+        self._offsets[1:] = newlines + 1
+        self._order = section("order", np.int32, (count,))  # (N,) rows sorted by their UTF-8 bytes
+        for name in _EAGER_BLOBS:
+            self._checks.whole(name, self)
+        if count and (int(self._order.min()) < 0 or int(self._order.max()) >= count):
+            raise DataError(f"{path}: store is corrupt (section 'order' points outside the vocabulary)")
+        self.count = count
+        self._words: list[str] | None = None
+        self._index: dict[str, int] | None = None
+        self._matrix = section("matrix", header["dtype"], (count, self.dim))  # (N, D)
+        self.norms = section("norms", np.float32, (count,))  # (N,) norms of the dequantised rows
+        self._scales = section("scales", np.float32, (count,)) if "scales" in sections else None  # (N,)
+        self.subwords: Subwords | None = None
+        if "ngrams" in sections:
+            sub = header["subwords"]
+            ngrams = section("ngrams", np.float32, (int(sub["bucket"]), self.dim))
+            self.subwords = Subwords(ngrams, int(sub["min_n"]), int(sub["max_n"]))
+        self._extra: dict = header.get("extra") or {}
+        self.lowercase: bool = bool(header.get("lowercase", False))
+        self._buffer = buffer
+        self._data_start = data_start
+
+    # ----------------------------------------------------------------------------- opening
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> VectorStore:
+        """Open a store file with mmap; only the header and the vocabulary are read now."""
+        path = Path(path)
+        try:
+            with open(path, "rb") as fh:
+                prefix = fh.read(16)
+                if len(prefix) < 16 or prefix[:8] != MAGIC:
+                    raise DataError(f"{path}: not a ctxembed store (bad magic bytes)")
+                header_len = int.from_bytes(prefix[8:16], "little")
+                if header_len > 1 << 24:
+                    raise DataError(f"{path}: not a ctxembed store (implausible header length)")
+                header = json.loads(fh.read(header_len).decode("utf-8"))
+                if not isinstance(header, dict):
+                    raise DataError(f"{path}: store header is corrupt")
+                buffer = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if path.stat().st_size else b""
+        except FileNotFoundError:
+            raise DataError(f"{path}: no such file") from None
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            raise DataError(f"{path}: store header is corrupt") from None
+        except (OSError, ValueError) as exc:
+            raise DataError(f"{path}: cannot open store ({exc})") from None
+        if header.get("version") not in _READABLE_VERSIONS:
+            raise DataError(f"{path}: store version {header.get('version')} is not supported")
+        if header["version"] >= 2 and header.pop("header_crc32", None) != _header_crc(header):
+            raise DataError(f"{path}: store header is damaged (checksum mismatch)")
+        header["_data_start"] = 16 + header_len + _pad(16 + header_len)
+        try:
+            return cls(path, header, buffer)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise DataError(f"{path}: store header is corrupt ({exc})") from None
+
+    # ----------------------------------------------------------------------------- lookup
+    def __len__(self) -> int:
+        return self.count
+
+    @property
+    def words(self) -> list[str]:
+        """Every word, in row (frequency) order; decoded on first use (tens of ms for 200k words)."""
+        if self._words is None:
+            try:
+                text = self._vocab[: self._offsets[self.count] - 1].decode("utf-8") if self.count else ""
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{self.path}: store vocabulary is not valid UTF-8 ({exc.reason})") from None
+            self._words = text.split("\n") if self.count else []
+        return self._words
+
+    def word_at(self, row: int) -> str:
+        if self._words is not None:
+            return self._words[row]
+        return self._vocab[self._offsets[row] : self._offsets[row + 1] - 1].decode("utf-8", "replace")
+
+    @property
+    def index(self) -> dict[str, int]:
+        """word -> row for bulk lookups; built on first use. Single lookups use :meth:`find`."""
+        if self._index is None:
+            self._index = dict(zip(self.words, range(self.count), strict=True))
+        return self._index
+
+    def find(self, word: str) -> int | None:
+        """The row of ``word``, or None: a binary search over the sorted vocabulary, no decoding."""
+        if self._index is not None:
+            return self._index.get(word)
+        target = word.encode("utf-8", "surrogatepass")
+        vocab, offsets, order = self._vocab, self._offsets, self._order
+        lo, hi = 0, self.count
+        while lo < hi:
+            mid = (lo + hi) // 2
+            row = int(order[mid])
+            if vocab[offsets[row] : offsets[row + 1] - 1] < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < self.count:
+            row = int(order[lo])
+            if vocab[offsets[row] : offsets[row + 1] - 1] == target:
+                return row
+        return None
+
+    def __contains__(self, word: str) -> bool:
+        return self.find(word) is not None
+
+    def can_embed(self, word: str) -> bool:
+        """True when :meth:`vector` has an answer: in vocabulary, or built from subwords."""
+        if self.find(word) is not None:
+            return True
+        return self.subwords is not None and bool(self._ngram_rows(word))
+
+    @property
+    def dtype(self) -> str:
+        return str(self._matrix.dtype)
+
+    def rows(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Dequantised float32 vectors of the given rows: (n,) -> (n, D)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        self._checks.rows("matrix", ids, self._matrix.shape[1] * self._matrix.itemsize, self)
+        if self._scales is not None:
+            self._checks.rows("scales", ids, self._scales.itemsize, self)
+        block = self._matrix[ids].astype(np.float32)  # (n, D)
+        if self._scales is not None:
+            block *= self._scales[ids][:, None]  # (n, D) * (n, 1)
+        return block
+
+    def vector(self, word: str) -> np.ndarray:
+        """The float32 (D,) vector of a word; fastText stores build unknown words from n-grams."""
+        row = self.find(word)
+        if row is not None:
+            return self.rows([row])[0]
+        if self.subwords is not None:
+            ngram_rows = self._ngram_rows(word)
+            if ngram_rows:
+                self._checks.rows("ngrams", np.asarray(ngram_rows), self.subwords.ngrams.shape[1] * 4, self)
+                return self.subwords.ngrams[ngram_rows].mean(axis=0).astype(np.float32)  # (D,)
+        raise KeyError(word)
+
+    def _ngram_rows(self, word: str) -> list[int]:
+        from ctxembed.vectors.subwords import ngram_buckets
+
+        sub = self.subwords
+        return ngram_buckets(word, sub.min_n, sub.max_n, sub.ngrams.shape[0]) if sub else []
+
+    def matrix(self) -> np.ndarray:
+        """The whole vocabulary as float32 (N, D). Reads every page: for big stores use blocks."""
+        return self.rows(np.arange(len(self)))
+
+    def iter_blocks(self, block_rows: int = _BLOCK_ROWS):
+        """Yield (start, float32 block (b, D)) over the vocabulary, in order."""
+        for start in range(0, len(self), block_rows):
+            yield start, self.rows(np.arange(start, min(start + block_rows, len(self))))
+
+    def cosine_to_all(self, vector: np.ndarray) -> np.ndarray:
+        """Cosine similarity of one (D,) vector to every word: (N,) float32, 0 for zero rows."""
+        vector = np.asarray(vector, dtype=np.float32)
+        out = np.empty(len(self), dtype=np.float32)
+        self._checks.whole("norms", self)
+        if self._scales is not None:
+            self._checks.whole("scales", self)
+        row_bytes = self._matrix.shape[1] * self._matrix.itemsize
+        for start in range(0, len(self), _BLOCK_ROWS):
+            stop = min(start + _BLOCK_ROWS, len(self))
+            self._checks.span("matrix", start * row_bytes, stop * row_bytes, self)
+            dots = self._matrix[start:stop].astype(np.float32) @ vector  # (b, D) @ (D,) -> (b,)
+            if self._scales is not None:
+                dots *= self._scales[start:stop]  # undo the int8 scale row by row
+            out[start:stop] = dots
+        denom = self.norms * np.float32(np.linalg.norm(vector))  # (N,)
+        np.divide(out, denom, out=out, where=denom > 0)
+        out[denom <= 0] = 0.0
+        return out
+
+    def most_similar(self, vector: np.ndarray, k: int = 10, exclude: Iterable[str] = ()) -> list[tuple[str, float]]:
+        """The k words whose vectors have the highest cosine with ``vector``, best first."""
+        return self.top_words(self.cosine_to_all(vector), k, exclude)
+
+    def top_words(self, scores: np.ndarray, k: int, exclude: Iterable[str] = ()) -> list[tuple[str, float]]:
+        """The k words with the highest ``scores`` (N,), best first, leaving out ``exclude``."""
+        scores = np.array(scores)  # (N,) a copy: excluded words are set to -inf below
+        banned = [row for row in map(self.find, exclude) if row is not None]
+        scores[banned] = -np.inf
+        k = max(0, min(k, len(self) - len(banned)))
+        if k == 0:
+            return []
+        top = np.argpartition(-scores, k - 1)[:k]  # unordered top k, O(N)
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(self.word_at(int(i)), float(scores[i])) for i in top]
+
+    def head(self, n: int) -> VectorStore:
+        """The n most frequent words (the first n rows) as a store of their own; shares memory."""
+        clone = object.__new__(VectorStore)
+        clone.__dict__.update(self.__dict__)
+        clone.count = n
+        clone._words = None if self._words is None else self._words[:n]
+        clone._index = None
+        clone._order = self._order[self._order < n]  # still sorted, restricted to the first n rows
+        clone._matrix = self._matrix[:n]
+        clone.norms = self.norms[:n]
+        clone._scales = None if self._scales is None else self._scales[:n]
+        clone.meta = {**self.meta, "limit": n}
+        return clone
+
+    def section(self, name: str) -> dict[str, np.ndarray] | None:
+        """The named group of arrays stored with :func:`write_store`'s ``sections``, or None.
+
+        Arrays are read-only views into the file (checksums verified on first access)."""
+        spec = self._extra.get(name)
+        if spec is None:
+            return None
+        arrays = {}
+        for key, item in spec.items():
+            blob = f"{name}/{key}"
+            try:
+                offset, nbytes = int(item["offset"]), int(item["nbytes"])
+                dtype, shape = np.dtype(item["dtype"]), tuple(int(n) for n in item["shape"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise DataError(f"{self.path}: store header is corrupt (section {blob!r}: {exc})") from None
+            count = int(np.prod(shape)) if shape else 1
+            start = self._data_start + offset
+            if dtype.hasobject or offset < 0 or nbytes != count * dtype.itemsize or start + nbytes > len(self._buffer):
+                raise DataError(f"{self.path}: store is truncated or corrupt (section {blob!r})")
+            self._checks.span(blob, 0, nbytes, self)
+            arrays[key] = np.frombuffer(self._buffer, dtype=dtype, count=count, offset=start).reshape(shape)
+        return arrays
+
+    def verify(self) -> None:
+        """Check every checksum now (a full read); raises DataError naming the damaged part."""
+        self._checks.everything(self)
+
+    def close(self) -> None:
+        if isinstance(self._buffer, mmap.mmap):
+            # The numpy views keep the buffer alive; only drop our reference.
+            self._buffer = b""
+
+
+def write_store(
+    path: str | os.PathLike,
+    words: Sequence[str],
+    matrix: np.ndarray,
+    *,
+    quantize: bool = False,
+    meta: dict | None = None,
+    subwords: Subwords | None = None,
+    sections: dict[str, dict[str, np.ndarray]] | None = None,
+    scales: np.ndarray | None = None,
+) -> Path:
+    """Write a store atomically (temporary file, then rename), so no half-written file remains.
+
+    words: N unique strings without newlines; matrix: (N, D) finite numbers, or (N, D) int8 codes
+    already quantised, with their (N,) float32 ``scales`` (re-packing a store without requantising).
+    sections: named groups of numeric arrays kept with the vectors, read back with
+    :meth:`VectorStore.section` (e.g. ``{"abtt": {"mean": ..., "directions": ...}}``).
+    """
+    path = Path(path)
+    if scales is not None:
+        matrix = np.ascontiguousarray(matrix)
+        scales = np.ascontiguousarray(scales, dtype=np.float32)  # (N,)
+        if matrix.dtype != np.int8 or scales.shape != (len(words),) or not np.isfinite(scales).all():
+            raise DataError(f"{path}: pre-quantised vectors need int8 codes and one finite scale per row")
+    else:
+        matrix = np.ascontiguousarray(matrix, dtype=np.float32)  # (N, D)
+    if matrix.ndim != 2 or matrix.shape[0] != len(words):
+        raise DataError(f"{path}: {len(words)} words but a matrix of shape {matrix.shape}")
+    if scales is None and not np.isfinite(matrix).all():
+        row = int(np.argwhere(~np.isfinite(matrix))[0][0])
+        raise DataError(f"{path}: the vector of {words[row]!r} (row {row + 1}) has NaN or infinite values")
+    for word in words:
+        if "\n" in word or word == "":
+            raise DataError(f"{path}: invalid word {word!r} (empty or containing a newline)")
+    if scales is not None:
+        stored = matrix
+    elif quantize:
+        stored, scales = quantize_int8(matrix)
+    else:
+        stored = matrix
+    norms = np.empty(len(words), dtype=np.float32)  # (N,) in blocks: no second full-size copy
+    for start in range(0, len(words), _BLOCK_ROWS):
+        block = stored[start : start + _BLOCK_ROWS].astype(np.float32)  # (b, D)
+        if scales is not None:
+            block *= scales[start : start + _BLOCK_ROWS, None]
+        norms[start : start + len(block)] = np.linalg.norm(block, axis=1)
+    encoded = [w.encode("utf-8") + b"\n" for w in words]
+    if len(set(encoded)) != len(encoded):
+        raise DataError(f"{path}: duplicate words")
+    order = np.array(sorted(range(len(words)), key=lambda i: encoded[i][:-1]), dtype=np.int32)  # (N,)
+    blobs: list[tuple[str, bytes | np.ndarray]] = [("vocab", b"".join(encoded)), ("order", order)]
+    blobs.append(("norms", norms.astype(np.float32)))
+    if scales is not None:
+        blobs.append(("scales", scales))
+    blobs.append(("matrix", stored))
+    if subwords is not None:
+        blobs.append(("ngrams", np.ascontiguousarray(subwords.ngrams, dtype=np.float32)))
+    extra_blobs = _extra_blobs(path, sections or {})
+
+    offsets, offset = {}, 0
+    for name, blob in blobs + extra_blobs:
+        nbytes = len(blob) if isinstance(blob, bytes) else blob.nbytes
+        offsets[name] = [offset, nbytes]
+        offset += nbytes + _pad(nbytes)
+    header = {
+        "version": STORE_VERSION,
+        "count": len(words),
+        "dim": int(matrix.shape[1]),
+        "dtype": str(stored.dtype),
+        "lowercase": all(w == w.lower() for w in words),
+        "sections": {name: offsets[name] for name, _ in blobs},
+        "meta": meta or {},
+    }
+    if subwords is not None:
+        header["subwords"] = {"min_n": subwords.min_n, "max_n": subwords.max_n, "bucket": len(subwords.ngrams)}
+    if extra_blobs:
+        header["extra"] = {
+            group: {
+                key: {
+                    "offset": offsets[f"{group}/{key}"][0],
+                    "nbytes": offsets[f"{group}/{key}"][1],
+                    "dtype": array.dtype.str,
+                    "shape": list(array.shape),
+                }
+                for key, array in arrays.items()
+            }
+            for group, arrays in ((g, {k: np.asarray(a) for k, a in v.items()}) for g, v in (sections or {}).items())
+        }
+    blobs += extra_blobs
+    header["checksums"] = {
+        "block": _CHECK_BLOCK,
+        "crc32": {name: _block_crcs(_blob_bytes(blob)) for name, blob in blobs},
+    }
+    header["header_crc32"] = _header_crc(header)
+    header_bytes = json.dumps(header, ensure_ascii=False).encode("utf-8")
+
+    with atomic_file(path) as fh:
+        fh.write(MAGIC + len(header_bytes).to_bytes(8, "little") + header_bytes)
+        fh.write(b"\0" * _pad(16 + len(header_bytes)))
+        for _, blob in blobs:
+            data = _blob_bytes(blob)
+            fh.write(data)
+            fh.write(b"\0" * _pad(len(data)))
+    return path
+
+
+def _blob_bytes(blob: bytes | np.ndarray) -> bytes | memoryview:
+    if isinstance(blob, bytes):
+        return blob
+    if blob.size == 0:
+        return b""  # memoryview cannot cast an empty array
+    return memoryview(np.ascontiguousarray(blob)).cast("B")  # the array's own bytes: no copy
+
+
+def _extra_blobs(path: Path, sections: dict) -> list[tuple[str, np.ndarray]]:
+    blobs = []
+    for group, arrays in sections.items():
+        for key, array in arrays.items():
+            array = np.ascontiguousarray(array)
+            if "/" in group or "/" in key or array.dtype.hasobject or array.dtype.kind not in "biuf":
+                raise DataError(f"{path}: section {group}/{key} must be a numeric array with a plain name")
+            if array.dtype.kind == "f" and not np.isfinite(array).all():
+                raise DataError(f"{path}: section {group}/{key} has NaN or infinite values")
+            blobs.append((f"{group}/{key}", array))
+    return blobs
+
+
+def _block_crcs(data: bytes | memoryview) -> list[int]:
+    view = memoryview(data)
+    return [zlib.crc32(view[i : i + _CHECK_BLOCK]) for i in range(0, len(view), _CHECK_BLOCK)]
+
+
+def _header_crc(header: dict) -> int:
+    """CRC-32 of the header's canonical JSON (sorted keys, without "header_crc32" itself)."""
+    body = {k: v for k, v in header.items() if k not in ("header_crc32", "_data_start")}
+    return zlib.crc32(json.dumps(body, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+
+
+class _Checksums:
+    """Block checksums of a store's blobs, verified lazily: each block at most once per process."""
+
+    def __init__(self, path: Path, header: dict, buffer, data_start: int):
+        self.path = path
+        info = header.get("checksums")
+        if info is None and header.get("version", 1) >= 2:
+            raise DataError(f"{path}: store header is damaged (no checksums)")
+        self.block = int(info["block"]) if info else _CHECK_BLOCK
+        if self.block < 1:
+            raise DataError(f"{path}: store header is corrupt (checksum block {self.block})")
+        self.crcs: dict[str, list[int]] = dict(info["crc32"]) if info else {}
+        self.offsets = {name: tuple(map(int, v)) for name, v in header["sections"].items()}
+        for group, arrays in (header.get("extra") or {}).items():
+            for key, item in arrays.items():
+                self.offsets[f"{group}/{key}"] = (int(item["offset"]), int(item["nbytes"]))
+        self.buffer, self.data_start = buffer, data_start
+        self.done: dict[str, np.ndarray] = {}  # blob -> (blocks,) bool, True once verified
+        self.complete: set[str] = set()  # blobs verified in full: no more bookkeeping per lookup
+
+    def span(self, name: str, lo: int, hi: int, store: VectorStore) -> None:
+        """Verify the blocks covering bytes [lo, hi) of blob ``name``."""
+        crcs = self.crcs.get(name)
+        if crcs is None or hi <= lo or name in self.complete:
+            return
+        self._check(name, range(lo // self.block, (hi - 1) // self.block + 1), store)
+
+    def whole(self, name: str, store: VectorStore) -> None:
+        if name in self.crcs and name in self.offsets:
+            self.span(name, 0, self.offsets[name][1], store)
+
+    def rows(self, name: str, ids: np.ndarray, row_bytes: int, store: VectorStore) -> None:
+        """Verify the blocks holding the given rows of a (rows, row_bytes) blob."""
+        if name not in self.crcs or ids.size == 0 or name in self.complete:
+            return
+        count = len(self.crcs[name])
+        wanted = np.zeros(count, dtype=bool)  # (blocks,) True: holds a byte of one of the rows
+        for edge in (ids * row_bytes // self.block, ((ids + 1) * row_bytes - 1) // self.block):  # (n,) each
+            wanted[edge[(edge >= 0) & (edge < count)]] = True  # a block past the end is _check's to report
+        done = self.done.get(name)
+        if done is not None:
+            wanted &= ~done  # (blocks,) verified once is enough: a batch's lookups cost no Python per row
+        self._check(name, np.flatnonzero(wanted).tolist(), store)
+
+    def everything(self, store: VectorStore) -> None:
+        for name in self.crcs:
+            self.whole(name, store)
+
+    def _check(self, name: str, blocks, store: VectorStore) -> None:
+        crcs = self.crcs[name]
+        done = self.done.get(name)
+        if done is None:
+            done = self.done[name] = np.zeros(len(crcs), dtype=bool)
+        offset, nbytes = self.offsets[name]
+        if len(crcs) != -(-nbytes // self.block):
+            self._damaged(name, store)
+        for block in blocks:
+            if block >= len(crcs) or done[block]:
+                continue
+            start = self.data_start + offset + block * self.block
+            stop = self.data_start + offset + min(nbytes, (block + 1) * self.block)
+            if stop > len(self.buffer) or zlib.crc32(memoryview(self.buffer)[start:stop]) != crcs[block]:
+                self._damaged(name, store)
+            done[block] = True
+        if done.all():
+            self.complete.add(name)
+
+    def _damaged(self, name: str, store: VectorStore) -> None:
+        hint = store.damage_hint() if callable(store.damage_hint) else store.damage_hint
+        hint = f"; {hint}" if hint else ""
+        raise DataError(f"{self.path}: store is damaged (checksum mismatch in {name!r}){hint}")
+
+
+@contextmanager
+def atomic_file(path: Path):
+    """Open a temporary file beside ``path`` for binary writing; on success it is synced and renamed
+    to ``path`` (mode 0644), on any error removed, so no half-written file is ever left."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp_name, 0o644)  # mkstemp makes 0600; a store is not a secret
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise

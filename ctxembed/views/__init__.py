@@ -1,0 +1,1 @@
+"""Views: documents -> terminal tables, SVG, PNG and HTML. They read documents and compute nothing."""

@@ -1,0 +1,136 @@
+"""Save a document as a picture or a page: ``save_document(doc, "bank.svg")``.
+
+The suffix picks the format:
+
+- ``.svg``  vector graphics for papers (:mod:`ctxembed.views.svg`, no dependency);
+- ``.html`` one self-contained page, no network: the interactive attention view for ``attend``
+  (tokens on both sides, hover or click one to see its weights), the figure with hover and click
+  read-outs for other documents;
+- ``.png``  through matplotlib, the optional extra ``plot`` (``pip install 'ctxembed[plot]'``);
+- ``.json`` the same document as ``--json``.
+
+What a picture of each document type shows is registered in :mod:`ctxembed.views.figures` by its
+"schema"; adding a document type there is enough for SVG, PNG and HTML. Files are written
+atomically: a failed save never leaves a half-written file.
+"""
+
+from __future__ import annotations
+
+import html
+import secrets
+from importlib import resources
+from pathlib import Path
+
+from ctxembed.errors import DataError, UsageError
+from ctxembed.views.figures import View, build_figure
+
+FORMATS = (".svg", ".html", ".png", ".json")
+
+
+def check_path(path: str | Path) -> str:
+    """The format of ``path`` (its suffix); UsageError for an unknown one, DataError when the PNG extra
+    is missing or the folder does not exist. Cheap: run it before any work."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".htm":
+        suffix = ".html"
+    if suffix not in FORMATS:
+        shown = f"suffix {path.suffix!r}" if path.suffix else "no suffix"
+        raise UsageError(f"--save {path}: {shown}; use one of {', '.join(FORMATS)}")
+    if suffix == ".png":
+        from ctxembed.views.png import require_matplotlib
+
+        require_matplotlib()
+    if path.exists() and path.is_dir():
+        raise DataError(f"--save {path}: is a directory")
+    parent = path.parent
+    if not parent.is_dir():
+        raise DataError(f"--save {path}: no such folder {str(parent)!r}")
+    return suffix
+
+
+def render_bytes(doc: dict, suffix: str, view: View | None = None) -> bytes:
+    """The file contents of ``doc`` in the format of ``suffix``."""
+    if suffix == ".json":
+        from ctxembed.output import dumps
+
+        return (dumps(doc, indent=2) + "\n").encode()
+    if suffix == ".html":
+        return html_page(doc, view).encode()
+    figure = build_figure(doc, view)
+    if suffix == ".svg":
+        from ctxembed.views.svg import figure_svg
+
+        return ('<?xml version="1.0" encoding="UTF-8"?>\n' + figure_svg(figure) + "\n").encode()
+    from ctxembed.views.png import figure_png
+
+    return figure_png(figure)
+
+
+def save_document(
+    doc: dict, path: str | Path, *, layer: int | None = None, head: int | None = None, all_heads: bool = False
+) -> None:
+    """Write ``doc`` to ``path`` in the format its suffix names (see the module doc).
+
+    ``layer``, ``head`` and ``all_heads`` choose what an attention picture shows (default: the last
+    layer, mean of heads). Raises UsageError for an unknown suffix, DataError when the file cannot be
+    written or the PNG extra is missing."""
+    from ctxembed.vectors.store import atomic_file
+
+    path = Path(path)
+    suffix = check_path(path)
+    data = render_bytes(doc, suffix, View(layer=layer, head=head, all_heads=all_heads))
+    try:
+        with atomic_file(path) as fh:
+            fh.write(data)
+    except OSError as exc:
+        raise DataError(f"--save {path}: cannot write ({exc.strerror or exc})") from None
+
+
+# ------------------------------------------------------------------------------ HTML
+def _asset(name: str) -> str:
+    return resources.files("ctxembed.views").joinpath("web", name).read_text(encoding="utf-8")
+
+
+def _script_json(doc: dict) -> str:
+    """The document as JSON that is safe inside a <script> element."""
+    from ctxembed.output import dumps
+
+    return dumps(doc).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def html_fragment(doc: dict, view: View | None = None) -> str:
+    """An embeddable interactive view of ``doc`` (a <div> with its own style and script), for a page or
+    a notebook's ``_repr_html_``. Several fragments can live on one page."""
+    import json
+
+    view = view or View()
+    root = f"ctxembed-{secrets.token_hex(6)}"
+    if doc.get("schema") == "ctxembed.attend/1":
+        body = '<div class="app"></div>'
+    else:
+        from ctxembed.views.svg import figure_svg
+
+        body = '<div class="readout">hover or click a cell to read its exact value</div>' + figure_svg(
+            build_figure(doc, view)
+        )
+    settings = {"layer": view.layer, "head": view.head, "all_heads": view.all_heads}
+    return (
+        f'<div class="ctxembed-view" id="{root}" data-view="{html.escape(json.dumps(settings))}">'
+        f"<style>{_asset('view.css')}</style>"
+        f'<script type="application/json" class="ctxembed-data">{_script_json(doc)}</script>'
+        f"{body}<script>{_asset('view.js').replace('__ROOT_ID__', root)}</script></div>"
+    )
+
+
+def html_page(doc: dict, view: View | None = None) -> str:
+    """One self-contained HTML page (no network, no CDN) holding the interactive view of ``doc``."""
+    title = {"ctxembed.attend/1": "attention", "ctxembed.compare/1": "compare", "ctxembed.neighbors/1": "neighbours"}
+    name = title.get(doc.get("schema"), str(doc.get("schema")))
+    subject = doc.get("text") or doc.get("word") or ""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>ctxembed {html.escape(name)}: {html.escape(str(subject))}</title></head>"
+        f"<body>{html_fragment(doc, view)}</body></html>\n"
+    )

@@ -1,0 +1,276 @@
+"""Documents -> figures: what a picture of each JSON document shows, independent of the file format.
+
+A :class:`Figure` is a title, a few lines of text and panels (a heatmap, bars, curves or labelled
+points). :mod:`ctxembed.views.svg` and :mod:`ctxembed.views.png` draw any figure; the HTML page embeds the SVG
+(or, for attention, its interactive view). Adding a document type is one function::
+
+    @figure_for("ctxembed.train/1")
+    def train_figure(doc: dict, view: View) -> Figure:
+        return Figure("training loss", [], [Curves("loss", "step", "loss", [("train", steps, losses)])])
+
+Builders only pick and arrange numbers of the document; they compute nothing new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ctxembed.errors import UsageError
+
+
+@dataclass(frozen=True)
+class View:
+    """Which part of a document to draw (the CLI's --layer, --head, --all-heads)."""
+
+    layer: int | None = None
+    head: int | None = None
+    all_heads: bool = False
+
+
+@dataclass
+class Heatmap:
+    title: str
+    rows: list[str]
+    columns: list[str]
+    values: np.ndarray  # (rows, columns)
+    low: float = 0.0  # value of the lightest colour
+    high: float = 1.0  # value of the darkest colour
+    masked: np.ndarray | None = None  # (rows, columns) bool: drawn as "·", not as a value
+    diverging: bool = False  # a scale centred on 0 (cosines) instead of a sequential one
+    digits: int = 2
+    label: str = "weight"  # what a cell's number is, for hover text
+
+
+@dataclass
+class Bars:
+    title: str
+    labels: list[str]
+    values: list[float]
+    low: float = 0.0
+    high: float = 1.0
+    digits: int = 3
+    label: str = "value"
+
+
+@dataclass
+class Curves:
+    title: str
+    x_label: str
+    y_label: str
+    series: list[tuple[str, Sequence[float], Sequence[float]]]  # (name, x values, y values)
+
+
+@dataclass
+class Points:
+    title: str
+    x: Sequence[float]
+    y: Sequence[float]
+    labels: list[str]
+    groups: list[str] | None = None  # one colour per group
+
+
+Panel = Heatmap | Bars | Curves | Points
+
+
+@dataclass
+class Figure:
+    title: str
+    lines: list[str]  # text under the title: the sentence, the settings
+    panels: list[Panel]
+    notes: list[str] = field(default_factory=list)  # text under the panels: legends
+    columns: int = 0  # panels per row (0: all in one row)
+
+
+Builder = Callable[[dict, View], Figure]
+FIGURES: dict[str, Builder] = {}
+
+
+def figure_for(schema: str) -> Callable[[Builder], Builder]:
+    """Register the figure builder of a document type (its "schema" value)."""
+
+    def register(builder: Builder) -> Builder:
+        FIGURES[schema] = builder
+        return builder
+
+    return register
+
+
+def build_figure(doc: dict, view: View | None = None) -> Figure:
+    schema = doc.get("schema")
+    if schema not in FIGURES:
+        known = ", ".join(sorted(FIGURES))
+        raise UsageError(f"cannot draw a {schema!r} document as a picture (drawable: {known}); save it as .json")
+    return FIGURES[schema](doc, view or View())
+
+
+# ------------------------------------------------------------------------------ the documents
+def _settings_lines(doc: dict) -> list[str]:
+    v = doc.get("vectors") or {}
+    lines = [f"settings: {doc['settings_summary']}"] if "settings_summary" in doc else []
+    if v:
+        lines.append(f"vectors: {v.get('name')} ({v.get('dim')}d)")
+    return lines
+
+
+def attention_masks(doc: dict, n: int) -> np.ndarray:
+    """(T, T) True where the settings masked the key: the diagonal (self masked), the future (causal)."""
+    attention = doc["settings"]["attention"]
+    masked = np.zeros((n, n), dtype=bool)
+    if attention.get("exclude_self"):
+        masked |= np.eye(n, dtype=bool)
+    if attention.get("causal"):
+        masked |= np.triu(np.ones((n, n), dtype=bool), k=1)
+    return masked
+
+
+def _floats(values) -> np.ndarray:
+    """The document's numbers as an array (float32 stays float32)."""
+    array = np.asarray(values)
+    return array if array.dtype.kind == "f" else array.astype(np.float64)
+
+
+def attention_view(doc: dict, view: View) -> tuple[str, list[tuple[str, np.ndarray]]]:
+    """A title and (panel title, weights (T, T)) pairs of one layer: a head, the mean of heads, or every head."""
+    weights = _floats(doc["weights"])  # (L, h, T, T)
+    layers, heads = weights.shape[:2]
+    layer = layers - 1 if view.layer is None else view.layer
+    if not 0 <= layer < layers:
+        raise UsageError(f"layer {layer} does not exist: there are {layers} layer(s), numbered from 0")
+    if view.head is not None and not 0 <= view.head < heads:
+        raise UsageError(f"head {view.head} does not exist: there are {heads} head(s), numbered from 0")
+    if view.all_heads and heads > 1:
+        return f"layer {layer}, every head", [(f"head {h}", weights[layer, h]) for h in range(heads)]
+    if view.head is not None:
+        return f"layer {layer}, head {view.head}", [("", weights[layer, view.head])]
+    if heads > 1:
+        return f"layer {layer}, mean of {heads} heads", [("", weights[layer].mean(axis=0))]
+    return f"layer {layer}", [("", weights[layer, 0])]
+
+
+def token_labels(doc: dict) -> tuple[list[str], list[int]]:
+    """Texts and positions of the tokens that took part in attention (the rows of every matrix)."""
+    positions = list(doc["attended_positions"])
+    return [doc["tokens"][p]["text"] for p in positions], positions
+
+
+@figure_for("ctxembed.attend/1")
+def attend_figure(doc: dict, view: View) -> Figure:
+    labels, _ = token_labels(doc)
+    title, panels = attention_view(doc, view)
+    masked = attention_masks(doc, len(labels))
+    darkest = max(float(np.max(values, initial=0.0)) for _, values in panels) or 1.0
+    heatmaps = [
+        Heatmap(panel, labels, labels, values, high=darkest, masked=masked if masked.any() else None)
+        for panel, values in panels
+    ]
+    return Figure(
+        f"attention weights, {title}",
+        [doc["text"], *_settings_lines(doc)],
+        heatmaps,
+        notes=[
+            f"rows: how much each token attends to each column (rows sum to 1); darkest = {darkest:.3g}"
+            + ("; · masked" if masked.any() else "")
+        ],
+        columns=min(4, len(heatmaps)),
+    )
+
+
+@figure_for("ctxembed.compare/1")
+def compare_figure(doc: dict, view: View) -> Figure:
+    labels = [f"S{i + 1}" for i in range(len(doc["sentences"]))]
+    panels: list[Panel] = []
+    for entry in doc["words"]:
+        for kind in ("static", "contextual"):
+            panels.append(
+                Heatmap(
+                    f"{kind} cosine: {entry['word']!r}",
+                    labels,
+                    labels,
+                    _floats(entry[f"{kind}_similarity"]),
+                    low=-1.0,
+                    high=1.0,
+                    diverging=True,
+                    digits=3,
+                    label=f"{kind} cosine of {entry['word']!r}",
+                )
+            )
+    return Figure(
+        "static against contextual cosine",
+        _settings_lines(doc),
+        panels,
+        notes=[f"{label}: {sentence}" for label, sentence in zip(labels, doc["sentences"], strict=True)],
+        columns=2,
+    )
+
+
+@figure_for("ctxembed.neighbors/1")
+def neighbors_figure(doc: dict, view: View) -> Figure:
+    panels: list[Panel] = [
+        Bars(
+            f"{kind} neighbours of {doc['word']!r}",
+            [n["word"] for n in doc[kind]],
+            [n["similarity"] for n in doc[kind]],
+            low=0.0,
+            high=1.0,
+            label=f"cosine to the {kind} {doc['word']!r}",
+        )
+        for kind in ("static", "contextual")
+    ]
+    return Figure(f"nearest words of {doc['word']!r} in: {doc['text']}", _settings_lines(doc), panels, columns=2)
+
+
+@figure_for("ctxembed.senses/1")
+def senses_figure(doc: dict, view: View) -> Figure:
+    """One map per word: its occurrences on their first two principal components, coloured by sense."""
+    panels: list[Panel] = []
+    for entry in doc["words"]:
+        if not entry["k"]:
+            continue
+        names = [
+            f"{s['sense'] + 1} ({s['size']}): " + " ".join(item["word"] for item in s["label"][:2])
+            for s in entry["senses"]
+        ]
+        points = entry["occurrences"]
+        explained = entry["map"]["explained_variance"]
+        panels.append(
+            Points(
+                f"{entry['word']}: {entry['k']} sense(s), {len(points)} occurrences "
+                f"(PCA, {sum(explained):.0%} of the variance)",
+                [p["x"] for p in points],
+                [p["y"] for p in points],
+                [f"line {p['line']}" if len(points) <= 40 else "" for p in points],  # more: unreadable
+                [names[p["sense"]] for p in points],
+            )
+        )
+    if not panels:
+        raise UsageError("no word was clustered: nothing to draw")
+    corpus = doc["corpus"]["name"]
+    return Figure(f"senses in {corpus}", _settings_lines(doc), panels, columns=min(2, len(panels)))
+
+
+@figure_for("ctxembed.train/1")
+def train_figure(doc: dict, view: View) -> Figure:
+    """The loss curves of a training run: the training batches and the held-out sentences, by step."""
+    series = [
+        (
+            name.replace("_", "-"),
+            [e["step"] for e in doc[name] if e["loss"] is not None],
+            [e["loss"] for e in doc[name] if e["loss"] is not None],
+        )
+        for name in ("train", "held_out")
+    ]
+    final = doc["final"]
+    lines = [
+        doc["settings_summary"],
+        f"{doc['corpus']['source']}: {doc['corpus']['tokens']:,} tokens, {doc['steps']:,} steps",
+    ]
+    if final["held_out"] is not None and final["held_out_initial"] is not None:
+        lines.append(f"held-out loss {final['held_out_initial']:.3f} -> {final['held_out']:.3f}")
+    return Figure(
+        "training loss (masked-word cross-entropy, nats)",
+        lines,
+        [Curves("loss", "step", "loss", [s for s in series if s[1]])],
+    )

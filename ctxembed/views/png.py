@@ -1,0 +1,128 @@
+"""Figures as PNG through matplotlib, the optional extra ``plot`` (``pip install 'ctxembed[plot]'``)."""
+
+from __future__ import annotations
+
+import io
+import math
+import textwrap
+
+import numpy as np
+
+from ctxembed.errors import DataError
+from ctxembed.views.figures import Bars, Curves, Figure, Heatmap, Points
+
+INSTALL_HINT = "PNG needs matplotlib: pip install 'ctxembed[plot]' (or save as .svg or .html)"
+
+
+def require_matplotlib() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise DataError(INSTALL_HINT)
+
+
+def figure_png(figure: Figure, dpi: int = 150) -> bytes:
+    """The figure as PNG bytes."""
+    import matplotlib.pyplot as plt
+
+    fig = draw(figure)
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=dpi)
+    plt.close(fig)
+    return out.getvalue()
+
+
+def draw(figure: Figure):
+    """The figure as a matplotlib Figure (the caller closes it)."""
+    require_matplotlib()
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    per_row = figure.columns or len(figure.panels)
+    rows = math.ceil(len(figure.panels) / per_row)
+    side = max(3.5, max(_panel_size(p) for p in figure.panels))
+    width = max(6.5, side * per_row + 1)  # inches: room for the header of a small figure
+    # Wrap text to the figure's width, so no header or note runs off a small picture's edge,
+    # and give the wrapped text its own height above and below the panels.
+    lines = _wrap(figure.lines, width, fontsize=9)
+    notes = _wrap(figure.notes, width, fontsize=7)
+    header, footer = 0.2 * (len(lines) + 1) + 0.3, 0.14 * len(notes) + 0.1  # inches
+    height = side * rows + 0.9 + header + footer
+    fig, axes = plt.subplots(rows, per_row, figsize=(width, height), squeeze=False)
+    for ax, panel in zip(axes.flat, figure.panels, strict=False):
+        _DRAW[type(panel)](ax, panel)
+    for ax in list(axes.flat)[len(figure.panels) :]:
+        ax.axis("off")
+    fig.suptitle("\n".join([figure.title, *lines]), fontsize=9, x=0.01, ha="left")
+    if notes:
+        fig.text(0.01, 0.005, "\n".join(notes), fontsize=7, va="bottom")
+    fig.tight_layout(rect=(0, footer / height, 1, 1 - header / height))
+    return fig
+
+
+def _wrap(texts, width_inches: float, *, fontsize: float) -> list[str]:
+    """Lines of ``texts`` wrapped to the figure's width (a character is about 0.6 em wide)."""
+    per_line = max(20, int(width_inches * 72 / (0.62 * fontsize)) - 2)  # characters that fit
+    return [piece for text in texts for piece in textwrap.wrap(text, per_line, subsequent_indent="    ") or [""]]
+
+
+def _panel_size(panel) -> float:
+    if isinstance(panel, Heatmap):
+        return 1.5 + 0.32 * max(len(panel.rows), len(panel.columns))
+    if isinstance(panel, Bars):
+        return 1.5 + 0.3 * len(panel.labels)
+    return 4.0
+
+
+def _heatmap(ax, panel: Heatmap) -> None:
+    values = np.ma.masked_array(panel.values, mask=panel.masked) if panel.masked is not None else panel.values
+    cmap = "RdBu" if panel.diverging else "Blues"
+    image = ax.imshow(values, cmap=cmap, vmin=panel.low, vmax=panel.high)
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    ax.set_xticks(range(len(panel.columns)), panel.columns, rotation=55, ha="right", fontsize=7)
+    ax.set_yticks(range(len(panel.rows)), panel.rows, fontsize=7)
+    ax.set_title(panel.title, fontsize=9)
+    if max(len(panel.rows), len(panel.columns)) <= 16:
+        for i in range(len(panel.rows)):
+            for j in range(len(panel.columns)):
+                masked = panel.masked is not None and panel.masked[i, j]
+                value = float(panel.values[i, j])
+                share = 0 if panel.high <= panel.low else (value - panel.low) / (panel.high - panel.low)
+                dark = share > 0.6 if not panel.diverging else abs(share - 0.5) > 0.35
+                text = "·" if masked else f"{value:.{panel.digits}f}"
+                ax.text(j, i, text, ha="center", va="center", fontsize=6, color="white" if dark else "black")
+
+
+def _bars(ax, panel: Bars) -> None:
+    y = np.arange(len(panel.labels))
+    ax.barh(y, panel.values, color="#4a90c2")
+    ax.set_yticks(y, panel.labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(panel.low, panel.high)
+    ax.set_title(panel.title, fontsize=9)
+
+
+def _curves(ax, panel: Curves) -> None:
+    for name, xs, ys in panel.series:
+        ax.plot(xs, ys, label=name)
+    ax.set_xlabel(panel.x_label)
+    ax.set_ylabel(panel.y_label)
+    ax.legend(fontsize=7)
+    ax.set_title(panel.title, fontsize=9)
+
+
+def _points(ax, panel: Points) -> None:
+    groups = sorted(set(panel.groups)) if panel.groups else [""]
+    for group in groups:
+        chosen = [i for i in range(len(panel.x)) if not panel.groups or panel.groups[i] == group]
+        ax.scatter([panel.x[i] for i in chosen], [panel.y[i] for i in chosen], label=group or None, s=12)
+    for x, y, label in zip(panel.x, panel.y, panel.labels, strict=True):
+        ax.annotate(label, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+    if panel.groups:
+        ax.legend(fontsize=7)
+    ax.set_title(panel.title, fontsize=9)
+
+
+_DRAW = {Heatmap: _heatmap, Bars: _bars, Curves: _curves, Points: _points}

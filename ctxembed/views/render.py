@@ -1,0 +1,547 @@
+"""Rich rendering of results for people. It lays out documents from :mod:`ctxembed.report`;
+the only arithmetic here is picking what to show (a head, the mean of heads, a window).
+
+Colour comes from cell backgrounds (a heatmap); rich drops it under NO_COLOR or when stdout is
+not a terminal, and every cell still prints its number.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.console import Console, Group
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+
+def render_info(console: Console, info: dict) -> None:
+    table = Table(title=f"vectors: {info['source']}", show_header=False, title_justify="left")
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for field in (
+        "name",
+        "path",
+        "kind",
+        "format",
+        "words",
+        "dim",
+        "dtype",
+        "lowercase",
+        "subwords",
+        "cache",
+        "cache_state",
+    ):
+        value = info.get(field)
+        if field == "words" and isinstance(value, int):
+            value = f"{value:,}"
+        table.add_row(field.replace("_", " "), "-" if value is None else str(value))
+    console.print(table)
+
+
+# ------------------------------------------------------------------------------ helpers
+def _heat(value: float, low: float = 0.0, high: float = 1.0) -> Style:
+    """The heatmap's shading for a value in [low, high] (eighths of the range; the lowest eighth unshaded)."""
+    from ctxembed.views.layout import heat_level
+
+    share = 0.0 if high <= low else float(np.clip((value - low) / (high - low), 0, 1))
+    return _SEGMENT_STYLES[f"heat{heat_level(share, 1.0)}"] if share > 0 else Style()
+
+
+_NEGATIVE_BACKGROUNDS = ("#6b1f1f", "#8e2525", "#b22a2a", "#d63a3a")  # dark to bright red, white text
+
+
+def _diverging(value: float) -> Style:
+    """Cosine in [-1, 1]: the heatmap's shading above 0, reds below; near 0 unshaded."""
+    if value >= 0:
+        return _heat(value)
+    level = min(4, int(np.ceil(4 * min(1.0, -value) - 1e-9)))
+    return Style(bgcolor=_NEGATIVE_BACKGROUNDS[level - 1], color="white") if value < -0.125 else Style()
+
+
+def _fmt(value: float, digits: int = 2) -> str:
+    return "nan" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
+
+
+def _print_vectors(console: Console, v: dict) -> None:
+    """The vectors line, broken only between its name, its size and its source."""
+    from ctxembed.views.layout import wrap_parts
+
+    parts = [v["name"], f"({v['words']:,} words, {v['dim']}d,", f"source: {v['source']})"]
+    for line in wrap_parts("vectors  ", parts, console.width, separator=" "):
+        console.print(Text(line, style="bold"), overflow="fold", crop=False)
+
+
+def _print_settings(console: Console, doc: dict) -> None:
+    """The settings line, broken only between settings."""
+    from ctxembed.views.layout import wrap_parts
+
+    parts = doc["settings_summary"].split(" | ")
+    for line in wrap_parts("settings ", parts, console.width):
+        console.print(Text(line), overflow="fold", crop=False)
+
+
+def _header(console: Console, doc: dict) -> None:
+    _print_vectors(console, doc["vectors"])
+    _print_settings(console, doc)
+    skipped = doc.get("skipped")
+    if skipped and isinstance(skipped[0], dict):
+        shown = ", ".join(f"{s['text']!r}@{s['position']}" for s in skipped)
+        console.print(Text(f"skipped  out of vocabulary: {shown}", style="yellow"))
+
+
+def matrix_table(
+    title: str,
+    rows: list[str],
+    cols: list[str],
+    values: np.ndarray,
+    *,
+    digits: int = 2,
+    heat: bool = True,
+    low: float = 0.0,
+    high: float = 1.0,
+    diverging: bool = False,
+    masked: np.ndarray | None = None,
+) -> Group:
+    """A title line over a labelled matrix; with ``heat`` each cell is shaded by its value; ``masked``
+    (bool, same shape) cells print ``·``."""
+    table = Table(show_lines=False, pad_edge=False)
+    table.add_column("", style="bold", overflow="fold")
+    for col in cols:
+        table.add_column(col, justify="right", overflow="fold")  # squeezed cells fold, never end in "…"
+    for i, (label, row) in enumerate(zip(rows, values, strict=True)):
+        cells = []
+        for j, value in enumerate(row):
+            if masked is not None and masked[i, j]:
+                cells.append(Text("·", style="dim"))
+                continue
+            style = (_diverging(value) if diverging else _heat(value, low, high)) if heat else None
+            cells.append(Text(_fmt(value, digits), style=style or ""))
+        table.add_row(label, *cells)
+    return Group(Text(title, style="bold"), table)
+
+
+def _vector_text(vector: np.ndarray, shown: int = 6) -> str:
+    head = ", ".join(f"{x:.2f}" for x in vector[:shown])
+    return f"[{head}{', ...' if len(vector) > shown else ''}]"
+
+
+# ------------------------------------------------------------------------------ attend
+# Heat levels 1..8 as backgrounds from indigo to amber with a contrasting foreground: level 0 (a weight
+# of exactly 0) and masked cells keep the terminal's own colours, so they never outshine real weights
+# on a dark or a light terminal.
+_HEAT_BACKGROUNDS = ("#3b2f80", "#5a2d8c", "#7e2f8e", "#a3357f", "#c8456a", "#e6654c", "#f5913a", "#fbc93a")
+_SEGMENT_STYLES = {
+    "label": Style(bold=True),
+    "header": Style(bold=True),
+    "title": Style(bold=True),
+    "masked": Style(dim=True),
+    "zero": Style(),
+    "": Style(),
+    **{
+        f"heat{level}": Style(bgcolor=bg, color="white" if level <= 5 else "black")
+        for level, bg in enumerate(_HEAT_BACKGROUNDS, start=1)
+    },
+    "heat1": Style(),  # the lowest eighth stays unshaded: near-zero weights do not outshine real ones
+}
+
+
+def _segments_text(line) -> Text:
+    text = Text()
+    for piece, style in line:
+        text.append(piece, style=_SEGMENT_STYLES.get(style, Style()))
+    return text
+
+
+def _print_lines(console: Console, lines: list[str], style: str = "") -> None:
+    for line in lines:
+        console.print(Text(line, style=style), overflow="fold", crop=False)
+
+
+def render_attend(
+    console: Console,
+    doc: dict,
+    *,
+    layer: int | None = None,
+    head: int | None = None,
+    all_heads: bool = False,
+    focus: int | None = None,
+    max_display: int | None = None,
+    start: int = 0,
+) -> None:
+    """The attention matrix of one layer laid out to fit the console, then the per-token table.
+
+    ``focus`` (a row index, see :func:`ctxembed.report.focus_row`) shows that token's row and column
+    instead of the matrix; ``start`` and ``max_display`` ask for a window."""
+    from ctxembed.views.figures import View, attention_masks, attention_view, token_labels
+    from ctxembed.views.layout import choose_layout, draw, legend_lines
+
+    width = console.width
+    _header(console, doc)
+    status = Text("tokens   ")
+    for token in doc["tokens"]:
+        status.append(token["text"], style="green" if token["in_vocab"] else "red strike")
+        status.append(" " if token["in_vocab"] else "(oov) ")
+    console.print(status, overflow="fold")
+    labels, positions = token_labels(doc)
+    n = len(labels)
+    title, panels = attention_view(doc, View(layer=layer, head=head, all_heads=all_heads))
+    masked = attention_masks(doc, n)
+    top = max(float(np.max(values, initial=0.0)) for _, values in panels)
+    if focus is not None:
+        _render_focus(console, labels, positions, title, panels, masked, focus, top)
+    else:
+        colour = console.color_system is not None
+        layout = choose_layout(
+            labels,
+            width,
+            numbers=positions,
+            titles=[t for t, _ in panels],
+            colour=colour,
+            start=start,
+            limit=max_display,
+        )
+        console.print(
+            Text(f"attention weights, {title} (row: how much that token attends to each column)", style="bold"),
+            overflow="fold",
+        )
+        for line in draw(layout, labels, positions, [(t, v, masked) for t, v in panels], top):
+            console.print(_segments_text(line), overflow="ignore", crop=False, no_wrap=True)
+        shown = slice(layout.start, layout.start + layout.count)
+        if layout.legend:
+            _print_lines(console, legend_lines(labels[shown], positions[shown], width))
+        key = []
+        if layout.cells == "glyphs" or layout.with_glyph:
+            key.append(f"▁▂▃▄▅▆▇█ eighths of the largest weight shown ({top:.2f})")
+        if colour:
+            key.append(f"shading in eighths of {top:.2f}, the lowest eighth unshaded")
+        key.append("blank = 0" if layout.cells == "glyphs" else "0 unshaded")
+        if masked.any():
+            key.append("· masked")
+        console.print(Text("; ".join(key), style="dim"), overflow="fold")
+        if layout.windowed:
+            first, last = positions[layout.start], positions[layout.start + layout.count - 1]
+            console.print(
+                Text(
+                    f"window: tokens #{first} to #{last} of {n} (rows and columns). --start N moves it; "
+                    "--focus WORD shows one token's row and column whole; --save page.html or --json has every weight",
+                    style="yellow",
+                ),
+                overflow="fold",
+            )
+    console.print(Text("per token (last layer, mean over heads)", style="bold"))
+    table = Table()
+    table.add_column("#", justify="right", overflow="fold")
+    table.add_column("token", style="bold", overflow="fold")
+    table.add_column("attends most to", overflow="fold")
+    table.add_column("cos(static, contextual)", justify="right", overflow="fold")
+    moved = doc["static_contextual_cosine"]
+    for row, (label, position, tops) in enumerate(zip(labels, positions, doc["top_attended"], strict=True)):
+        listed = ", ".join(f"{t['text']} {t['weight']:.2f}" for t in tops)
+        cos = moved[row]
+        finite = cos is not None and np.isfinite(cos)
+        table.add_row(str(position), label, listed, Text(_fmt(cos, 3), style=_diverging(cos) if finite else ""))
+    console.print(table)
+
+
+_BAR_EIGHTHS = "▏▎▍▌▋▊▉"
+
+
+def _bar(value: float, top: float, width: int = 10) -> str:
+    """A horizontal bar of ``width`` cells for ``value`` out of ``top``, in eighths of a cell."""
+    eighths = round(8 * width * value / top) if top > 0 and value > 0 else 0
+    full, rest = divmod(eighths, 8)
+    return "█" * full + (_BAR_EIGHTHS[rest - 1] if rest else "")
+
+
+def _render_focus(console, labels, positions, title, panels, masked, row, top) -> None:
+    word = labels[row]
+    for panel_title, values in panels:
+        heading = f"{title}{', ' + panel_title if panel_title else ''}"
+        console.print(Text(f"attention of {word!r} (#{positions[row]}), {heading}", style="bold"), overflow="fold")
+        table = Table()
+        table.add_column("#", justify="right", overflow="fold")
+        table.add_column("token", style="bold", overflow="fold")
+        table.add_column(f"{word} attends to it", overflow="fold")
+        table.add_column(f"it attends to {word}", overflow="fold")
+        for j, (label, position) in enumerate(zip(labels, positions, strict=True)):
+            cells = []
+            for value, is_masked in ((values[row, j], masked[row, j]), (values[j, row], masked[j, row])):
+                cells.append("·" if is_masked else f"{value:.3f} {_bar(value, top)}")
+            table.add_row(str(position), Text(label, style="reverse" if j == row else ""), *cells)
+        console.print(table)
+    console.print(Text("bars: share of the largest weight shown; · masked", style="dim"))
+
+
+def _vectors(console: Console, tokens: list[str], vectors) -> None:
+    width = max(len(t) for t in tokens)
+    for label, vector in zip(tokens, np.asarray(vectors), strict=True):
+        console.print(f"   {label:>{width}} {_vector_text(vector)}", overflow="fold")
+
+
+def render_explain(console: Console, steps: dict) -> None:
+    """Every step of one layer and head, numbered 1 to 8, each matrix once (reads the explain document)."""
+    tokens = steps["tokens"]
+    layer, head = steps["layer"], steps["head"]
+    console.rule(f"step by step: layer {layer}, head {head}")
+    x = np.asarray(steps["inputs"], dtype=np.float64)  # (T, d_l)
+    dims = x.shape[1]
+    shown = "; first 6 shown" if dims > 6 else ""
+    console.print(Text(f"1. inputs x ({len(tokens)} tokens x {dims} dimensions{shown})", style="bold"))
+    if steps["shared_projection"]:
+        console.print("   (static vectors after the shared projection (x - mean)(I - U Uᵀ): all-but-the-top)")
+    if steps["positions"]:
+        console.print("   (sinusoidal position encodings added)")
+    _vectors(console, tokens, x)
+    q = np.asarray(steps["queries"])
+    if not steps["projected"]:
+        part = "" if steps["heads"] == 1 else f" (head {head}: its slice of {q.shape[1]} dimensions)"
+        console.print(Text(f"2. queries, keys, values: q = k = v = x (no parameters){part}", style="bold"))
+    else:
+        console.print(Text(f"2. queries, keys, values: projected to d_k = {q.shape[1]}", style="bold"))
+        if steps.get("projections"):
+            console.print(Text(f"   ({steps['projections']})"))
+        for name in ("queries", "keys", "values"):
+            console.print(Text(f"   {name}", style="bold"))
+            _vectors(console, tokens, steps[name])
+    raw = np.asarray(steps["raw_scores"], dtype=np.float64)
+    console.print(
+        matrix_table("3. raw scores q_i . k_j", tokens, tokens, raw, low=float(raw.min()), high=float(raw.max()))
+    )
+    scaled = np.asarray(steps["scaled_scores"], dtype=np.float64)
+    if steps["divisor"] != 1.0:
+        console.print(
+            matrix_table(
+                f"4. scaled scores: divided by {steps['divisor']:.4g}",
+                tokens,
+                tokens,
+                scaled,
+                low=float(scaled.min()),
+                high=float(scaled.max()),
+            )
+        )
+    else:
+        console.print(Text("4. no scaling (--no-scale): scaled scores = raw scores", style="bold"))
+    scores = np.array(
+        [[np.nan if v is None else v for v in row] for row in np.asarray(steps["scores"], dtype=object)],
+        dtype=np.float64,
+    )
+    masked = ~np.isfinite(scores)
+    what = []
+    if steps["key_bias"] is not None:
+        bias = ", ".join(f"{t} {b:.2f}" for t, b in zip(tokens, steps["key_bias"], strict=True))
+        what.append(f"key bias log(a / (a + p(w))) added to each column ({bias})")
+    masks = [
+        m
+        for m, on in (
+            ("self", steps["exclude_self"]),
+            ("future (causal)", steps["causal"] and steps["causal_mode"] == "before"),
+        )
+        if on
+    ]
+    if masked.any() or masks:
+        what.append(f"masked keys ({', '.join(masks) or 'none'}) marked ·")
+    if what:
+        finite = scores[~masked]
+        low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        console.print(
+            matrix_table(
+                "5. scores after the key bias and the mask: " + "; ".join(what),
+                tokens,
+                tokens,
+                scores,
+                low=low,
+                high=high,
+                masked=masked,
+            )
+        )
+    else:
+        console.print(Text("5. no key bias and no mask: the scores above go to the normaliser", style="bold"))
+    how = (
+        "softmax: exp(s_ij) / sum_j exp(s_ij)"
+        if steps["normalization"] == "softmax"
+        else "sum: max(s_ij, 0) / sum_j max(s_ij, 0)"
+    )
+    if steps["causal"] and steps["causal_mode"] == "after":
+        how += ", then future keys zeroed and rows renormalised (causal after)"
+    weights = np.asarray(steps["weights"], dtype=np.float64)
+    console.print(
+        matrix_table(f"6. weights, {how}", tokens, tokens, weights, digits=3, masked=masked if masked.any() else None)
+    )
+    console.print(Text("7. context_i = sum_j weight_ij * v_j", style="bold"))
+    context = np.asarray(steps["context"], dtype=np.float64)
+    width = max(len(t) for t in tokens)
+    for i, label in enumerate(tokens):
+        terms = " + ".join(f"{weights[i, j]:.2f}·{tokens[j]}" for j in range(len(tokens)) if weights[i, j] >= 0.005)
+        console.print(f"   {label:>{width}} = {terms or '0'}", overflow="fold")
+        console.print(f"   {'':>{width}} = {_vector_text(context[i])}", overflow="fold")
+    parts = []
+    if steps["heads"] > 1:
+        parts.append(f"the {steps['heads']} heads' contexts side by side")
+    if steps["output_projection"]:
+        parts.append("times W_out")
+    if steps["residual"]:
+        parts.append(f"plus {steps['residual_scale']:.3g}·x")
+    if steps["layer_norm"]:
+        parts.append("then layer norm")
+    which = "the contextual vectors" if steps["last_layer"] else f"the input of layer {layer + 1}"
+    mix = steps.get("mix")
+    if mix is not None:
+        which = "the last layer's output h" + str(len(mix["weights"]) - 1)
+    console.print(Text(f"8. output = {', '.join(parts) or 'the context'}: {which}", style="bold"))
+    _vectors(console, tokens, steps["output"])
+    if mix is not None:
+        console.print(
+            Text(
+                f"9. layer mix: contextual = {mix['formula']}, h0 the attention input (step 1 of layer 0), "
+                "h1 ... each layer's output",
+                style="bold",
+            )
+        )
+        _vectors(console, tokens, mix["contextual"])
+
+
+# ------------------------------------------------------------------------------ compare
+def render_compare(console: Console, doc: dict) -> None:
+    _header_compare(console, doc)
+    labels = [f"S{i + 1}" for i in range(len(doc["sentences"]))]
+    for entry in doc["words"]:
+        static = matrix_table(
+            f"static cosine: {entry['word']!r}", labels, labels, entry["static_similarity"], diverging=True, digits=3
+        )
+        contextual = matrix_table(
+            f"contextual cosine: {entry['word']!r}",
+            labels,
+            labels,
+            entry["contextual_similarity"],
+            diverging=True,
+            digits=3,
+        )
+        console.print(Group(static, contextual))
+
+
+def _header_compare(console: Console, doc: dict) -> None:
+    _print_vectors(console, doc["vectors"])
+    _print_settings(console, doc)
+    for i, (sentence, skipped) in enumerate(zip(doc["sentences"], doc["skipped"], strict=True)):
+        note = f"  (skipped: {', '.join(s['text'] for s in skipped)})" if skipped else ""
+        console.print(Text(f"S{i + 1}  {sentence}{note}"))
+
+
+# ------------------------------------------------------------------------------ neighbors
+def render_neighbors(console: Console, doc: dict) -> None:
+    _header(console, doc)
+    moved = doc["static_contextual_cosine"]
+    console.print(
+        Text(
+            f"word     {doc['word']!r} at position {doc['position']} of: {doc['text']}"
+            + (f"  (cos static/contextual {moved:.3f})" if moved is not None else "")
+        )
+    )
+    console.print(Text(f"nearest words (contextual neighbours searched {doc['space']})", style="bold"))
+    if doc["excluded"]:
+        console.print(
+            Text(f"left out: the sentence's words {', '.join(doc['excluded'])} (--include-context keeps them)")
+        )
+    table = Table()
+    table.add_column("#", justify="right")
+    table.add_column("static", style="bold")
+    table.add_column("cos", justify="right")
+    table.add_column("contextual", style="bold")
+    table.add_column("cos", justify="right")
+    static, contextual = doc["static"], doc["contextual"]
+    for i in range(max(len(static), len(contextual))):
+        s = static[i] if i < len(static) else {"word": "", "similarity": float("nan")}
+        c = contextual[i] if i < len(contextual) else {"word": "", "similarity": float("nan")}
+        table.add_row(str(i + 1), s["word"], _fmt(s["similarity"], 3), c["word"], _fmt(c["similarity"], 3))
+    console.print(table)
+
+
+# ------------------------------------------------------------------------------ eval
+def render_mix_fit(console: Console, doc: dict) -> None:
+    console.print(Text(f"layer mix fitted: {doc['formula']}", style="bold"))
+    console.print(Text(doc["settings_summary"]))
+    table = Table()
+    table.add_column("layer")
+    table.add_column("s_j", justify="right")
+    for j, weight in enumerate(doc["weights"]):
+        table.add_row(f"h{j} ({'input' if j == 0 else f'attention layer {j}'})", f"{weight:.4f}")
+    console.print(table)
+    sign = "+" if doc["bias"] >= 0 else "-"
+    console.print(
+        Text(
+            f"γ {doc['gamma']:.4f}  |  P(same) = σ(γ²·cos {sign} {abs(doc['bias']):.3f}): "
+            f"threshold cos {doc['threshold']:.4f}  |  loss {doc['loss']:.4f} after {doc['iterations']} iterations"
+            + ("" if doc["converged"] else " (not converged)")
+        )
+    )
+    for source in doc["sources"]:
+        figure = (
+            f"accuracy {_pct(source['accuracy'])}"
+            if source["kind"] == "wic"
+            else f"Spearman {_pct(source['spearman'])}"
+        )
+        split = f" ({source['split']})" if source["split"] else ""
+        console.print(Text(f"{source['path']}{split}: {source['covered']}/{source['pairs']} pairs, {figure}"))
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def render_eval_wic(console: Console, doc: dict) -> None:
+    v = doc["vectors"]
+    console.print(
+        Text(f"WiC: {doc['directory']}  |  vectors {v['name']}  |  threshold tuned on {doc['tuned_on']}", style="bold")
+    )
+    splits = list(doc["configs"][0]["splits"])
+    table = Table()
+    table.add_column("configuration", style="bold")
+    for split in splits:
+        table.add_column(f"{split} accuracy", justify="right")
+    table.add_column("threshold", justify="right")
+    table.add_column("pairs without vector", justify="right")
+    for row in doc["configs"]:
+        missing = ", ".join(f"{s} {row['splits'][s]['coverage']['pairs_without_vector']}" for s in splits)
+        table.add_row(
+            row["name"], *(_pct(row["splits"][s]["accuracy"]) for s in splits), f"{row['threshold']:.3f}", missing
+        )
+    console.print(table)
+    console.print(
+        Text("A pair whose target has no vector even through its lemma is predicted 'different sense'.", style="dim")
+    )
+
+
+def render_eval_senses(console: Console, doc: dict) -> None:
+    console.print(Text(f"polysemy suite: {doc['file']}  |  vectors {doc['vectors']['name']}", style="bold"))
+    table = Table()
+    table.add_column("configuration", style="bold")
+    table.add_column("words separated", justify="right")
+    table.add_column("mean margin (same - cross)", justify="right")
+    for row in doc["configs"]:
+        share = f"{row['separated']:.3f} ({round(row['separated'] * row['words'])}/{row['words']})"
+        table.add_row(row["name"], share, _pct(row["mean_margin"]))
+    console.print(table)
+    console.print(
+        Text(
+            "A word is separated when every same-sense pair of its sentences is more similar than "
+            "every cross-sense pair.",
+            style="dim",
+        )
+    )
+
+
+def render_eval_pairs(console: Console, doc: dict) -> None:
+    console.print(Text(f"{doc['layout']}: {doc['file']}  |  vectors {doc['vectors']['name']}", style="bold"))
+    table = Table()
+    table.add_column("configuration", style="bold")
+    if doc["layout"] == "scws":
+        table.add_column("Spearman ρ", justify="right")
+        table.add_column("pairs covered", justify="right")
+        for row in doc["configs"]:
+            table.add_row(row["name"], _pct(row["spearman"]), f"{row['covered']}/{row['n']}")
+    else:
+        for column in ("Pearson", "Spearman", "OOV %"):
+            table.add_column(column, justify="right")
+        for row in doc["configs"]:
+            table.add_row(row["name"], _pct(row["pearson"]), _pct(row["spearman"]), f"{row['oov_percent']:.1f}")
+    console.print(table)

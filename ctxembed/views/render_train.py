@@ -1,0 +1,120 @@
+"""Lay out a ``ctxembed.train/1`` document in the terminal: what was trained, on what, and the loss curves
+as sparklines. Reads the document only."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float], width: int = 48) -> str:
+    """One character per value (at most ``width``, evenly picked), low to high as ▁ to █."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return ""
+    if len(values) > width:
+        values = [values[round(i * (len(values) - 1) / (width - 1))] for i in range(width)]
+    low, high = min(values), max(values)
+    span = (high - low) or 1.0
+    return "".join(SPARKS[min(len(SPARKS) - 1, int((v - low) / span * len(SPARKS)))] for v in values)
+
+
+def loss_rows(doc: dict) -> list[tuple[str, str, str]]:
+    rows = []
+    for name in ("train", "held_out"):
+        curve = [entry["loss"] for entry in doc[name] if entry["loss"] is not None]
+        if curve:
+            change = curve[-1] / curve[0] - 1 if curve[0] else 0.0
+            label = "held-out" if name == "held_out" else "train"
+            rows.append((label, sparkline(curve), f"{curve[0]:.4f} → {curve[-1]:.4f} ({change:+.1%})"))
+    return rows
+
+
+def render_train(console: Console, doc: dict) -> None:
+    corpus, options = doc["corpus"], doc["options"]
+    state = "interrupted" if doc["interrupted"] else "done"
+    console.print(f"[bold]ctxembed train[/bold]: {state} after {doc['steps']:,} of {doc['total_steps']:,} steps")
+    console.print(doc["settings_summary"], style="dim", highlight=False)
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    speed = doc["tokens_per_second"]
+    cropped = corpus["cropped_sentences"] + corpus["cropped_lines"]
+    facts.add_row(
+        "corpus",
+        f"{corpus['sentences']:,} sentences, {corpus['tokens']:,} tokens "
+        f"({corpus['train_sentences']:,} train, {corpus['held_out_sentences']:,} held out)"
+        + (f", {cropped:,} cropped" if cropped else ""),
+    )
+    facts.add_row("vectors", f"{doc['vectors']['name']} ({doc['vectors']['dim']} dimensions)")
+    facts.add_row("learned", ", ".join(sorted({name.rsplit(".", 1)[-1] for name in doc["learned"]})) or "nothing")
+    facts.add_row(
+        "objective",
+        f"{options['mask_rate']:.0%} of tokens masked, true word vs {options['negatives']} sampled words",
+    )
+    facts.add_row(
+        "time",
+        f"{doc['seconds']:.1f} s" + (f", {speed:,.0f} tokens/s while training" if speed else ""),
+    )
+    if doc.get("out"):
+        facts.add_row("weights", doc["out"])
+    elif doc["interrupted"]:
+        facts.add_row("checkpoint", f"{doc['checkpoint']} (continue with --resume)")
+    console.print(facts)
+    curves = Table(title="loss (cross-entropy, nats)", title_justify="left", show_edge=False)
+    curves.add_column("")
+    curves.add_column("curve")
+    curves.add_column("first → last")
+    for row in loss_rows(doc):
+        curves.add_row(*row)
+    console.print(curves)
+
+
+def _attention_of(doc: dict, layer: int, head: int | None) -> np.ndarray:
+    weights = np.asarray(doc["weights"], dtype=float)[layer]  # (h, T, T)
+    return weights.mean(axis=0) if head is None else weights[head]  # (T, T)
+
+
+def render_before_after(console: Console, doc: dict, *, layer: int, head: int | None) -> None:
+    """The two attention matrices side by side, then each token's most-attended words before and after."""
+    from rich.columns import Columns
+
+    from ctxembed.views.render import matrix_table
+
+    before, after = doc["before"], doc["after"]
+    labels = [before["tokens"][p]["text"] for p in [t["position"] for t in before["tokens"] if t["used"]]]
+    losses = doc["losses"]
+    console.print(f"[bold]weights[/bold] {doc['weights_file']}", highlight=False)
+    console.print(after["settings_summary"], style="dim", highlight=False)
+    which = "mean of heads" if head is None else f"head {head}"
+    held = ""
+    if losses.get("held_out_initial") is not None and losses.get("held_out") is not None:
+        held = f", held-out loss {losses['held_out_initial']:.3f} → {losses['held_out']:.3f}"
+    seed = doc["init"]["seed"]
+    matrices = [
+        matrix_table(
+            f"before training (initial weights, seed {seed}), layer {layer}, {which}",
+            labels, labels, _attention_of(before, layer, head),
+        ),
+        matrix_table(
+            f"after training ({doc['steps']:,} steps{held}), layer {layer}, {which}",
+            labels, labels, _attention_of(after, layer, head),
+        ),
+    ]  # fmt: skip
+    console.print(Columns(matrices, padding=(0, 4)))
+    table = Table(title="attends most to (last layer, mean of heads)", title_justify="left")
+    table.add_column("token")
+    table.add_column("before")
+    table.add_column("after")
+    for label, was, now in zip(labels, before["top_attended"], after["top_attended"], strict=True):
+        table.add_row(label, _top_text(was), _top_text(now))
+    console.print(table)
+    learned = sorted({name.rsplit(".", 1)[-1] for name in doc["learned"]})
+    console.print(f"learned by `ctxembed train`: {', '.join(learned)}", style="dim", highlight=False)
+
+
+def _top_text(entries: list[dict]) -> str:
+    return ", ".join(f"{entry['text']} {entry['weight']:.2f}" for entry in entries)

@@ -1,0 +1,236 @@
+"""Figures as SVG, written by hand: vector graphics for papers, with no dependency.
+
+Every number cell carries a ``<title>`` (its exact value, shown on hover by browsers) and
+``data-label``/``data-value`` attributes (read by the HTML page's script).
+"""
+
+from __future__ import annotations
+
+import math
+from xml.sax.saxutils import escape, quoteattr
+
+import numpy as np
+
+from ctxembed.views.figures import Bars, Curves, Figure, Heatmap, Points
+
+FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
+CELL = 30  # heatmap cell size (px)
+CHAR = 0.62  # width of a character, as a share of the font size (a safe upper estimate)
+# white to dark blue (sequential, matplotlib's "Blues") and red-white-blue (diverging, "RdBu"), as stops
+_SEQUENTIAL = [
+    (0.0, (247, 251, 255)),
+    (0.25, (198, 219, 239)),
+    (0.5, (107, 174, 214)),
+    (0.75, (33, 113, 181)),
+    (1.0, (8, 48, 107)),
+]
+_DIVERGING = [
+    (0.0, (178, 24, 43)),
+    (0.25, (239, 138, 98)),
+    (0.5, (247, 247, 247)),
+    (0.75, (103, 169, 207)),
+    (1.0, (33, 102, 172)),
+]
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def colour(share: float, diverging: bool = False) -> tuple[int, int, int]:
+    """The colour of ``share`` in [0, 1] on the sequential (light to dark) or diverging scale."""
+    stops = _DIVERGING if diverging else _SEQUENTIAL
+    share = float(np.clip(share, 0.0, 1.0))
+    for (a, ca), (b, cb) in zip(stops, stops[1:], strict=False):
+        if share <= b:
+            t = (share - a) / (b - a)
+            return tuple(round(x + (y - x) * t) for x, y in zip(ca, cb, strict=True))  # type: ignore[return-value]
+    return stops[-1][1]
+
+
+def hex_colour(rgb: tuple[int, int, int]) -> str:
+    return "#{:02x}{:02x}{:02x}".format(*rgb)
+
+
+def ink_on(rgb: tuple[int, int, int]) -> str:
+    """Black or white text, whichever reads better on ``rgb``."""
+    luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
+    return "#000" if luminance > 140 else "#fff"
+
+
+def text_width(text: str, size: float) -> float:
+    return len(text) * size * CHAR
+
+
+def _text(x, y, text, size=12, anchor="start", weight="normal", fill="#222", extra="") -> str:
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" font-weight="{weight}" '
+        f'fill="{fill}"{extra}>{escape(text)}</text>'
+    )
+
+
+def exact_text(value: float) -> str:
+    """A number as the JSON documents write it: the shortest decimal that reads back as the same float32."""
+    return str(np.float32(value))
+
+
+def _share(value: float, low: float, high: float) -> float:
+    return 0.0 if high <= low else (value - low) / (high - low)
+
+
+# ------------------------------------------------------------------------------ panels: (width, height, svg)
+def _heatmap(panel: Heatmap) -> tuple[float, float, str]:
+    n_rows, n_cols = len(panel.rows), len(panel.columns)
+    size = 11
+    left = max(text_width(r, size) for r in panel.rows) + 8
+    top_labels = max(text_width(c, size) for c in panel.columns) * math.sin(math.radians(55)) + 10
+    top = 22 + top_labels
+    width = max(left + n_cols * CELL + 4, text_width(panel.title, 13) + 4)
+    height = top + n_rows * CELL + 4
+    show_numbers = CELL >= 26
+    parts = [_text(0, 14, panel.title, 13, weight="bold")]
+    for j, label in enumerate(panel.columns):
+        x, y = left + j * CELL + CELL / 2, top - 6
+        parts.append(_text(x, y, label, size, extra=f' transform="rotate(-55 {x:.1f} {y:.1f})"'))
+    for i, label in enumerate(panel.rows):
+        parts.append(_text(left - 6, top + i * CELL + CELL / 2 + 4, label, size, anchor="end"))
+        for j in range(n_cols):
+            x, y = left + j * CELL, top + i * CELL
+            value = float(panel.values[i, j])
+            masked = panel.masked is not None and bool(panel.masked[i, j])
+            where = f"{panel.rows[i]} → {panel.columns[j]}"
+            if masked:
+                fill, ink, shown, exact = (240, 240, 240), "#888", "·", "masked"
+            else:
+                fill = colour(_share(value, panel.low, panel.high), panel.diverging)
+                ink, shown, exact = ink_on(fill), _short(value, panel.digits), exact_text(value)
+            attributes = (
+                f' class="cell" data-row="{i}" data-col="{j}" data-label={quoteattr(f"{panel.label}, {where}")}'
+                f" data-value={quoteattr(exact)}"
+            )
+            parts.append(
+                f'<g{attributes}><rect x="{x:.1f}" y="{y:.1f}" width="{CELL}" height="{CELL}" '
+                f'fill="{hex_colour(fill)}" stroke="#fff" stroke-width="1"/>'
+                f"<title>{escape(panel.label)}, {escape(where)}: {escape(exact)}</title>"
+                + (_text(x + CELL / 2, y + CELL / 2 + 3.5, shown, 9, anchor="middle", fill=ink) if show_numbers else "")
+                + "</g>"
+            )
+    return width, height, "".join(parts)
+
+
+def _short(value: float, digits: int) -> str:
+    """A cell's number in few characters: .13, -.42, 1.00, 0."""
+    if value == 0:
+        return "0"
+    text = f"{value:.{min(digits, 2)}f}"  # two decimals fit a cell
+    return text.replace("0.", ".", 1) if text.lstrip("-").startswith("0.") else text
+
+
+def _bars(panel: Bars) -> tuple[float, float, str]:
+    size, row, bar = 11, 20, 160
+    left = max([text_width(label, size) for label in panel.labels] + [10]) + 8
+    width = max(left + bar + 60, text_width(panel.title, 13) + 4)
+    parts = [_text(0, 14, panel.title, 13, weight="bold")]
+    top = 24
+    for i, (label, value) in enumerate(zip(panel.labels, panel.values, strict=True)):
+        y = top + i * row
+        share = float(np.clip(_share(value, panel.low, panel.high), 0, 1))
+        parts.append(
+            f'<g class="cell" data-row="{i}" data-label={quoteattr(f"{panel.label}: {label}")} '
+            f"data-value={quoteattr(exact_text(value))}>"
+            + _text(left - 6, y + 14, label, size, anchor="end")
+            + f'<rect x="{left:.1f}" y="{y + 3:.1f}" width="{bar * share:.1f}" height="{row - 6}" '
+            f'fill="{hex_colour(colour(0.35 + 0.5 * share))}"/>'
+            + _text(left + bar * share + 4, y + 14, f"{value:.{panel.digits}f}", 10)
+            + f"<title>{escape(label)}: {exact_text(value)}</title></g>"
+        )
+    return width, top + len(panel.labels) * row + 4, "".join(parts)
+
+
+def _axes(x_values, y_values, width, height, left, top):
+    x_low, x_high = float(min(x_values)), float(max(x_values))
+    y_low, y_high = float(min(y_values)), float(max(y_values))
+    x_high = x_high if x_high > x_low else x_low + 1
+    y_high = y_high if y_high > y_low else y_low + 1
+
+    def place(x, y):
+        return left + (x - x_low) / (x_high - x_low) * width, top + height - (y - y_low) / (y_high - y_low) * height
+
+    frame = (
+        f'<rect x="{left}" y="{top}" width="{width}" height="{height}" fill="none" stroke="#999"/>'
+        + _text(left, top + height + 14, f"{x_low:g}", 10)
+        + _text(left + width, top + height + 14, f"{x_high:g}", 10, anchor="end")
+        + _text(left - 4, top + height, f"{y_low:.3g}", 10, anchor="end")
+        + _text(left - 4, top + 10, f"{y_high:.3g}", 10, anchor="end")
+    )
+    return place, frame
+
+
+def _curves(panel: Curves) -> tuple[float, float, str]:
+    left, top, plot_w, plot_h = 50, 24, 320, 200
+    xs = [x for _, s, _ in panel.series for x in s]
+    ys = [y for _, _, s in panel.series for y in s]
+    place, frame = _axes(xs, ys, plot_w, plot_h, left, top)
+    parts = [_text(0, 14, panel.title, 13, weight="bold"), frame]
+    for k, (name, sx, sy) in enumerate(panel.series):
+        points = " ".join("{:.1f},{:.1f}".format(*place(x, y)) for x, y in zip(sx, sy, strict=True))
+        parts.append(f'<polyline points="{points}" fill="none" stroke="{PALETTE[k % 10]}" stroke-width="1.5"/>')
+        parts.append(_text(left + plot_w + 8, top + 12 + 14 * k, name, 10, fill=PALETTE[k % 10]))
+    parts.append(_text(left + plot_w / 2, top + plot_h + 28, panel.x_label, 11, anchor="middle"))
+    parts.append(_text(0, top + plot_h / 2, panel.y_label, 11))
+    names = max([text_width(n, 10) for n, _, _ in panel.series] + [0])
+    return left + plot_w + 12 + names, top + plot_h + 34, "".join(parts)
+
+
+def _points(panel: Points) -> tuple[float, float, str]:
+    left, top, plot_w, plot_h = 40, 24, 360, 260
+    place, frame = _axes(panel.x, panel.y, plot_w, plot_h, left, top)
+    groups = sorted(set(panel.groups or [])) if panel.groups else []
+    parts = [_text(0, 14, panel.title, 13, weight="bold"), frame]
+    for i, (x, y, label) in enumerate(zip(panel.x, panel.y, panel.labels, strict=True)):
+        group = panel.groups[i] if panel.groups else ""
+        fill = PALETTE[groups.index(group) % 10] if groups else PALETTE[0]
+        px, py = place(x, y)
+        parts.append(
+            f'<g class="cell" data-label={quoteattr(label)} data-value={quoteattr(group)}>'
+            f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="{fill}"/>'
+            + _text(px + 6, py + 4, label, 9)
+            + f"<title>{escape(label)} {escape(group)}</title></g>"
+        )
+    width = left + plot_w + 120
+    for k, group in enumerate(groups):
+        parts.append(_text(left + plot_w + 10, top + 12 + 14 * k, group, 10, fill=PALETTE[k % 10]))
+    return width, top + plot_h + 10, "".join(parts)
+
+
+_DRAW = {Heatmap: _heatmap, Bars: _bars, Curves: _curves, Points: _points}
+
+
+def figure_svg(figure: Figure) -> str:
+    """The whole figure as one SVG document (a string)."""
+    margin, gap = 16, 28
+    y = margin + 18
+    body = [_text(margin, y, figure.title, 16, weight="bold")]
+    width = margin * 2 + text_width(figure.title, 16)
+    for line in figure.lines:
+        y += 16
+        body.append(_text(margin, y, line, 11, fill="#444"))
+        width = max(width, margin * 2 + text_width(line, 11))
+    y += gap
+    per_row = figure.columns or len(figure.panels)
+    drawn = [_DRAW[type(panel)](panel) for panel in figure.panels]
+    for start in range(0, len(drawn), per_row):
+        row = drawn[start : start + per_row]
+        x = margin
+        for panel_width, _, svg in row:
+            body.append(f'<g class="panel" transform="translate({x:.1f} {y:.1f})">{svg}</g>')
+            x += panel_width + gap
+        width = max(width, x - gap + margin)
+        y += max(h for _, h, _ in row) + gap
+    for note in figure.notes:
+        body.append(_text(margin, y, note, 11, fill="#444"))
+        width = max(width, margin * 2 + text_width(note, 11))
+        y += 16
+    height = y + margin
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="{FONT}">'
+        f'<rect width="100%" height="100%" fill="#fff"/>{"".join(body)}</svg>'
+    )
