@@ -26,18 +26,12 @@ from typing import Any
 import numpy as np
 
 from ctxembed.config import DEFAULT_MAX_TOKENS
-from ctxembed.engine import Contextualized, Engine
+from ctxembed.engine import Contextualized, open_engine
 from ctxembed.errors import UsageError
-from ctxembed.settings import Settings, build_settings, fit_to_vectors
+from ctxembed.settings import Settings
 from ctxembed.vectors.store import VectorStore
 
 __all__ = ["AttendResult", "CompareResult", "Explorer", "NeighborsResult"]
-
-
-def _stderr(message: str) -> None:
-    from ctxembed.output import say
-
-    say(message)
 
 
 class Explorer:
@@ -65,25 +59,20 @@ class Explorer:
         label: Callable[[str], str] = str,
         **settings: Any,
     ):
-        from ctxembed.vectors.sources import open_vectors
-
-        note = on_note or _stderr
-        requested = build_settings(preset, **settings)  # settings are checked before any file is read
         self.source = str(vectors) if vectors is not None else "default"
-        self.store: VectorStore = open_vectors(
-            None if vectors is None else str(vectors), limit=limit, trust=trust, on_convert=note
+        self.engine = open_engine(
+            vectors,
+            preset,
+            limit=limit,
+            trust=trust,
+            oov=oov,
+            max_tokens=max_tokens,
+            on_note=on_note,
+            label=label,
+            **settings,
         )
-        given = frozenset(name for name, value in settings.items() if value is not None)
-        self.settings: Settings
-        self.settings, turned_off = fit_to_vectors(requested, self.store.dim, len(self.store), keep=given)
-        if turned_off:
-            values = requested.values()
-            listed = ", ".join(f"{label(name)} {values[name]}" for name in turned_off)
-            note(
-                f"note: the {requested.preset} preset's {listed} turned off: these vectors are too small for it "
-                f"({self.store.dim} dimensions, {len(self.store):,} words)"
-            )
-        self.engine = Engine(self.store, self.settings, oov=oov, max_tokens=max_tokens, label=label)
+        self.store: VectorStore = self.engine.store
+        self.settings: Settings = self.engine.settings
 
     def __repr__(self) -> str:
         return f"Explorer({self.source!r}, {self.settings.summary()!r})"

@@ -17,11 +17,13 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from os import PathLike
+from typing import Any
 
 import numpy as np
 
 from ctxembed.config import DEFAULT_MAX_TOKENS, WEIGHTS_BUDGET, ReadOptions
-from ctxembed.core.abtt import TopRemoval, statistics
+from ctxembed.core.abtt import TopRemoval
 from ctxembed.core.attention import (
     LayerSteps,
     encode,
@@ -30,13 +32,16 @@ from ctxembed.core.attention import (
     validate_params,
 )
 from ctxembed.core.mix import LayerMix
-from ctxembed.core.projections import projection_params
+from ctxembed.core.projections import LayerParams, random_params
 from ctxembed.errors import DataError, SettingError
-from ctxembed.settings import Settings
+from ctxembed.output import say
+from ctxembed.settings import Settings, build_settings, fit_to_vectors
 from ctxembed.vectors.search import nearest
+from ctxembed.vectors.sources import open_vectors
+from ctxembed.vectors.statistics import statistics
 from ctxembed.vectors.store import VectorStore
 from ctxembed.vectors.tokenize import WINDOW, Token, pretokenized, token_pieces, token_strings, tokenize, vocabulary_key
-from ctxembed.vectors.weights import check_trained_weights
+from ctxembed.vectors.weights import check_trained_weights, load_projections
 
 # Floats one group of sentences holds at once in each of its arrays (512 KB of float32): a group's
 # (B, T, d) vectors stay in a core's cache between steps, and the memory of a chunk's attention is
@@ -343,7 +348,7 @@ class Engine:
 
     def _layer_mix(self) -> LayerMix | None:
         """The mix the settings name, checked against the layers (None: the last layer alone)."""
-        from ctxembed.evaluation.mixfit import resolve_mix
+        from ctxembed.vectors.mixfiles import resolve_mix
 
         mix = resolve_mix(self.settings.mix, self.settings.attention.layers)
         if mix is not None and self.out_dim != self.dim:
@@ -631,6 +636,61 @@ class Engine:
         """Nearest vocabulary words of ``vector``. ``space="static"`` compares with the store as is;
         ``"input"`` with the vocabulary after all-but-the-top removal (where contextual vectors live)."""
         return nearest(self.store, vector, k=k, exclude=exclude, removal=None if space == "static" else self.removal)
+
+
+def open_engine(
+    vectors: str | PathLike | None = None,
+    preset: str = "default",
+    *,
+    limit: int | None = None,
+    trust: bool = False,
+    oov: str = "skip",
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    on_note: Callable[[str], None] | None = None,
+    label: Callable[[str], str] = str,
+    **settings: Any,
+) -> Engine:
+    """An engine for a vector source and settings (the keywords of :class:`ctxembed.Explorer`).
+
+    Settings are checked before any file is read; preset ingredients the vectors are too small for
+    are turned off with a note to ``on_note`` (default: stderr), as are notes about a conversion."""
+    note = on_note or say
+    requested = build_settings(preset, **settings)
+    store = open_vectors(None if vectors is None else str(vectors), limit=limit, trust=trust, on_convert=note)
+    given = frozenset(name for name, value in settings.items() if value is not None)
+    fitted, turned_off = fit_to_vectors(requested, store.dim, len(store), keep=given)
+    if turned_off:
+        values = requested.values()
+        listed = ", ".join(f"{label(name)} {values[name]}" for name in turned_off)
+        note(
+            f"note: the {requested.preset} preset's {listed} turned off: these vectors are too small for it "
+            f"({store.dim} dimensions, {len(store):,} words)"
+        )
+    return Engine(store, fitted, oov=oov, max_tokens=max_tokens, label=label)
+
+
+def projection_params(settings: Settings, d_in: int) -> list[LayerParams] | None:
+    """The query/key/value projections ``settings`` ask for on d_in-dimensional vectors:
+    None for the identity, Xavier matrices from the seed, or the arrays of a weights file."""
+    a = settings.attention
+    if settings.projection == "identity":
+        return None
+    if settings.projection == "random":
+        d_out = settings.d_out or d_in // a.heads
+        if d_out < 1:
+            raise SettingError(
+                f"{{heads}} {a.heads} leave no dimensions per head of the {d_in}; give {{d_out}}", "heads", "d_out"
+            )
+        try:
+            return random_params(d_in, d_out, a, seed=settings.seed, output_projection=settings.output_projection)
+        except ValueError as exc:
+            raise SettingError(str(exc)) from None
+    try:
+        return load_projections(settings.weights_file, d_in, a)
+    except FileNotFoundError:
+        raise DataError(f"{settings.weights_file}: no such file") from None
+    except (ValueError, OSError) as exc:
+        raise DataError(f"{settings.weights_file}: {exc}") from None
 
 
 def top_removal(store: VectorStore, settings: Settings) -> TopRemoval | None:

@@ -10,6 +10,10 @@ from __future__ import annotations
 import math
 import os
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -100,3 +104,21 @@ def dumps(document: dict, *, indent: int | None = None) -> str:
 def emit_json(document: dict) -> None:
     sys.stdout.write(dumps(document, indent=2 if sys.stdout.isatty() else None) + "\n")
     sys.stdout.flush()
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator:
+    """Open a temporary file beside ``path`` for binary writing; on success it is synced and renamed
+    to ``path`` (mode 0644), on any error removed, so no half-written file is ever left."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp_name, 0o644)  # mkstemp makes 0600; a store is not a secret
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise

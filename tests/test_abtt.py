@@ -7,9 +7,10 @@ import os
 import numpy as np
 import pytest
 
-from ctxembed.core import abtt
-from ctxembed.core.abtt import TopRemoval, compute_statistics, statistics
+from ctxembed.core.abtt import TopRemoval
+from ctxembed.vectors import statistics as abtt
 from ctxembed.vectors.sources import default_store_path
+from ctxembed.vectors.statistics import compute_statistics, statistics
 from ctxembed.vectors.store import VectorStore, write_store
 
 

@@ -35,7 +35,7 @@ from ctxembed.core.attention import (
     softmax,
     sum_normalize,
 )
-from ctxembed.core.projections import load_projections, save_projections
+from ctxembed.vectors.weights import load_projections, save_projections
 
 TOY_PATH = Path(__file__).resolve().parents[1] / "data" / "notes_toy.txt"
 R3 = math.sqrt(3)  # sqrt(d_k) for the 3-dimensional toy vectors

@@ -78,7 +78,7 @@ def test_training_forward_is_encode(case):
 
 def test_training_forward_is_encode_on_saved_weights(tmp_path):
     """Written and read back through the weights-file keys, the weights give the same vectors."""
-    from ctxembed.core.projections import load_projections, save_projections
+    from ctxembed.vectors.weights import load_projections, save_projections
 
     model, batch, embeddings, _ = make_case(2, 2, True, True, False, True)
     path = tmp_path / "w.npz"

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from ctxembed.config import AttentionConfig
-from ctxembed.core.projections import random_params, save_projections
+from ctxembed.core.projections import random_params
+from ctxembed.vectors.weights import save_projections
 from tests.cli_helpers import TOY, fails, numbers, run_json, succeeds, table
 
 SQRT3 = math.sqrt(3)

@@ -101,10 +101,10 @@ def test_embed_chunks_are_batch_output_a_chunk_at_a_time(chunk):
 def test_picklable_and_the_explorer_is_built_once_per_process():
     job = pickle.loads(pickle.dumps(functools.partial(ctxembed.embed_lines, preset="textbook", weights=False)))
     assert [r["line"] for r in job(["the bank", "a river"])] == [1, 2]
-    embed_module._cached_explorer.cache_clear()
+    embed_module._cached_engine.cache_clear()
     list(ctxembed.embed_lines(["the bank"], preset="textbook"))
     list(ctxembed.embed_lines(["the river"], preset="textbook"))
-    assert embed_module._cached_explorer.cache_info().misses == 1
+    assert embed_module._cached_engine.cache_info().misses == 1
 
 
 def test_explorer_method_gives_the_same_records():

@@ -61,7 +61,8 @@ def test_before_after_shows_initial_and_trained_attention():
 
 
 def test_before_after_needs_a_trained_file(tmp_path):
-    from ctxembed.core.projections import random_params, save_projections
+    from ctxembed.core.projections import random_params
+    from ctxembed.vectors.weights import save_projections
 
     plain = tmp_path / "plain.npz"
     config = build_settings("textbook", layers=1, heads=1).attention

@@ -11,8 +11,8 @@ import pytest
 from ctxembed.core import mix
 from ctxembed.engine import Engine
 from ctxembed.errors import DataError, SettingError
-from ctxembed.evaluation.mixfit import MIX_SCHEMA, learned_path, resolve_mix
 from ctxembed.settings import build_settings
+from ctxembed.vectors.mixfiles import MIX_SCHEMA, learned_path, resolve_mix
 from ctxembed.vectors.sources import open_vectors
 
 

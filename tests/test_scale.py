@@ -71,7 +71,7 @@ def test_local_cluster_of_two_processes_writes_what_batch_writes(tmp_path):
         bag = embed_file(str(path), blocksize=path.stat().st_size // 6)
         assert bag.npartitions >= 6
         records = client.compute(bag).result()
-        built = client.run(lambda: __import__("ctxembed.batch.embed").batch.embed._cached_explorer.cache_info())
+        built = client.run(lambda: __import__("ctxembed.batch.embed").batch.embed._cached_engine.cache_info())
     assert ("\n".join(records) + "\n").encode() == expected
     assert len(records) == 3000 and len(built) == 2
     # each worker process built its Explorer at most once, whatever the number of tasks it ran

@@ -13,7 +13,8 @@ import pytest
 from gensim.models import KeyedVectors
 
 from ctxembed.errors import DataError, UsageError
-from ctxembed.vectors.sources import cache_dir, cache_state, default_store_path, describe, open_vectors, resolve
+from ctxembed.vectors.cache import cache_dir
+from ctxembed.vectors.sources import cache_state, default_store_path, describe, open_vectors, resolve
 from tests.conftest import REPO
 
 WORDS = ["the", "bank", "river", "money"]

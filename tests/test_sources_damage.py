@@ -11,15 +11,8 @@ import pytest
 from gensim.models import KeyedVectors
 
 from ctxembed.errors import DataError
-from ctxembed.vectors.sources import (
-    cache_path,
-    convert,
-    load_npz_checked,
-    open_shipped,
-    open_vectors,
-    resolve,
-    save_npz_atomic,
-)
+from ctxembed.vectors.cache import cache_path, load_npz_checked, save_npz_atomic
+from ctxembed.vectors.sources import convert, open_shipped, open_vectors, resolve
 
 WORDS = [f"w{i}" for i in range(3000)]
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from ctxembed.config import AttentionConfig
-from ctxembed.core.projections import random_params, save_projections
+from ctxembed.core.projections import random_params
+from ctxembed.vectors.weights import save_projections
 from tests.cli_helpers import fails
 
 ARGS = ("attend", "the river bank", "--preset", "textbook", "--projection", "file", "--weights")

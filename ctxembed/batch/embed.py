@@ -35,6 +35,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ctxembed.engine import Engine, open_engine
 from ctxembed.errors import UsageError
 
 
@@ -101,7 +102,7 @@ def _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word
         raise UsageError(f"start must be a line number >= 0, not {start!r}")
     if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1 <= chunk <= 100_000:
         raise UsageError(f"chunk must be an integer in [1, 100000], not {chunk!r}")
-    engine = (explorer or shared_explorer(**keywords)).engine
+    engine = explorer.engine if explorer is not None else shared_engine(**keywords)
     engine.bulk_if_affordable()  # dict lookups for the run, as batch does for big input
     options = {"with_vectors": with_vectors, "weights": weights, "word": word}
     limit = line_limit(engine.max_tokens)  # batch refuses longer lines unread; so does this
@@ -117,21 +118,17 @@ def _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_explorer(frozen: tuple):
-    from ctxembed.api import Explorer
-
-    return Explorer(**dict(frozen))
+def _cached_engine(frozen: tuple) -> Engine:
+    return open_engine(**dict(frozen))
 
 
-def shared_explorer(**keywords: Any):
-    """The process's Explorer for these keywords: built on first use, then reused (each worker of a
-    pool or cluster builds it once, not once per task)."""
+def shared_engine(**keywords: Any) -> Engine:
+    """The process's engine for these keywords (:func:`ctxembed.engine.open_engine`'s): built on first
+    use, then reused (each worker of a pool or cluster builds it once, not once per task)."""
     try:
-        return _cached_explorer(tuple(sorted(keywords.items())))
+        return _cached_engine(tuple(sorted(keywords.items())))
     except TypeError:  # an unhashable keyword value: no sharing
-        from ctxembed.api import Explorer
-
-        return Explorer(**keywords)
+        return open_engine(**keywords)
 
 
 def _to_bytes(line: str) -> bytes:

@@ -177,7 +177,8 @@ def eval_fit_mix(
 
     Only the mixing weights are learned, over the layers of the attention options given here (their
     own --mix is ignored): s = softmax(w) and γ maximise the likelihood of P(same) = σ(γ²·cos + b)."""
-    from ctxembed.evaluation.mixfit import fit_document, learned_path, read_labelled, write_mix_file
+    from ctxembed.evaluation.mixfit import fit_document, read_labelled
+    from ctxembed.vectors.mixfiles import learned_path, write_mix_file
 
     labelled = [read_labelled(source, split) for source in sources]
     found = explorer()

@@ -1,12 +1,8 @@
 """All-but-the-top (Mu & Viswanath 2018): the vocabulary's mean and principal directions, and their removal.
 
 The statistics of a vocabulary are its mean (d,) and every principal direction (d, d), columns by
-descending variance. They come from the first place that has them:
-
-1. the store's own section ``"abtt"`` (the shipped store carries it, so a first run costs nothing);
-2. a checksummed cache file beside the vector cache (see :func:`ctxembed.vectors.sources.stats_cache_path`);
-3. one pass over the vectors (~0.1 s for 200k words x 100 dimensions), then saved to that cache
-   when the cache directory is writable.
+descending variance (:func:`statistics_from_blocks`); where they come from (a store section, a cache
+file or one pass over a store) is :mod:`ctxembed.vectors.statistics`.
 
 All d directions are kept, so removing any number D <= d of them never computes anything again.
 :class:`TopRemoval` is the map x -> (x - mean) (I - U Uᵀ) with U the top D directions.
@@ -14,13 +10,10 @@ All d directions are kept, so removing any number D <= d of them never computes 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-
-from ctxembed.vectors.store import VectorStore
-
-SECTION = "abtt"  # the store section's name; arrays mean (d,), directions (d, d), variances (d,), words ()
 
 
 @dataclass(frozen=True)
@@ -51,12 +44,12 @@ class Statistics:
         )
 
 
-def compute_statistics(store: VectorStore, n_words: int) -> Statistics:
-    """One pass over the first ``n_words`` rows: float64 mean and scatter, then an eigendecomposition."""
-    n_words = min(n_words, len(store))
-    mean = np.zeros(store.dim, dtype=np.float64)  # (d,)
-    scatter = np.zeros((store.dim, store.dim), dtype=np.float64)  # (d, d) sum of x xᵀ
-    for start, block in store.iter_blocks():
+def statistics_from_blocks(blocks: Iterable[tuple[int, np.ndarray]], n_words: int, dim: int) -> Statistics:
+    """One pass over the first ``n_words`` rows, given as (first row, (b, d) block) in row order:
+    float64 mean and scatter, then an eigendecomposition."""
+    mean = np.zeros(dim, dtype=np.float64)  # (d,)
+    scatter = np.zeros((dim, dim), dtype=np.float64)  # (d, d) sum of x xᵀ
+    for start, block in blocks:
         if start >= n_words:
             break
         block = block[: n_words - start].astype(np.float64)  # (b, d)
@@ -71,31 +64,6 @@ def compute_statistics(store: VectorStore, n_words: int) -> Statistics:
         np.ascontiguousarray(eigenvalues[::-1], dtype=np.float32),  # (d,)
         n_words,
     )
-
-
-def statistics(store: VectorStore, n_words: int) -> Statistics:
-    """The statistics of the ``n_words`` most frequent words: from the store, the cache, or computed."""
-    n_words = min(n_words, len(store))
-    section = store.section(SECTION)
-    if (
-        section is not None
-        and int(section["words"].item()) == n_words
-        and section["directions"].shape == (store.dim,) * 2
-    ):
-        return Statistics.from_arrays(section)
-    from ctxembed.vectors.sources import load_npz_checked, save_npz_atomic, stats_cache_path
-
-    cache = stats_cache_path(store, f"{SECTION}-{n_words}")
-    saved = load_npz_checked(cache, ("mean", "directions", "variances", "words")) if cache is not None else None
-    if saved is not None:
-        return Statistics.from_arrays(saved)
-    from ctxembed.progress import slow
-
-    with slow(f"principal directions of {n_words:,} words (all-but-the-top, once)"):
-        found = compute_statistics(store, n_words)
-    if cache is not None:
-        save_npz_atomic(cache, **found.as_arrays())
-    return found
 
 
 @dataclass(frozen=True)

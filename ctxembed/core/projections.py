@@ -1,20 +1,8 @@
-"""Projections for the attention core: identity, random (Xavier), shared affine, .npz files; applying them.
+"""Projections for the attention core: identity, random (Xavier), shared affine; checking and applying them.
 
 A head maps token vectors x (B, T, d_in) to queries, keys and values with ``q = x @ W_query + b_query``.
 Matrices are stored as (d_in, d_out), the ``x @ W`` convention of the lecture notes (torch's
 ``nn.Linear`` stores the transpose). A model is a list of :class:`LayerParams`, one per layer.
-
-``.npz`` layout (layer and head indices start at 0, every array real-valued)::
-
-    l{layer}.h{head}.W_query   (d_layer, d_k)      d_layer = d_in for layer 0, else the previous output size
-    l{layer}.h{head}.W_key     (d_layer, d_k)
-    l{layer}.h{head}.W_value   (d_layer, d_v)
-    l{layer}.h{head}.b_query   (d_k,)              optional, likewise b_key (d_k,) and b_value (d_v,)
-    l{layer}.W_out             (heads * d_v, d_model)  optional output projection
-    l{layer}.b_out             (d_model,)          optional, only together with W_out
-
-With one layer and one head the plain names ``W_query``, ``W_key``, ``W_value``, ``b_query``, ``b_key``,
-``b_value``, ``W_out`` and ``b_out`` are accepted as well.
 
 >>> from ctxembed.config import AttentionConfig
 >>> params = random_params(3, 2, AttentionConfig(heads=2), seed=0)
@@ -24,23 +12,14 @@ With one layer and one head the plain names ``W_query``, ``W_key``, ``W_value``,
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from os import PathLike
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ctxembed.config import AttentionConfig
 
-if TYPE_CHECKING:  # settings are a layer above: only read, never imported at run time
-    from ctxembed.settings import Settings
-
 HEAD_ARRAYS = ("W_query", "W_key", "W_value", "b_query", "b_key", "b_value")
 LAYER_ARRAYS = ("W_out", "b_out")
-_HEAD_NAME = re.compile(r"l(\d+)\.h(\d+)\.(W_query|W_key|W_value|b_query|b_key|b_value)")
-_LAYER_NAME = re.compile(r"l(\d+)\.(W_out|b_out)")
 
 
 @dataclass(frozen=True)
@@ -254,145 +233,3 @@ def _project(x: np.ndarray, heads: list[HeadProjection], kind: str) -> np.ndarra
         b = np.stack([zeros if bias is None else bias for bias in biases]).astype(x.dtype)  # (h, d_out)
         projected = projected + b[None, :, None, :]  # (B, h, T, d_out) + (1, h, 1, d_out)
     return projected
-
-
-def load_projections(path: str | PathLike, d_in: int, config: AttentionConfig) -> list[LayerParams]:
-    """Read projections from an .npz file (layout in the module docstring) and validate every shape.
-
-    Raises ValueError for a missing, unknown, non-numeric or wrongly shaped array; the message names it.
-    """
-    # "meta" and "train.*" are what ``ctxembed train`` records beside the projections (ctxembed.vectors.weights)
-    arrays = {name: value for name, value in _read_npz(path).items() if not _training_record(name)}
-    plain = sorted(set(arrays) & set(HEAD_ARRAYS + LAYER_ARRAYS))
-    if plain:
-        if config.layers != 1 or config.heads != 1:
-            raise ValueError(
-                f"plain names {plain} are only accepted for 1 layer and 1 head; "
-                f"use l{{layer}}.h{{head}}.W_query etc. for layers={config.layers}, heads={config.heads}"
-            )
-        if len(plain) != len(arrays):
-            raise ValueError(f"{path} mixes plain names {plain} with prefixed names")
-        arrays = {(f"l0.h0.{name}" if name in HEAD_ARRAYS else f"l0.{name}"): v for name, v in arrays.items()}
-
-    heads: list[list[dict]] = [[{} for _ in range(config.heads)] for _ in range(config.layers)]
-    outputs: list[dict] = [{} for _ in range(config.layers)]
-    for name, value in arrays.items():
-        if not (np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)):
-            raise ValueError(f"{name} has dtype {value.dtype}, expected real numbers")
-        value = value.astype(np.float64)
-        _check_values(name, value)
-        if match := _HEAD_NAME.fullmatch(name):
-            layer, head, kind = int(match[1]), int(match[2]), match[3]
-            if layer >= config.layers or head >= config.heads:
-                raise ValueError(f"{name} is outside layers={config.layers}, heads={config.heads}")
-            heads[layer][head][kind] = value
-        elif match := _LAYER_NAME.fullmatch(name):
-            layer, kind = int(match[1]), match[2]
-            if layer >= config.layers:
-                raise ValueError(f"{name} is outside layers={config.layers}")
-            outputs[layer][kind] = value
-        else:
-            raise ValueError(f"unknown array {name!r} in {path}; expected names like l0.h0.W_query, l0.W_out")
-
-    params = []
-    for layer, layer_heads in enumerate(heads):
-        for head, found in enumerate(layer_heads):
-            missing = [kind for kind in HEAD_ARRAYS[:3] if kind not in found]
-            if missing:
-                names = ", ".join(missing if plain else [f"l{layer}.h{head}.{kind}" for kind in missing])
-                raise ValueError(f"{path} has no array {names}")
-        params.append(LayerParams([HeadProjection(**found) for found in layer_heads], **outputs[layer]))
-    validate_params(params, d_in, config, plain=bool(plain))
-    return params
-
-
-MAX_ABS_WEIGHT = 1e4  # larger entries make scores overflow float32 long before they mean anything
-
-
-def _training_record(name: str) -> bool:
-    return name == "meta" or name.startswith("train.")
-
-
-def _read_npz(path: str | PathLike) -> dict[str, np.ndarray]:
-    """The named arrays of an .npz file; ValueError (with the reason) for anything else: a bare
-    .npy array, a truncated or damaged archive, pickled objects, a FIFO or a directory."""
-    import zipfile
-
-    from ctxembed.errors import DataError
-    from ctxembed.vectors.sources import regular_file
-
-    try:
-        regular_file(Path(path))
-    except DataError as exc:
-        if "no such file" in exc.message:
-            raise FileNotFoundError(path) from None
-        raise ValueError(exc.message.split(": ", 1)[-1]) from None
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        if "pickle" in str(exc):
-            raise ValueError("holds pickled objects, which are never loaded; save plain arrays") from None
-        raise ValueError(f"not a NumPy .npz archive ({exc})") from None
-    except (zipfile.BadZipFile, EOFError) as exc:
-        raise ValueError(f"truncated or damaged .npz archive ({exc})") from None
-    if not isinstance(loaded, np.lib.npyio.NpzFile):
-        raise ValueError("is a single .npy array, expected an .npz archive of named arrays (l0.h0.W_query, ...)")
-    try:
-        with loaded as archive:
-            return {name: archive[name] for name in archive.files}
-    except ValueError as exc:
-        if "pickle" in str(exc):
-            raise ValueError("holds pickled objects, which are never loaded; save plain arrays") from None
-        raise ValueError(f"damaged .npz archive ({exc})") from None
-    except (zipfile.BadZipFile, EOFError, OSError, KeyError) as exc:
-        raise ValueError(f"truncated or damaged .npz archive ({exc or type(exc).__name__})") from None
-
-
-def _check_values(name: str, value: np.ndarray) -> None:
-    if not np.isfinite(value).all():
-        raise ValueError(f"{name} has NaN or infinite values")
-    if value.size and np.abs(value).max() > MAX_ABS_WEIGHT:
-        raise ValueError(f"{name} has a value of {np.abs(value).max():.3g}, past the {MAX_ABS_WEIGHT:g} limit")
-
-
-def save_projections(path: str | PathLike, params: list[LayerParams]) -> None:
-    """Write projections to ``path`` as an uncompressed .npz, with the prefixed names of the module doc."""
-    arrays = {}
-    for layer, layer_params in enumerate(params):
-        if layer_params.heads is None:
-            raise ValueError(f"layer {layer} uses the identity projection, which has no arrays to save")
-        for head, projection in enumerate(layer_params.heads):
-            for kind in HEAD_ARRAYS:
-                if (value := getattr(projection, kind)) is not None:
-                    arrays[f"l{layer}.h{head}.{kind}"] = np.asarray(value)
-        for kind in LAYER_ARRAYS:
-            if (value := getattr(layer_params, kind)) is not None:
-                arrays[f"l{layer}.{kind}"] = np.asarray(value)
-    with open(path, "wb") as file:  # an open file keeps the name exactly as given (no ".npz" appended)
-        np.savez(file, **arrays)
-
-
-def projection_params(settings: Settings, d_in: int) -> list[LayerParams] | None:
-    """The query/key/value projections ``settings`` ask for on d_in-dimensional vectors:
-    None for the identity, Xavier matrices from the seed, or the arrays of a weights file."""
-    from ctxembed.errors import DataError, SettingError
-
-    a = settings.attention
-    if settings.projection == "identity":
-        return None
-    if settings.projection == "random":
-        d_out = settings.d_out or d_in // a.heads
-        if d_out < 1:
-            raise SettingError(
-                f"{{heads}} {a.heads} leave no dimensions per head of the {d_in}; give {{d_out}}", "heads", "d_out"
-            )
-        try:
-            return random_params(d_in, d_out, a, seed=settings.seed, output_projection=settings.output_projection)
-        except ValueError as exc:
-            raise SettingError(str(exc)) from None
-    try:
-        return load_projections(settings.weights_file, d_in, a)
-    except FileNotFoundError:
-        raise DataError(f"{settings.weights_file}: no such file") from None
-    except (ValueError, OSError) as exc:
-        raise DataError(f"{settings.weights_file}: {exc}") from None

@@ -1,90 +1,22 @@
-"""Layer mixes from files, and fitting one on labelled pairs (``ctxembed eval fit-mix``).
+"""Fitting a layer mix on labelled pairs (``ctxembed eval fit-mix``).
 
-The maths lives in :mod:`ctxembed.core.mix`; this module reads and writes the mix files and gathers
-the per-layer vectors of labelled pairs (WiC splits, SCWS-style graded pairs) to fit on.
-
-A mix file is the ``ctxembed.mix-fit/1`` JSON document that ``eval fit-mix`` prints and writes:
-``--mix FILE`` reads its ``weights`` and ``gamma``; ``--mix learned`` reads the one written last
-to the cache folder (:func:`learned_path`).
+The maths lives in :mod:`ctxembed.core.mix` and the mix files in :mod:`ctxembed.vectors.mixfiles`;
+this module gathers the per-layer vectors of labelled pairs (WiC splits, SCWS-style graded pairs)
+and fits the weights on them.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from ctxembed.core.mix import LEARNED, OFF, LayerMix, check_spec, is_weights, layer_weights, parse_weights
-from ctxembed.errors import DataError, SettingError, UsageError
+from ctxembed.core.mix import LayerMix
+from ctxembed.errors import DataError, UsageError
+from ctxembed.vectors.mixfiles import MIX_SCHEMA
 
-MIX_SCHEMA = "ctxembed.mix-fit/1"
 SCWS_SCALE = 10.0  # SCWS ratings run from 0 to 10; fitting reads rating / 10 as a soft label
-
-
-def learned_path() -> Path:
-    """Where ``eval fit-mix`` writes by default and ``--mix learned`` reads: the cache folder."""
-    from ctxembed.vectors.sources import cache_dir
-
-    return cache_dir() / "mix-learned.json"
-
-
-def resolve_mix(spec: str | None, layers: int) -> LayerMix | None:
-    """The mix a ``--mix`` value names, for a model of ``layers`` attention layers (None: no mix)."""
-    if spec is None or spec.strip() == OFF:
-        return None
-    try:
-        spec = check_spec(spec)
-        if is_weights(spec):
-            return LayerMix(layer_weights(parse_weights(spec), layers), 1.0, spec)
-    except ValueError as exc:
-        raise SettingError(f"{{mix}} {spec}: {exc}", "mix") from None
-    path = learned_path() if spec == LEARNED else Path(spec).expanduser()
-    if spec == LEARNED and not path.exists():
-        raise DataError(f"{{mix}} learned: no learned mix yet ({path}); run `ctxembed eval fit-mix` first", "mix")
-    weights, gamma = read_mix_file(path)
-    try:
-        return LayerMix(layer_weights(weights, layers), gamma, spec)
-    except ValueError as exc:
-        raise SettingError(f"{{mix}} {spec}: {exc} (it was fitted for another number of layers)", "mix") from None
-
-
-def read_mix_file(path: Path) -> tuple[tuple[float, ...], float]:
-    """The weights and γ of a ``ctxembed.mix-fit/1`` file; DataError naming the file otherwise."""
-    try:
-        doc = json.loads(path.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise DataError(
-            f"{{mix}} {path}: no such file (give weights such as 0.2,0.8, off, learned or a file)", "mix"
-        ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{{mix}} {path}: not a mix file ({exc})", "mix") from None
-    if not isinstance(doc, dict) or doc.get("schema") != MIX_SCHEMA:
-        raise DataError(f"{{mix}} {path}: not a mix file (expected a JSON document with schema {MIX_SCHEMA})", "mix")
-    weights, gamma = doc.get("weights"), doc.get("gamma")
-    numbers = isinstance(weights, list) and len(weights) >= 2 and all(_finite(w) and w >= 0 for w in weights)
-    if not numbers or not abs(sum(weights) - 1) < 1e-6:
-        raise DataError(f"{{mix}} {path}: 'weights' must be 2 or more numbers >= 0 that sum to 1", "mix")
-    if not (_finite(gamma) and gamma > 0):
-        raise DataError(f"{{mix}} {path}: 'gamma' must be a finite number > 0", "mix")
-    return tuple(float(w) for w in weights), float(gamma)
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def write_mix_file(doc: dict, path: Path) -> None:
-    from ctxembed.output import dumps
-    from ctxembed.vectors.store import atomic_file
-
-    try:
-        with atomic_file(path) as fh:
-            fh.write((dumps(doc, indent=2) + "\n").encode())  # the numbers exactly as --json prints them
-    except OSError as exc:
-        raise DataError(f"{path}: cannot write the mix ({exc.strerror})") from None
 
 
 # ------------------------------------------------------------------------------ fitting

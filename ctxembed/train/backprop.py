@@ -16,7 +16,7 @@ Backward (the chain rule, read bottom to top): :func:`layer_norm_backward`, the 
 :func:`layer_backward` and for the stack by :func:`encode_backward`.
 
 Gradients are keyed like the weights file (``l0.h1.W_query``, ``l0.W_out``), so they line up with
-:func:`ctxembed.core.projections.save_projections`. Only the softmax normalisation is differentiated here.
+:func:`ctxembed.vectors.weights.save_projections`. Only the softmax normalisation is differentiated here.
 """
 
 from __future__ import annotations

@@ -16,22 +16,18 @@ Cache directory: ``$CTXEMBED_CACHE_DIR``, else ``$XDG_CACHE_HOME/ctxembed``, els
 from __future__ import annotations
 
 import errno
-import hashlib
-import json
 import os
 import re
 import stat
 import sys
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from ctxembed.errors import DataError, UsageError
+from ctxembed.vectors.cache import _fingerprint, cache_dir, cache_path
 from ctxembed.vectors.shipped import shipped_path
-from ctxembed.vectors.store import STORE_SUFFIX, VectorStore, atomic_file, write_store
+from ctxembed.vectors.store import VectorStore, write_store
 
 DEFAULT_STORE_NAME = "glove-6B-100d-200k.ctxv"
 DEFAULT_SOURCE = "default"
@@ -45,14 +41,6 @@ SHIPPED_NAMES = {"notes-toy": "notes_toy.txt"}  # the lecture notes' 3-d toy: ap
 def default_store_path() -> Path:
     """The shipped GloVe store."""
     return shipped_path(DEFAULT_STORE_NAME)
-
-
-def cache_dir() -> Path:
-    explicit = os.environ.get("CTXEMBED_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "ctxembed"
 
 
 def gensim_data_dir() -> Path:
@@ -149,18 +137,6 @@ def _gensim_data_file(name: str) -> Path:
         ) from None
     finally:
         log.disabled = was_disabled
-
-
-def _fingerprint(path: Path) -> dict:
-    stat = path.stat()
-    return {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-
-
-def cache_path(path: Path, limit: int | None) -> Path:
-    key = hashlib.sha256(f"{path.resolve()}\0{limit or 0}".encode()).hexdigest()[:16]
-    stem = path.name.split(".")[0][:40] or "vectors"
-    suffix = f"-limit{limit}" if limit else ""
-    return cache_dir() / f"{stem}{suffix}-{key}{STORE_SUFFIX}"
 
 
 def cache_state(path: Path, limit: int | None) -> tuple[Path, str]:
@@ -351,67 +327,6 @@ def _announced_size(path: Path, fmt: str) -> tuple[int | None, int | None]:
     return int(first[0]), int(first[1])
 
 
-def stats_cache_path(store: VectorStore, kind: str) -> Path | None:
-    """Where to cache statistics of a store (e.g. its principal directions); None if it has no file."""
-    try:
-        fingerprint = _fingerprint(Path(store.path).resolve())
-    except OSError:
-        return None
-    key = hashlib.sha256(json.dumps([fingerprint, len(store), kind]).encode()).hexdigest()[:16]
-    return cache_dir() / f"stats-{kind}-{key}.npz"
-
-
-def _arrays_crc(arrays: dict[str, np.ndarray]) -> int:
-    crc = 0
-    for key in sorted(arrays):
-        array = np.ascontiguousarray(arrays[key])
-        crc = zlib.crc32(f"{key}:{array.dtype.str}:{array.shape}".encode(), crc)
-        crc = zlib.crc32(memoryview(array).cast("B") if array.size else b"", crc)
-    return crc
-
-
-def save_npz_atomic(path: Path, **arrays) -> None:
-    """Write a statistics cache with a checksum of its arrays. Best effort: a cache that cannot
-    be written is simply not kept."""
-    arrays = {key: np.ascontiguousarray(value) for key, value in arrays.items()}
-    try:
-        with atomic_file(path) as fh:
-            np.savez(fh, **arrays, _crc32=np.array(_arrays_crc(arrays), dtype=np.int64))
-    except OSError:
-        pass
-
-
-def load_npz_checked(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray] | None:
-    """A statistics cache written by :func:`save_npz_atomic`, or None when it is missing.
-
-    A damaged one (empty, truncated, not a zip, missing keys, checksum mismatch, non-finite
-    numbers) is removed with one note on stderr, and None returned, so the caller rebuilds it."""
-    if not path.exists():
-        return None
-    problem = None
-    try:
-        with np.load(path, allow_pickle=False) as saved:
-            arrays = {key: saved[key] for key in keys}
-            crc = int(saved["_crc32"])
-    except KeyError as exc:
-        problem = f"no {exc.args[0]!r} in it"
-    except Exception as exc:  # noqa: BLE001 - EOFError, BadZipFile, ValueError, OSError...: all mean damaged
-        problem = type(exc).__name__
-    else:
-        if crc != _arrays_crc(arrays):
-            problem = "checksum mismatch"
-        elif not all(np.isfinite(a).all() for a in arrays.values() if a.dtype.kind == "f"):
-            problem = "non-finite numbers"
-        else:
-            return arrays
-    print(f"ctxembed: note: the statistics cache {path} is damaged ({problem}); rebuilding it", file=sys.stderr)
-    try:
-        path.unlink()
-    except OSError:
-        pass
-    return None
-
-
 def convert_to_store(spec: str, out: Path, *, limit: int | None, trust: bool, quantize: bool) -> dict:
     """Write the vectors named by ``spec`` as a store at ``out``; returns what was written.
 
@@ -434,7 +349,7 @@ def convert_to_store(spec: str, out: Path, *, limit: int | None, trust: bool, qu
         if len(store) == len(whole):
             sections = {name: whole.section(name) for name in whole._extra}
         else:
-            from ctxembed.core.abtt import SECTION, statistics
+            from ctxembed.vectors.statistics import SECTION, statistics
 
             sections = {SECTION: statistics(store, len(store)).as_arrays()}
         try:

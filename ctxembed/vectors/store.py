@@ -38,16 +38,15 @@ from __future__ import annotations
 import json
 import mmap
 import os
-import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ctxembed.errors import DataError
+from ctxembed.output import atomic_file
 
 MAGIC = b"CTXEMB\x00\x01"
 STORE_VERSION = 2
@@ -566,21 +565,3 @@ class _Checksums:
         hint = store.damage_hint() if callable(store.damage_hint) else store.damage_hint
         hint = f"; {hint}" if hint else ""
         raise DataError(f"{self.path}: store is damaged (checksum mismatch in {name!r}){hint}")
-
-
-@contextmanager
-def atomic_file(path: Path):
-    """Open a temporary file beside ``path`` for binary writing; on success it is synced and renamed
-    to ``path`` (mode 0644), on any error removed, so no half-written file is ever left."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp_name, 0o644)  # mkstemp makes 0600; a store is not a secret
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise

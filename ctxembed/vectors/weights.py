@@ -2,7 +2,7 @@
 
 A weights file written by ``ctxembed train`` is an ``.npz`` holding
 
-- the projection arrays under the names :func:`ctxembed.core.projections.load_projections` reads
+- the projection arrays under the names :func:`load_projections` reads
   (``l0.h0.W_query`` ... ``l1.W_out``), so ``--projection file --weights FILE`` uses it directly;
 - ``meta``: one JSON string (schema ``ctxembed.weights/1``): the vectors it was trained on (name,
   dimension, fingerprint), the attention settings it was trained with, the initialisation (seed,
@@ -11,17 +11,32 @@ A weights file written by ``ctxembed train`` is an ``.npz`` holding
   checkpoint, Adam's moments). Inference ignores them.
 
 Only NumPy and the standard library are imported here: the attend path reads the metadata.
+
+The projection arrays' ``.npz`` layout (layer and head indices start at 0, every array real-valued)::
+
+    l{layer}.h{head}.W_query   (d_layer, d_k)      d_layer = d_in for layer 0, else the previous output size
+    l{layer}.h{head}.W_key     (d_layer, d_k)
+    l{layer}.h{head}.W_value   (d_layer, d_v)
+    l{layer}.h{head}.b_query   (d_k,)              optional, likewise b_key (d_k,) and b_value (d_v,)
+    l{layer}.W_out             (heads * d_v, d_model)  optional output projection
+    l{layer}.b_out             (d_model,)          optional, only together with W_out
+
+With one layer and one head the plain names ``W_query``, ``W_key``, ``W_value``, ``b_query``, ``b_key``,
+``b_value``, ``W_out`` and ``b_out`` are accepted as well.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from os import PathLike
 from pathlib import Path
 
 import numpy as np
 
+from ctxembed.config import AttentionConfig
+from ctxembed.core.projections import HEAD_ARRAYS, LAYER_ARRAYS, HeadProjection, LayerParams, validate_params
 from ctxembed.errors import DataError
 from ctxembed.vectors.shipped import shipped_path
 
@@ -163,7 +178,7 @@ def write_weights(
 
     Raises DataError naming the path when it cannot be written.
     """
-    from ctxembed.vectors.store import atomic_file
+    from ctxembed.output import atomic_file
 
     path = Path(path)
     contents = dict(arrays)
@@ -176,3 +191,124 @@ def write_weights(
             np.savez(file, **contents)
     except OSError as exc:
         raise DataError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+# ------------------------------------------------------------------------------ projection arrays
+_HEAD_NAME = re.compile(r"l(\d+)\.h(\d+)\.(W_query|W_key|W_value|b_query|b_key|b_value)")
+_LAYER_NAME = re.compile(r"l(\d+)\.(W_out|b_out)")
+
+
+def load_projections(path: str | PathLike, d_in: int, config: AttentionConfig) -> list[LayerParams]:
+    """Read projections from an .npz file (layout in the module docstring) and validate every shape.
+
+    Raises ValueError for a missing, unknown, non-numeric or wrongly shaped array; the message names it.
+    """
+    # "meta" and "train.*" are what ``ctxembed train`` records beside the projections (ctxembed.vectors.weights)
+    arrays = {name: value for name, value in _read_npz(path).items() if not _training_record(name)}
+    plain = sorted(set(arrays) & set(HEAD_ARRAYS + LAYER_ARRAYS))
+    if plain:
+        if config.layers != 1 or config.heads != 1:
+            raise ValueError(
+                f"plain names {plain} are only accepted for 1 layer and 1 head; "
+                f"use l{{layer}}.h{{head}}.W_query etc. for layers={config.layers}, heads={config.heads}"
+            )
+        if len(plain) != len(arrays):
+            raise ValueError(f"{path} mixes plain names {plain} with prefixed names")
+        arrays = {(f"l0.h0.{name}" if name in HEAD_ARRAYS else f"l0.{name}"): v for name, v in arrays.items()}
+
+    heads: list[list[dict]] = [[{} for _ in range(config.heads)] for _ in range(config.layers)]
+    outputs: list[dict] = [{} for _ in range(config.layers)]
+    for name, value in arrays.items():
+        if not (np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)):
+            raise ValueError(f"{name} has dtype {value.dtype}, expected real numbers")
+        value = value.astype(np.float64)
+        _check_values(name, value)
+        if match := _HEAD_NAME.fullmatch(name):
+            layer, head, kind = int(match[1]), int(match[2]), match[3]
+            if layer >= config.layers or head >= config.heads:
+                raise ValueError(f"{name} is outside layers={config.layers}, heads={config.heads}")
+            heads[layer][head][kind] = value
+        elif match := _LAYER_NAME.fullmatch(name):
+            layer, kind = int(match[1]), match[2]
+            if layer >= config.layers:
+                raise ValueError(f"{name} is outside layers={config.layers}")
+            outputs[layer][kind] = value
+        else:
+            raise ValueError(f"unknown array {name!r} in {path}; expected names like l0.h0.W_query, l0.W_out")
+
+    params = []
+    for layer, layer_heads in enumerate(heads):
+        for head, found in enumerate(layer_heads):
+            missing = [kind for kind in HEAD_ARRAYS[:3] if kind not in found]
+            if missing:
+                names = ", ".join(missing if plain else [f"l{layer}.h{head}.{kind}" for kind in missing])
+                raise ValueError(f"{path} has no array {names}")
+        params.append(LayerParams([HeadProjection(**found) for found in layer_heads], **outputs[layer]))
+    validate_params(params, d_in, config, plain=bool(plain))
+    return params
+
+
+MAX_ABS_WEIGHT = 1e4  # larger entries make scores overflow float32 long before they mean anything
+
+
+def _training_record(name: str) -> bool:
+    return name == "meta" or name.startswith("train.")
+
+
+def _read_npz(path: str | PathLike) -> dict[str, np.ndarray]:
+    """The named arrays of an .npz file; ValueError (with the reason) for anything else: a bare
+    .npy array, a truncated or damaged archive, pickled objects, a FIFO or a directory."""
+    import zipfile
+
+    from ctxembed.errors import DataError
+    from ctxembed.vectors.sources import regular_file
+
+    try:
+        regular_file(Path(path))
+    except DataError as exc:
+        if "no such file" in exc.message:
+            raise FileNotFoundError(path) from None
+        raise ValueError(exc.message.split(": ", 1)[-1]) from None
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc):
+            raise ValueError("holds pickled objects, which are never loaded; save plain arrays") from None
+        raise ValueError(f"not a NumPy .npz archive ({exc})") from None
+    except (zipfile.BadZipFile, EOFError) as exc:
+        raise ValueError(f"truncated or damaged .npz archive ({exc})") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise ValueError("is a single .npy array, expected an .npz archive of named arrays (l0.h0.W_query, ...)")
+    try:
+        with loaded as archive:
+            return {name: archive[name] for name in archive.files}
+    except ValueError as exc:
+        if "pickle" in str(exc):
+            raise ValueError("holds pickled objects, which are never loaded; save plain arrays") from None
+        raise ValueError(f"damaged .npz archive ({exc})") from None
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError) as exc:
+        raise ValueError(f"truncated or damaged .npz archive ({exc or type(exc).__name__})") from None
+
+
+def _check_values(name: str, value: np.ndarray) -> None:
+    if not np.isfinite(value).all():
+        raise ValueError(f"{name} has NaN or infinite values")
+    if value.size and np.abs(value).max() > MAX_ABS_WEIGHT:
+        raise ValueError(f"{name} has a value of {np.abs(value).max():.3g}, past the {MAX_ABS_WEIGHT:g} limit")
+
+
+def save_projections(path: str | PathLike, params: list[LayerParams]) -> None:
+    """Write projections to ``path`` as an uncompressed .npz, with the prefixed names of the module doc."""
+    arrays = {}
+    for layer, layer_params in enumerate(params):
+        if layer_params.heads is None:
+            raise ValueError(f"layer {layer} uses the identity projection, which has no arrays to save")
+        for head, projection in enumerate(layer_params.heads):
+            for kind in HEAD_ARRAYS:
+                if (value := getattr(projection, kind)) is not None:
+                    arrays[f"l{layer}.h{head}.{kind}"] = np.asarray(value)
+        for kind in LAYER_ARRAYS:
+            if (value := getattr(layer_params, kind)) is not None:
+                arrays[f"l{layer}.{kind}"] = np.asarray(value)
+    with open(path, "wb") as file:  # an open file keeps the name exactly as given (no ".npz" appended)
+        np.savez(file, **arrays)

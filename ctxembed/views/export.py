@@ -75,7 +75,7 @@ def save_document(
     ``layer``, ``head`` and ``all_heads`` choose what an attention picture shows (default: the last
     layer, mean of heads). Raises UsageError for an unknown suffix, DataError when the file cannot be
     written or the PNG extra is missing."""
-    from ctxembed.vectors.store import atomic_file
+    from ctxembed.output import atomic_file
 
     path = Path(path)
     suffix = check_path(path)
