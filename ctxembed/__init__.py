@@ -28,6 +28,7 @@ _LAZY = {
     "NeighborsResult": "ctxembed.api",
     "embed_lines": "ctxembed.batch.embed",
     "embed_chunks": "ctxembed.batch.embed",
+    "train_weights": "ctxembed.train.run",
     "AttentionConfig": "ctxembed.config",
     "Settings": "ctxembed.settings",
     "build_settings": "ctxembed.settings",

@@ -101,6 +101,12 @@ def dumps(document: dict, *, indent: int | None = None) -> str:
     return orjson.dumps(jsonable(document, keep_arrays=True), option=option).decode()
 
 
+def as_json(document: dict) -> dict:
+    """The document as ``--json`` prints it, read back: JSON types only (lists, not arrays; float32
+    values in their shortest form), so a library call's result equals the command's output."""
+    return orjson.loads(dumps(document))
+
+
 def emit_json(document: dict) -> None:
     sys.stdout.write(dumps(document, indent=2 if sys.stdout.isatty() else None) + "\n")
     sys.stdout.flush()

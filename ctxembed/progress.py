@@ -3,7 +3,8 @@
 - :func:`steps` counts finished steps of a known number (``eval``'s configurations);
 - :func:`reading` follows how far a library call has read a file (gensim parsing a vector file),
   from the file offset the operating system reports for it (Linux; elsewhere a spinner);
-- :func:`slow` shows a spinner with the elapsed time, only once a step has taken over a second.
+- :func:`slow` shows a spinner with the elapsed time, only once a step has taken over a second;
+- :class:`Training` shows training's steps, loss and speed, and turns Ctrl-C into a clean stop.
 
 Pipes, tests and ``NO_COLOR``-less scripts see none of it: machine output stays on stdout and
 stderr only carries the one-line notes.
@@ -12,9 +13,10 @@ stderr only carries the one-line notes.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -121,3 +123,74 @@ def slow(description: str) -> Iterator[None]:
         timer.cancel()
         timer.join()
         progress.stop()
+
+
+class Training:
+    """Training's progress: a bar of steps with the loss and speed on a terminal, a line per epoch
+    (to ``note`` when there is no bar), and a Ctrl-C that asks the run to stop at the next step
+    boundary (a second one aborts at once). ``with Training(total, note) as p: run(on_step=p.on_step,
+    on_epoch=p.on_epoch, stop=p.stop)``."""
+
+    def __init__(self, total: int, note: Callable[[str], None]):
+        self.total, self.note = total, note
+        self.stopping = False
+        self.bar = None
+        self.previous_handler = None
+
+    def __enter__(self) -> Training:
+        if enabled() and self.total:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(
+                TextColumn("epoch {task.fields[epoch]}"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total} steps"),
+                TextColumn("loss {task.fields[loss]:.3f}"),
+                TextColumn("{task.fields[speed]:,.0f} tokens/s"),
+                TimeRemainingColumn(),
+                console=Console(file=sys.stderr, stderr=True),
+                transient=True,
+            )
+            self.task = self.bar.add_task("train", total=self.total, epoch=1, loss=float("nan"), speed=0.0)
+            self.bar.start()
+        try:
+            self.previous_handler = signal.signal(signal.SIGINT, self._interrupt)
+        except ValueError:  # not the main thread (e.g. a test runner): Ctrl-C keeps its usual meaning
+            self.previous_handler = None
+        return self
+
+    def _interrupt(self, signum, frame):
+        if self.stopping:  # a second Ctrl-C: give up at once
+            raise KeyboardInterrupt
+        self.stopping = True
+        self.note("stopping after this step (Ctrl-C again to abort without a checkpoint) ...")
+
+    def stop(self) -> bool:
+        return self.stopping
+
+    def on_step(self, info: dict) -> None:
+        if self.bar is not None:
+            self.bar.update(
+                self.task, completed=info["step"], epoch=info["epoch"], loss=info["loss"],
+                speed=info["tokens_per_second"],
+            )  # fmt: skip
+
+    def on_epoch(self, entry: dict) -> None:
+        if entry["loss"] is None:
+            line = f"epoch {entry['epoch']}/{entry['epochs']} done (no held-out sentences)"
+        else:
+            change = entry["loss"] / entry["initial"] - 1
+            line = f"epoch {entry['epoch']}/{entry['epochs']}: held-out loss {entry['loss']:.4f}"
+            line += f" ({change:+.1%} from step 0)"
+        if self.bar is not None:
+            self.bar.console.print(line, highlight=False)
+        else:
+            self.note(line)
+
+    def __exit__(self, *exc) -> bool:
+        if self.bar is not None:
+            self.bar.stop()
+        if self.previous_handler is not None:
+            signal.signal(signal.SIGINT, self.previous_handler)
+        return False

@@ -33,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ctxembed.output import dumps  # noqa: E402
 from ctxembed.train import trainer as training  # noqa: E402
+from ctxembed.train.checkpoint import write_trained  # noqa: E402
+from ctxembed.train.corpus import read_corpus  # noqa: E402
 from ctxembed.vectors.sources import open_vectors  # noqa: E402
 from ctxembed.vectors.weights import LEARNED_FILE  # noqa: E402
 
@@ -80,7 +82,7 @@ def main() -> None:
         corpus_file = Path(tmp) / "brown.txt"
         corpus_file.write_text("\n".join(sentences) + "\n", encoding="utf-8")
         store = open_vectors(None)
-        corpus = training.read_corpus(corpus_file, store, max_tokens=128)
+        corpus = read_corpus(corpus_file, store, max_tokens=128)
     settings = training.training_settings()
     options = training.TrainOptions(epochs=args.epochs)
     trainer = training.Trainer(
@@ -91,7 +93,7 @@ def main() -> None:
         print(f"epoch {entry['epoch']}/{entry['epochs']}: held-out loss {entry['loss']:.4f}", file=sys.stderr)
 
     result = trainer.run(on_epoch=on_epoch)
-    training.write_trained(result, args.out, options)
+    write_trained(result, args.out, options)
     report = dict(result.report, out=str(args.out), bytes=args.out.stat().st_size)
     print(dumps(report, indent=2))
 

@@ -11,7 +11,7 @@ import pytest
 
 import ctxembed
 from ctxembed import api as api_module
-from tests.cli_helpers import run_json
+from tests.cli_helpers import invoke, run_json, strict_json
 from tests.conftest import REPO
 
 
@@ -90,3 +90,19 @@ def test_dir_lists_the_api():
     assert {"Explorer", "AttendResult", "build_settings", "__version__"} <= set(dir(ctxembed))
     with pytest.raises(AttributeError):
         ctxembed.no_such_thing  # noqa: B018
+
+
+# Each command's library call returns its --json document. Timings differ between two runs.
+_TIMINGS = {"seconds", "train_seconds", "tokens_per_second"}
+
+
+def test_train_weights_returns_the_json_document(tmp_path):
+    corpus = REPO / "tests" / "fixtures" / "train_tiny.txt"
+    fast = {"epochs": 1, "batch_tokens": 128, "negatives": 64, "warmup": 5, "heads": 2}
+    flags = ["--epochs", "1", "--batch-tokens", "128", "--negatives", "64", "--warmup", "5", "--heads", "2"]
+    cli = strict_json(invoke("train", corpus, "--out", tmp_path / "cli.npz", *flags, "--json").stdout)
+    api = ctxembed.train_weights(corpus, tmp_path / "api.npz", on_note=None, **fast)
+    assert api["out"] == str(tmp_path / "api.npz") and cli["out"] == str(tmp_path / "cli.npz")
+    differs = _TIMINGS | {"out", "checkpoint"}
+    assert {k: v for k, v in api.items() if k not in differs} == {k: v for k, v in cli.items() if k not in differs}
+    assert api["options"]["batch_tokens"] == 128 and api["settings"]["attention"]["heads"] == 2

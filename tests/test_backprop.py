@@ -13,7 +13,8 @@ from ctxembed.core.attention import encode
 from ctxembed.core.projections import random_params
 from ctxembed.settings import build_settings
 from ctxembed.train import backprop
-from ctxembed.train.trainer import Batch, Model, batch_loss, initial_params
+from ctxembed.train.corpus import Batch
+from ctxembed.train.trainer import Model, batch_loss, initial_params
 
 B, T, D, V, K = 3, 6, 8, 20, 7  # sentences, tokens, dimension, corpus words, negatives
 

@@ -8,7 +8,7 @@ import pytest
 
 from ctxembed.errors import DataError
 from ctxembed.senses import occurrences
-from ctxembed.train import trainer as train
+from ctxembed.train import corpus as train
 from ctxembed.vectors.corpus import open_corpus
 from tests.cli_helpers import invoke
 

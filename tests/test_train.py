@@ -9,7 +9,10 @@ import json
 import numpy as np
 import pytest
 
+from ctxembed import errors as ctxembed_errors
 from ctxembed.train import trainer as training
+from ctxembed.train.checkpoint import read_checkpoint, write_checkpoint
+from ctxembed.train.corpus import read_corpus
 from ctxembed.vectors.sources import open_vectors
 from tests.cli_helpers import TOY, invoke, strict_json, succeeds
 from tests.conftest import REPO
@@ -25,7 +28,7 @@ def store():
 
 @pytest.fixture(scope="module")
 def corpus(store):
-    return training.read_corpus(TINY, store, max_tokens=64)
+    return read_corpus(TINY, store, max_tokens=64)
 
 
 def run(store, corpus, *, epochs=3, seed=0, stop=None, resume=None, **settings):
@@ -65,8 +68,8 @@ def test_an_interrupted_run_resumes_to_the_same_weights(store, corpus, tmp_path)
     trainer, stopped, _ = run(store, corpus, epochs=2, stop=lambda: next(steps) >= 7)
     assert stopped.interrupted and stopped.report["steps"] == 7
     checkpoint = tmp_path / "w.checkpoint.npz"
-    training.write_checkpoint(stopped, checkpoint, options)
-    state = training.read_checkpoint(checkpoint, store, trainer.settings, options, corpus)
+    write_checkpoint(stopped, checkpoint, options)
+    state = read_checkpoint(checkpoint, store, trainer.settings, options, corpus)
     _, resumed, _ = run(store, corpus, epochs=2, resume=state)
     assert not resumed.interrupted and resumed.report["steps"] == whole.report["steps"]
     for name, value in whole.model.arrays.items():
@@ -77,10 +80,10 @@ def test_an_interrupted_run_resumes_to_the_same_weights(store, corpus, tmp_path)
 def test_a_checkpoint_of_other_settings_is_refused(store, corpus, tmp_path):
     trainer, stopped, options = run(store, corpus, epochs=1, stop=lambda: True)
     checkpoint = tmp_path / "c.npz"
-    training.write_checkpoint(stopped, checkpoint, options)
+    write_checkpoint(stopped, checkpoint, options)
     other = training.TrainOptions(**{**options.__dict__, "lr": 0.1})
     with pytest.raises(Exception, match="other settings .*lr"):
-        training.read_checkpoint(checkpoint, store, trainer.settings, other, corpus)
+        read_checkpoint(checkpoint, store, trainer.settings, other, corpus)
 
 
 # ------------------------------------------------------------------------------ the command
@@ -259,3 +262,24 @@ def test_model_options_come_from_the_setting_declarations(tmp_path):
     result = invoke("train", str(TINY), "--out", str(tmp_path / "w.npz"), "--layers", "49")
     assert result.exit_code == 2 and "--layers" in result.stderr and "48" in result.stderr
     assert not (tmp_path / "w.npz").exists()
+
+
+def test_training_options_come_from_their_one_declaration(tmp_path):
+    """train's training flags are TrainOptions' declarations: the help shows each one's limits, and a
+    value past a limit is refused by the library's own check, in the flag's name, before any work."""
+    from ctxembed.settings import TRAIN_OPTIONS
+
+    shown = " ".join(succeeds("train", "--help").stdout.split())
+    for spec in TRAIN_OPTIONS.values():
+        assert spec.option in shown and " ".join(spec.help.split()) in shown, spec.name
+        if spec.limits():
+            assert f"[{spec.limits()}]" in shown, spec.name
+    for spec in TRAIN_OPTIONS.values():
+        if spec.maximum is None:
+            continue
+        beyond = spec.maximum + (1 if spec.kind is int else 0.01)
+        result = invoke("train", TINY, "--out", tmp_path / "w.npz", spec.option, str(beyond))
+        assert result.exit_code == 2 and spec.option in result.stderr, (spec.name, result.stderr)
+        assert "reading" not in result.stderr
+    with pytest.raises(ctxembed_errors.SettingError, match="batch_tokens"):
+        training.TrainOptions(batch_tokens=1_000_001)

@@ -18,7 +18,7 @@ import typer
 
 from ctxembed.config import INPUT_PANEL, ReadOptions, Setting, declarations
 from ctxembed.errors import CtxembedError
-from ctxembed.settings import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS
+from ctxembed.settings import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, TRAIN_OPTIONS
 
 Preset = enum.Enum("Preset", {name: name for name in PRESET_NAMES}, type=str)  # [default|textbook|notes]
 
@@ -75,12 +75,13 @@ def save_all(doc: dict, paths: list[Path] | None, **view) -> None:
 
 
 _OTHER_FLAGS = {"vectors": "--vectors", "limit": "--limit", "trust": "--trust", "preset": "--preset"}
+_OTHER_FLAGS |= {"out": "--out", "checkpoint": "--checkpoint", "resume": "--resume"}
 READ_OPTIONS = declarations(ReadOptions)
 
 
 def flag(name: str) -> str:
-    """The command-line flag of a setting (or of a source option) named in a library error."""
-    spec = SETTINGS.get(name) or READ_OPTIONS.get(name)
+    """The command-line flag of a setting (or of a source or training option) named in a library error."""
+    spec = SETTINGS.get(name) or READ_OPTIONS.get(name) or TRAIN_OPTIONS.get(name)
     return spec.option if spec is not None else _OTHER_FLAGS.get(name, name)
 
 
@@ -130,21 +131,33 @@ def with_setting_options(names: tuple[str, ...], defaults: dict[str, Any], *, pa
     """Give a command some declared settings as options, with the command's own ``defaults`` (the
     rest: the textbook preset's) shown in the help; it receives those given as ``settings``, a dict
     of name -> value without the ones left unset. Flags, types and limits come from the declarations."""
+    textbook = PRESETS["textbook"].values()
+    specs = {name: SETTINGS[name] for name in names}
+    shown = {name: defaults.get(name, textbook[name]) for name in names}
+    return with_declared_options(specs, into="settings", defaults=shown, panel=panel)
+
+
+def with_declared_options(
+    specs: dict[str, Setting], *, into: str, defaults: dict[str, Any] | None = None, panel: str | None = None
+):
+    """Give a command one option per declaration in ``specs`` (flag, type, limits and help from the
+    declaration; ``defaults``: the defaults the help shows, else the declared ones; ``panel``: a help
+    panel for all, else each declaration's). The command receives those given as ``into``, a dict of
+    name -> value without the ones left unset, so the library's own defaults apply."""
 
     def decorate(command):
         signature = inspect.signature(command, eval_str=True)
-        own = [p for p in signature.parameters.values() if p.name != "settings"]
-        textbook = PRESETS["textbook"].values()
+        own = [p for p in signature.parameters.values() if p.name != into]
         extra = []
-        for name in names:
-            value = defaults.get(name, textbook[name])
-            annotation, _ = option(SETTINGS[name], None, shown_default=f"default: {_shown(value)}", panel=panel)
+        for name, spec in specs.items():
+            value = (defaults or {}).get(name, spec.default)
+            annotation, _ = option(spec, None, shown_default=f"default: {_shown(value)}", panel=panel)
             extra.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=None))
 
         @functools.wraps(command)
         def wrapper(**kwargs):
-            given = {name: kwargs.pop(name) for name in names}
-            kwargs["settings"] = {name: value for name, value in given.items() if value is not None}
+            given = {name: kwargs.pop(name) for name in specs}
+            kwargs[into] = {name: value for name, value in given.items() if value is not None}
             return command(**kwargs)
 
         wrapper.__signature__ = signature.replace(parameters=own + extra)

@@ -17,78 +17,36 @@ Every random choice (split, batch order, masks, negatives) comes from a generato
 (seed, purpose, epoch, step), so the same seed gives the same weights bit for bit, and a run
 resumed from a checkpoint continues exactly where it stopped.
 
-    corpus = read_corpus("brown.txt", store, max_tokens=128)
+    corpus = read_corpus("brown.txt", store, max_tokens=128)          # ctxembed.train.corpus
     trainer = Trainer(store, corpus, training_settings(layers=2, heads=4), TrainOptions(epochs=5))
     result = trainer.run()
-    write_trained(result, "weights.npz")
+    write_trained(result, "weights.npz", trainer.options)             # ctxembed.train.checkpoint
+
+:func:`ctxembed.train.run.train_weights` does all of it (what ``ctxembed train`` calls).
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import math
-import re
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from ctxembed.core.projections import LayerParams, random_params, validate_params
+from ctxembed.engine import Engine
 from ctxembed.errors import DataError, UsageError
-from ctxembed.settings import SETTINGS, TRAIN_DEFAULTS, Settings, build_settings
+from ctxembed.settings import TRAIN_DEFAULTS, Settings, TrainOptions, build_settings
 from ctxembed.train import backprop
-from ctxembed.vectors.corpus import open_corpus
-from ctxembed.vectors.weights import check_vectors, vectors_record, write_weights
+from ctxembed.train.corpus import Batch, Corpus, fill_batch, make_batches
+from ctxembed.vectors.weights import vectors_record
+
+__all__ = ["TrainOptions", "Trainer", "TrainResult", "Model", "training_settings", "initial_params", "batch_loss"]
 
 TRAIN_SCHEMA = "ctxembed.train/1"
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z])")
-_LINE_BYTES_PER_TOKEN = 64  # a line is read up to max_tokens * this many bytes; the rest is cut off
-# The architecture trained by default. Two layers, because with one the masked token's query is the
-# constant [MASK] @ W_query and W_query cannot learn; positions, because word order is half of what
-# predicts a masked word; no layer norm, which held the held-out loss back (10% lower after 5 epochs
-# on 5,000 Brown sentences, against 22% without it).
 # purposes of the seeded generators, so no two random choices share a stream
 _SPLIT, _ORDER, _MASKS, _HELD_OUT = 1, 2, 3, 4
-
-
-@dataclass(frozen=True)
-class TrainOptions:
-    """How to train (the attention architecture itself is a :class:`Settings`)."""
-
-    epochs: int = 5  # passes over the training sentences; 0 writes the initial weights
-    lr: float = 3e-3  # Adam's peak learning rate
-    batch_tokens: int = 512  # padded tokens per step (sentences of similar length are batched together)
-    mask_rate: float = 0.15  # share of tokens replaced by [MASK] and predicted
-    negatives: int = 512  # sampled words each masked token is told apart from
-    fix_values: bool = False  # keep W_value = I (identity slices per head): only W_query, W_key (W_out) learn
-    max_tokens: int = 128  # longer sentences are cropped to their first max_tokens in-vocabulary tokens
-    held_out: float = 0.1  # share of sentences kept out of training, scored every epoch
-    warmup: int = 100  # steps of linear learning-rate warm-up (fewer when the run is shorter)
-    clip: float = 1.0  # gradients with a larger global norm are scaled down to it (0: never)
-    seed: int = 0  # seed of the initial weights and of every random choice
-
-    def check(self) -> None:
-        limits = {
-            "epochs": (self.epochs, 0, 10_000),
-            "batch_tokens": (self.batch_tokens, 1, 10_000_000),
-            "negatives": (self.negatives, 1, 1_000_000),
-            "max_tokens": (self.max_tokens, 1, 2048),
-            "warmup": (self.warmup, 0, 10_000_000),
-        }
-        if not (math.isfinite(self.clip) and self.clip >= 0):
-            raise UsageError(f"clip must be a finite number >= 0, not {self.clip}")
-        for name, (value, low, high) in limits.items():
-            if not low <= value <= high:
-                raise UsageError(f"{name} must lie in [{low}, {high}], not {value}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise UsageError(f"lr must be a finite number > 0, not {self.lr}")
-        if not 0 < self.mask_rate < 1:
-            raise UsageError(f"mask_rate must lie strictly between 0 and 1, not {self.mask_rate}")
-        if not 0 <= self.held_out < 1:
-            raise UsageError(f"held_out must lie in [0, 1), not {self.held_out}")
 
 
 def training_settings(preset: str = "textbook", **overrides) -> Settings:
@@ -103,150 +61,8 @@ def training_settings(preset: str = "textbook", **overrides) -> Settings:
     return settings
 
 
-# ------------------------------------------------------------------------------------------ corpus
-
-
-@dataclass
-class Corpus:
-    """Sentences as store rows, the words they use, and what reading them counted."""
-
-    sentences: list[np.ndarray]  # each (n,) int32 ids into ``vocabulary``
-    vocabulary: np.ndarray  # (V,) int64 store rows of the words the corpus uses
-    counts: np.ndarray  # (V,) occurrences of each
-    sha256: str  # of the corpus bytes as read (after .gz decompression)
-    stats: dict = field(default_factory=dict)
-
-
-def _bounded_lines(stream, limit: int, stats: dict, digest) -> Iterator[bytes]:
-    """Lines of at most ``limit`` bytes; a longer line is cut there (counted), and its rest skipped
-    without ever being held in memory whole."""
-    while True:
-        line = stream.readline(limit)
-        if not line:
-            return
-        digest.update(line)
-        if not line.endswith(b"\n") and len(line) == limit:
-            stats["cropped_lines"] += 1
-            while (rest := stream.readline(limit)) and not rest.endswith(b"\n"):
-                digest.update(rest)
-            digest.update(rest)
-        yield line
-
-
-def read_corpus(source: str | Path, store, *, max_tokens: int = 128, name: str | None = None) -> Corpus:
-    """Tokenise a corpus with the vector store's vocabulary. Out-of-vocabulary tokens are left out
-    (as ``attend --oov skip`` does); a sentence longer than ``max_tokens`` keeps its first
-    ``max_tokens`` tokens. Raises DataError when no sentence has an in-vocabulary word."""
-    from ctxembed.engine import Engine
-
-    engine = Engine(store, build_settings("textbook"), oov="skip", max_tokens=4096).bulk()
-    stats = {"lines": 0, "invalid_lines": 0, "cropped_lines": 0, "cropped_sentences": 0, "sentences_without_words": 0}
-    stats |= {"oov_tokens": 0}
-    digest = hashlib.sha256()
-    ids: dict[int, int] = {}  # store row -> corpus id
-    sentences = []
-    try:
-        stream, _ = open_corpus(source)
-        with stream:
-            for raw in _bounded_lines(stream, max(65536, max_tokens * _LINE_BYTES_PER_TOKEN), stats, digest):
-                stats["lines"] += 1
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    stats["invalid_lines"] += 1
-                    continue
-                if "\x00" in line:
-                    stats["invalid_lines"] += 1
-                    continue
-                for text in _SENTENCE_END.split(line.strip()):
-                    if not text.strip():
-                        continue
-                    words = text.split()
-                    if len(words) > max_tokens:  # a word gives at most two tokens: the engine's 4096 is safe
-                        text = " ".join(words[:max_tokens])
-                        stats["cropped_sentences"] += 1
-                    try:
-                        prepared = engine.prepare(text)
-                    except DataError:
-                        stats["sentences_without_words"] += 1
-                        continue
-                    rows = [row for row in prepared.rows if row >= 0]
-                    stats["oov_tokens"] += len(prepared.tokens) - len(rows)
-                    if len(rows) > max_tokens:
-                        stats["cropped_sentences"] += len(words) <= max_tokens  # not counted twice
-                        rows = rows[:max_tokens]
-                    sentences.append(np.array([ids.setdefault(row, len(ids)) for row in rows], dtype=np.int32))
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise DataError(f"{source}: cannot read the corpus ({exc})") from None
-    label = name or str(source)
-    if not sentences:
-        if stats["invalid_lines"] and stats["invalid_lines"] * 2 >= stats["lines"]:
-            raise DataError(
-                f"{label}: does not look like text ({stats['invalid_lines']} of {stats['lines']} lines "
-                "are not UTF-8 text)"
-            )
-        raise DataError(f"{label}: no sentence with an in-vocabulary word ({stats['lines']} lines read)")
-    vocabulary = np.array(list(ids), dtype=np.int64)  # (V,) in order of first appearance
-    counts = np.bincount(np.concatenate(sentences), minlength=len(ids))  # (V,)
-    stats |= {"sentences": len(sentences), "tokens": int(counts.sum()), "vocabulary": len(ids)}
-    return Corpus(sentences, vocabulary, counts, digest.hexdigest(), stats)
-
-
-# ------------------------------------------------------------------------------------------ batches
-
-
-@dataclass
-class Batch:
-    ids: np.ndarray  # (B, T) corpus ids, 0 at padding
-    real: np.ndarray  # (B, T) True at real tokens
-    masked: np.ndarray  # (B, T) True at tokens to predict
-    negatives: np.ndarray  # (K,) corpus ids of the shared negative words
-
-
 def _rng(seed: int, *purpose: int) -> np.random.Generator:
     return np.random.default_rng([seed, *purpose])
-
-
-def make_batches(sentences: list[np.ndarray], order: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
-    """Group sentence indices into batches of similar length whose padded size B x T_max stays within
-    ``batch_tokens`` (a longer sentence gets a batch of its own). ``order`` breaks ties between equal
-    lengths, so a new order gives new batches."""
-    lengths = np.array([len(sentences[i]) for i in order])  # (N,)
-    by_length = order[np.argsort(lengths, kind="stable")]  # (N,) shortest first
-    batches, current, longest = [], [], 0
-    for index in by_length:
-        n = len(sentences[index])
-        if current and (len(current) + 1) * max(longest, n) > batch_tokens:
-            batches.append(np.array(current))
-            current, longest = [], 0
-        current.append(index)
-        longest = max(longest, n)
-    if current:
-        batches.append(np.array(current))
-    return batches
-
-
-def fill_batch(
-    sentences: list[np.ndarray],
-    members: np.ndarray,
-    rng: np.random.Generator,
-    mask_rate: float,
-    sampling: np.ndarray,
-    negatives: int,
-) -> Batch:
-    """Pad the sentences ``members`` into (B, T), choose the masked tokens (at least one per sentence)
-    and draw the negatives from ``sampling`` (V,) probabilities."""
-    lengths = np.array([len(sentences[i]) for i in members])  # (B,)
-    B, T = len(members), int(lengths.max())
-    ids = np.zeros((B, T), dtype=np.int64)  # (B, T)
-    for row, index in enumerate(members):
-        ids[row, : lengths[row]] = sentences[index]
-    real = np.arange(T)[None, :] < lengths[:, None]  # (1, T) < (B, 1) -> (B, T)
-    masked = (rng.random((B, T)) < mask_rate) & real  # (B, T)
-    forced = np.floor(rng.random(B) * lengths).astype(np.int64)  # (B,) a token of each sentence
-    masked[np.arange(B), forced] |= ~masked.any(axis=1)  # a sentence without a masked token gets one
-    drawn = rng.choice(len(sampling), size=negatives, p=sampling)  # (K,)
-    return Batch(ids, real, masked, drawn)
 
 
 # ------------------------------------------------------------------------------------------ model
@@ -420,13 +236,10 @@ class Trainer:
     """One training run: corpus, vectors and settings in; a model and a report out."""
 
     def __init__(self, store, corpus: Corpus, settings: Settings, options: TrainOptions, *, corpus_name: str = ""):
-        options.check()
         self.store, self.corpus, self.settings, self.options = store, corpus, settings, options
         self.corpus_name = corpus_name
         self.dim = store.dim
         # the attention inputs of the corpus words: static vectors, after all-but-the-top when on
-        from ctxembed.engine import Engine
-
         plain = replace(settings.attention, heads=1, layers=1)  # only the input ingredients matter here
         engine = Engine(store, replace(settings, projection="identity", weights_file=None, attention=plain))
         self.embeddings = np.ascontiguousarray(engine.project_inputs(store.rows(corpus.vocabulary)))  # (V, d)
@@ -592,132 +405,3 @@ class Trainer:
                 "held_out_initial": held[0]["loss"] if held else None,
             },
         }
-
-
-# ------------------------------------------------------------------------------------------ files
-
-
-def _metadata(result: TrainResult, options: TrainOptions) -> dict:
-    report = result.report
-    return {
-        "vectors": report["vectors"],
-        "settings": report["settings"],
-        "init": {"kind": "xavier-uniform", "seed": result.model.settings.seed, "fix_values": options.fix_values},
-        "options": asdict(options),
-        "corpus": {key: report["corpus"].get(key) for key in ("source", "sha256", "sentences", "tokens")},
-        "learned": report["learned"],
-        "steps": report["steps"],
-        "complete": not result.interrupted,
-        "losses": report["final"],
-    }
-
-
-def write_trained(result: TrainResult, path: str | Path, options: TrainOptions) -> None:
-    """The weights file: projections, metadata, the [MASK] vector and the logit scale."""
-    model = result.model
-    write_weights(path, model.arrays, _metadata(result, options), _head_arrays(result))
-
-
-def _head_arrays(result: TrainResult) -> dict[str, np.ndarray]:
-    """The prediction head (training only): [MASK], logit scale, word biases and the words they belong to."""
-    model = result.model
-    return {
-        "mask": model.mask,
-        "log_scale": model.log_scale,
-        "word_bias": model.word_bias,
-        "vocabulary": result.vocabulary.astype(np.int32),
-    }
-
-
-def write_checkpoint(result: TrainResult, path: str | Path, options: TrainOptions) -> None:
-    """A weights file that also holds Adam's moments and the history, so ``--resume`` continues exactly."""
-    import json
-
-    model, state = result.model, result.state
-    training = {**_head_arrays(result), "step": np.array(state["step"])}
-    training |= {f"adam_m.{name}": value for name, value in state["adam_m"].items()}
-    training |= {f"adam_v.{name}": value for name, value in state["adam_v"].items()}
-    training["history"] = np.array(json.dumps(state["history"]))
-    write_weights(path, model.arrays, _metadata(result, options), training)
-
-
-def read_checkpoint(path: str | Path, store, settings: Settings, options: TrainOptions, corpus: Corpus) -> dict:
-    """The state :meth:`Trainer.run` resumes from; refuses a checkpoint of another run in one line."""
-    import json
-
-    from ctxembed.vectors.weights import read_metadata, read_training_arrays
-
-    if not Path(path).exists():
-        raise DataError(f"{path}: no checkpoint to resume from")
-    meta = read_metadata(path)
-    if meta is None or "adam_m.mask" not in (arrays := read_training_arrays(path)):
-        raise DataError(f"{path}: not a ctxembed training checkpoint")
-    check_vectors(path, meta, store)
-    if meta["corpus"]["sha256"] != corpus.sha256:
-        raise DataError(f"{path} was made on another corpus (sha256 {meta['corpus']['sha256'][:12]}...)")
-    differences = [
-        name
-        for name, (theirs, ours) in {
-            **{k: (meta["settings"].get(k), v) for k, v in json.loads(json.dumps(settings.as_dict())).items()},
-            **{k: (meta["options"].get(k), v) for k, v in asdict(options).items()},
-        }.items()
-        if theirs != ours
-    ]
-    if differences:
-        raise UsageError(f"{path} was made with other settings ({', '.join(differences)}); give the same options")
-    with np.load(path, allow_pickle=False) as archive:
-        weights = {name: archive[name] for name in archive.files if name.startswith("l")}
-    model = Model(weights, arrays["mask"], arrays["log_scale"], arrays["word_bias"], settings)
-    names = list(model.trainable(options.fix_values))
-    return {
-        "model": model,
-        "adam_m": {name: arrays[f"adam_m.{name}"] for name in names},
-        "adam_v": {name: arrays[f"adam_v.{name}"] for name in names},
-        "step": int(arrays["step"]),
-        "history": json.loads(str(arrays["history"])),
-    }
-
-
-# ------------------------------------------------------------------------------------------ before and after
-
-BEFORE_AFTER_SCHEMA = "ctxembed.before-after/1"
-
-
-def before_and_after(
-    store, text: str, weights_file: str | Path | None, *, source: str = "default", top: int = 2
-) -> dict:
-    """One sentence through a trained model at its initial weights (rebuilt from the seed the file
-    records) and at its trained weights: a ``ctxembed.before-after/1`` document holding two
-    ``ctxembed.attend/1`` documents. ``weights_file`` None is the shipped ``--preset learned``."""
-    from ctxembed.engine import Engine
-    from ctxembed.report import attend_document
-    from ctxembed.vectors.weights import read_metadata
-
-    after_settings = (
-        build_settings("learned") if weights_file is None else build_settings("default", weights_file=str(weights_file))
-    )
-    path = after_settings.weights_file
-    meta = read_metadata(path) if Path(path).is_file() else None
-    if meta is None:
-        raise DataError(f"{path}: not written by `ctxembed train`, so it records no initial weights to compare with")
-    after = Engine(store, after_settings)
-    trained = meta["settings"]
-    flat = dict(trained["attention"]) | {k: v for k, v in trained.items() if k in SETTINGS}
-    initial = build_settings("textbook", **{k: v for k, v in flat.items() if k in SETTINGS})  # the untrained model
-    before = Engine(store, replace(after_settings, preset="before training"))
-    before.params = initial_params(initial, store.dim, meta["init"]["fix_values"])
-    vectors = {"source": source, "name": store.meta.get("name", "vectors"), "words": len(store), "dim": store.dim}
-    documents = {}
-    for name, engine in (("before", before), ("after", after)):
-        result = engine.run([engine.prepare(text)])[0]
-        documents[name] = attend_document(result, engine.settings, vectors, top=top)
-    return {
-        "schema": BEFORE_AFTER_SCHEMA,
-        "weights_file": str(path),
-        "init": meta["init"],
-        "steps": meta["steps"],
-        "learned": meta["learned"],
-        "losses": meta["losses"],
-        "corpus": meta["corpus"],
-        **documents,
-    }

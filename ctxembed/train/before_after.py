@@ -1,0 +1,52 @@
+"""One sentence through a trained model before training (its initial weights, rebuilt from the seed the
+weights file records) and after."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from ctxembed.engine import Engine
+from ctxembed.errors import DataError
+from ctxembed.report import attend_document
+from ctxembed.settings import SETTINGS, build_settings
+from ctxembed.train.trainer import initial_params
+from ctxembed.vectors.weights import read_metadata
+
+BEFORE_AFTER_SCHEMA = "ctxembed.before-after/1"
+
+
+def before_and_after(
+    store, text: str, weights_file: str | Path | None, *, source: str = "default", top: int = 2
+) -> dict:
+    """One sentence through a trained model at its initial weights (rebuilt from the seed the file
+    records) and at its trained weights: a ``ctxembed.before-after/1`` document holding two
+    ``ctxembed.attend/1`` documents. ``weights_file`` None is the shipped ``--preset learned``."""
+    after_settings = (
+        build_settings("learned") if weights_file is None else build_settings("default", weights_file=str(weights_file))
+    )
+    path = after_settings.weights_file
+    meta = read_metadata(path) if Path(path).is_file() else None
+    if meta is None:
+        raise DataError(f"{path}: not written by `ctxembed train`, so it records no initial weights to compare with")
+    after = Engine(store, after_settings)
+    trained = meta["settings"]
+    flat = dict(trained["attention"]) | {k: v for k, v in trained.items() if k in SETTINGS}
+    initial = build_settings("textbook", **{k: v for k, v in flat.items() if k in SETTINGS})  # the untrained model
+    before = Engine(store, replace(after_settings, preset="before training"))
+    before.params = initial_params(initial, store.dim, meta["init"]["fix_values"])
+    vectors = {"source": source, "name": store.meta.get("name", "vectors"), "words": len(store), "dim": store.dim}
+    documents = {}
+    for name, engine in (("before", before), ("after", after)):
+        result = engine.run([engine.prepare(text)])[0]
+        documents[name] = attend_document(result, engine.settings, vectors, top=top)
+    return {
+        "schema": BEFORE_AFTER_SCHEMA,
+        "weights_file": str(path),
+        "init": meta["init"],
+        "steps": meta["steps"],
+        "learned": meta["learned"],
+        "losses": meta["losses"],
+        "corpus": meta["corpus"],
+        **documents,
+    }
