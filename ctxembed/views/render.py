@@ -190,7 +190,7 @@ def render_attend(
     if focus is not None:
         _render_focus(console, labels, positions, title, panels, masked, focus, top)
     else:
-        colour = console.color_system is not None
+        colour = console.color_system is not None and not console.no_color  # NO_COLOR keeps a color_system
         layout = choose_layout(
             labels,
             width,
