@@ -79,7 +79,7 @@ def train(
         raise typer.Exit(130)
 
 
-@app.command("before-after", epilog="Example: ctxembed before-after 'we sat on the river bank' --preset learned")
+@app.command("before-after", epilog="Example: ctxembed before-after 'we sat on the river bank' --layer 0")
 @reports_errors
 def before_after(
     sentence: Annotated[str | None, typer.Argument(help="The sentence ('-' or none: read stdin).")] = None,
