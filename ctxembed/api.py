@@ -3,12 +3,12 @@
 >>> import ctxembed
 >>> ex = ctxembed.Explorer(vectors="notes-toy", preset="notes")
 >>> a = ex.attend("apple is the phone")
->>> a.tokens
+>>> [t["text"] for t in a.tokens]
 ['apple', 'is', 'the', 'phone']
 >>> a.weights.shape  # (layers, heads, query, key)
 (1, 1, 4, 4)
 >>> a.to_dict()["schema"]
-'ctxembed.attend/1'
+'ctxembed.attend/2'
 
 Every setting is a keyword (``heads=2, causal=True``), named as in :mod:`ctxembed.settings`; the
 command line is a thin layer over this module, so ``a.to_dict()`` is the ``--json`` document.
@@ -191,7 +191,14 @@ class _Rendered:
 
 @dataclass(eq=False)
 class AttendResult(_Shown):
-    """One sentence after attention. Arrays follow :attr:`tokens` (the tokens that took part)."""
+    """One sentence after attention.
+
+    :attr:`tokens` is every token of the sentence, as in the JSON document (``to_dict()["tokens"]``):
+    a dict with its ``text``, ``position``, vocabulary ``key``, ``in_vocab``, ``used`` (took part in
+    attention) and ``source`` (``vocabulary``, ``estimated``, ``subword`` or ``none``). The arrays'
+    token axes follow :attr:`attended_positions`, as the JSON's do: row ``i`` of :attr:`static` is
+    ``tokens[attended_positions[i]]``; a word without a vector (``--oov skip``) has no row, and is in
+    :attr:`skipped`."""
 
     explorer: Explorer = field(repr=False)
     result: Contextualized = field(repr=False)
@@ -199,8 +206,23 @@ class AttendResult(_Shown):
     with_vectors: bool = False
 
     @property
-    def tokens(self) -> list[str]:
-        return [t.text for t in self.result.used_tokens()]
+    def tokens(self) -> list[dict]:
+        """Every token of the sentence, in order, with its status (see the class's docstring)."""
+        from ctxembed.report import token_records
+
+        return token_records(self.result)
+
+    @property
+    def attended_positions(self) -> list[int]:
+        """Positions (into :attr:`tokens`) of the tokens that took part in attention: the arrays' rows."""
+        return list(self.result.prepared.used)
+
+    @property
+    def skipped(self) -> list[dict]:
+        """The tokens left out of attention (no vector, ``--oov skip``): ``{text, position}`` each."""
+        from ctxembed.report import skipped_records
+
+        return skipped_records(self.result)
 
     @property
     def weights(self) -> np.ndarray:
@@ -230,7 +252,7 @@ class AttendResult(_Shown):
         render_attend(console, self.document(), **view)
 
     def __repr__(self) -> str:
-        return f"AttendResult(tokens={self.tokens}, weights={self.weights.shape})"
+        return f"AttendResult(tokens={[t['text'] for t in self.tokens]}, weights={self.weights.shape})"
 
 
 @dataclass(eq=False)

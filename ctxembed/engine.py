@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
@@ -96,17 +97,76 @@ class Prepared:
         return [t for t in self.tokens if t.position not in used]
 
     def index_of(self, word: str) -> int | None:
-        """Row (into ``used``) of the first used token whose lookup key or lower-cased text equals ``word``."""
+        """Row (into ``used``) of the token ``word`` names: ``bank`` (its first occurrence), ``bank#2``
+        or ``#8`` (position 8); see :func:`locate`."""
         return first_match(word, self.texts, self.token_keys, self.used)
+
+    def locate(self, word: str) -> tuple[int, int, int] | None:
+        """(row into ``used``, occurrence, occurrences) of the token ``word`` names (:func:`locate`)."""
+        return locate(word, self.texts, self.token_keys, self.used)
+
+    def sources(self) -> list[str]:
+        """Per token, where its vector came from: one of :data:`TOKEN_SOURCES`."""
+        return token_sources(len(self.texts), self.in_vocab, self.used, self.rows, self.store)
+
+
+def split_word(spec: str) -> tuple[str | None, int | None]:
+    """A word as the commands take it: ``bank`` (its first occurrence), ``bank#2`` (its second) or
+    ``#8`` (the token at position 8) -> (word or None, occurrence or position or None)."""
+    found = re.fullmatch(r"(.*?)#(\d+)", spec)
+    if found is None:
+        return spec, None
+    return (found[1] or None), int(found[2])
+
+
+def locate(spec: str, texts: Sequence[str], keys: Sequence[str], used: Sequence[int]) -> tuple[int, int, int] | None:
+    """(row into ``used``, occurrence from 1, occurrences) of the token ``spec`` names (see
+    :func:`split_word`; a word matches a used token whose key or text, lower-cased, is the word
+    lower-cased), or None when the sentence has no such token."""
+    word, number = split_word(spec)
+    at = None  # a position's row
+    if word is None:
+        if number not in used:
+            return None
+        at, word = list(used).index(number), keys[number]
+    wanted = word.lower()
+    rows = [r for r, p in enumerate(used) if keys[p].lower() == wanted or texts[p].lower() == wanted]
+    if at is not None:
+        return at, rows.index(at) + 1, len(rows)
+    number = number or 1
+    if not 1 <= number <= len(rows):
+        return None
+    return rows[number - 1], number, len(rows)
 
 
 def first_match(word: str, texts: Sequence[str], keys: Sequence[str], used: Sequence[int]) -> int | None:
-    """Index into ``used`` of the first token whose key or text, lower-cased, is ``word`` lower-cased."""
-    wanted = word.lower()
-    for row, position in enumerate(used):
-        if keys[position].lower() == wanted or texts[position].lower() == wanted:
-            return row
-    return None
+    """Index into ``used`` of the token ``word`` names (:func:`locate`), or None."""
+    found = locate(word, texts, keys, used)
+    return None if found is None else found[0]
+
+
+# Where a token's vector came from: a vocabulary row (the source's own vector, or one the store marks
+# as estimated, see VectorStore.row_sources), character n-grams (subwords), or nowhere (skipped, or
+# the zero vector of --oov zero).
+TOKEN_SOURCES = ("vocabulary", "estimated", "subword", "none")
+
+
+def token_sources(
+    n: int, in_vocab: Sequence[bool], used: Sequence[int], rows: Sequence[int], store: VectorStore
+) -> list[str]:
+    """Per token of a sentence of ``n`` tokens: its source (``rows`` per used token, -1: no store row)."""
+    from ctxembed.vectors.store import ROW_SOURCES
+
+    codes = store.row_sources  # (N,) or None
+    sources = ["none"] * n
+    for position, row in zip(used, rows, strict=True):
+        if not in_vocab[position]:
+            continue  # --oov zero: attended, with no vector of its own
+        if row < 0:
+            sources[position] = "subword"
+        else:
+            sources[position] = "vocabulary" if codes is None else ROW_SOURCES[codes[row]]
+    return sources
 
 
 @dataclass
@@ -153,6 +213,16 @@ class Sentences:
         start, n = int(self.starts[i]), int(self.lengths[i])
         keys, rows = self.keys[start : start + n], self.rows[start : start + n].tolist()
         return Prepared(self.texts[i], self.tokens[i], keys, [True] * n, list(range(n)), rows, keys, {}, self.store)
+
+    def sources(self, i: int) -> list[str]:
+        """:meth:`Prepared.sources` of sentence ``i``."""
+        given = self.prepared.get(i)
+        if given is not None:
+            return given.sources()
+        n, start = int(self.lengths[i]), int(self.starts[i])
+        if self.store.row_sources is None:  # every token a vocabulary word of a store without estimates
+            return ["vocabulary"] * n
+        return token_sources(n, [True] * n, range(n), self.rows[start : start + n].tolist(), self.store)
 
     def columns(self, i: int) -> tuple[list[str], list[bool], list[int]]:
         """(tokens, in_vocab, attended positions) of sentence ``i``: what its batch record shows."""
@@ -232,7 +302,7 @@ class Contextualized:
         return [self.prepared.tokens[p] for p in self.prepared.used]
 
     def index_of(self, word: str) -> int | None:
-        """Row of the first used token whose lookup key or lower-cased text equals ``word``."""
+        """Row of the used token ``word`` names (``bank``, ``bank#2``, ``#8``; see :func:`locate`)."""
         return self.prepared.index_of(word)
 
     def moved(self) -> np.ndarray:

@@ -14,11 +14,22 @@ from ctxembed.settings import Settings
 
 
 def token_records(result: Contextualized) -> list[dict]:
+    """Every token of the sentence, in order: its text, position, vocabulary key, whether it has a
+    vector and took part in attention, and where its vector came from (``source``)."""
     used = set(result.prepared.used)
     prepared = result.prepared
     return [
-        {"text": t.text, "position": t.position, "key": key, "in_vocab": ok, "used": t.position in used}
-        for t, key, ok in zip(prepared.tokens, prepared.keys, prepared.in_vocab, strict=True)
+        {
+            "text": t.text,
+            "position": t.position,
+            "key": key,
+            "in_vocab": ok,
+            "used": t.position in used,
+            "source": source,
+        }
+        for t, key, ok, source in zip(
+            prepared.tokens, prepared.keys, prepared.in_vocab, prepared.sources(), strict=True
+        )
     ]
 
 
@@ -45,7 +56,7 @@ def attend_document(
 ) -> dict:
     summary = result.weights[-1].mean(axis=0)  # (T, T) last layer, mean over heads
     doc = {
-        "schema": "ctxembed.attend/1",
+        "schema": "ctxembed.attend/2",
         "vectors": vectors,
         "settings": settings.as_dict(),
         "settings_summary": settings.summary(),
@@ -63,23 +74,31 @@ def attend_document(
     return doc
 
 
-def focus_row(doc: dict, word: str) -> int:
-    """Row (query index) of ``--focus``: ``#N`` is the token at position N, else the first token whose
-    text or vocabulary key equals ``word`` (case-insensitive)."""
+def focus_token(doc: dict, word: str) -> tuple[int, int, int]:
+    """(row, occurrence, occurrences) of ``--focus``/``--word``: ``#N`` is the token at position N,
+    ``bank#2`` the second ``bank``, ``bank`` the first (a token's text or vocabulary key, any case)."""
+    from ctxembed.engine import locate, split_word
+
     positions = list(doc["attended_positions"])
     tokens = doc["tokens"]
-    if word.startswith("#") and word[1:].isdigit():
-        position = int(word[1:])
-        if position in positions:
-            return positions.index(position)
-        raise UsageError(f"--focus {word}: no token at position {position} took part in attention")
-    wanted = word.lower()
-    for row, position in enumerate(positions):
-        token = tokens[position]
-        if token["text"].lower() == wanted or (token["key"] or "").lower() == wanted:
-            return row
-    shown = ", ".join(tokens[p]["text"] for p in positions)
-    raise UsageError(f"--focus {word!r} is not among the tokens ({shown})")
+    texts = [t["text"] for t in tokens]
+    keys = [t["key"] or t["text"] for t in tokens]
+    found = locate(word, texts, keys, positions)
+    if found is not None:
+        return found
+    name, number = split_word(word)
+    if name is None:
+        raise UsageError(f"{word}: no token at position {number} took part in attention")
+    shown = ", ".join(f"{tokens[p]['text']}" for p in positions)
+    if number is not None and locate(name, texts, keys, positions) is not None:
+        count = locate(name, texts, keys, positions)[2]
+        raise UsageError(f"{word}: {name!r} occurs {count} time(s) among the tokens ({shown})")
+    raise UsageError(f"{word!r} is not among the tokens ({shown})")
+
+
+def focus_row(doc: dict, word: str) -> int:
+    """Row (query index) of ``--focus``: see :func:`focus_token`."""
+    return focus_token(doc, word)[0]
 
 
 def row_at_position(doc: dict, position: int) -> int:
@@ -100,17 +119,41 @@ def shared_words(results: list[Contextualized]) -> list[str]:
     return ordered
 
 
+def _locate(result: Contextualized, word: str, where: str, *, listing: bool = True) -> tuple[int, int, int]:
+    """(row, occurrence, occurrences) of ``word`` (``bank``, ``bank#2``, ``#8``) in ``result``, or a
+    DataError saying what the sentence holds."""
+    found = result.prepared.locate(word)
+    if found is not None:
+        return found
+    from ctxembed.engine import split_word
+
+    name, number = split_word(word)
+    if name is not None and number is not None:
+        count = len(
+            [t for t in result.used_tokens() if t.key.lower() == name.lower() or t.text.lower() == name.lower()]
+        )
+        if count:
+            raise DataError(f"{name!r} occurs {count} time(s) in {where}: {word} does not exist")
+    if name is None:
+        raise DataError(f"no token at position {number} of {where} took part in attention")
+    used = ", ".join(t.text for t in result.used_tokens())
+    raise DataError(f"{word!r} is not among the words of {where}" + (f" (in vocabulary: {used})" if listing else ""))
+
+
 def compare_document(results: list[Contextualized], word: str | None, settings: Settings, vectors: dict) -> dict:
+    """A word's static and contextual cosines across sentences. ``word`` may name an occurrence
+    (``bank#2``) or a position (``#8``), the same in every sentence; without it, every shared word
+    (its first occurrence)."""
     sentences = [r.prepared.text for r in results]
     shared = shared_words(results)
     if word is not None:
         for number, result in enumerate(results, start=1):
-            if result.index_of(word) is None:
+            if result.prepared.locate(word) is None:
                 known = ", ".join(shared) if shared else "none"
-                raise DataError(
-                    f"{word!r} is not among the words of sentence {number} ({result.prepared.text!r}); "
-                    f"words shared by all sentences: {known}"
-                )
+                try:
+                    _locate(result, word, f"sentence {number} ({result.prepared.text!r})", listing=False)
+                except DataError as exc:
+                    raise DataError(f"{exc.message}; words shared by all sentences: {known}") from None
         words = [word]
     else:
         if not shared:
@@ -118,20 +161,24 @@ def compare_document(results: list[Contextualized], word: str | None, settings: 
         words = shared
     entries = []
     for w in words:
-        rows = [r.index_of(w) for r in results]
+        found = [r.prepared.locate(w) for r in results]  # (row, occurrence, occurrences) per sentence
+        rows = [f[0] for f in found]
         static = np.stack([r.static[i] for r, i in zip(results, rows, strict=True)])  # (N, d)
         contextual = np.stack([r.contextual[i] for r, i in zip(results, rows, strict=True)])  # (N, d')
+        tokens = [r.used_tokens()[i] for r, i in zip(results, rows, strict=True)]
         entries.append(
             {
                 "word": w,
-                "positions": [r.used_tokens()[i].position for r, i in zip(results, rows, strict=True)],
+                "positions": [t.position for t in tokens],
+                "occurrences": [{"occurrence": f[1], "of": f[2]} for f in found],
+                "sources": [r.prepared.sources()[t.position] for r, t in zip(results, tokens, strict=True)],
                 "static_similarity": cosine_matrix(static.astype(np.float64)),
                 "contextual_similarity": cosine_matrix(contextual.astype(np.float64)),
             }
         )
     first = entries[0]
     return {
-        "schema": "ctxembed.compare/1",
+        "schema": "ctxembed.compare/2",
         "vectors": vectors,
         "settings": settings.as_dict(),
         "settings_summary": settings.summary(),
@@ -150,10 +197,7 @@ def neighbors_document(
     """Nearest words of a word's static and contextual vectors. The sentence's own words are left
     out of both lists unless ``include_context``: the contextual vector leans towards its context,
     and its neighbours should say what the word means here, not repeat the sentence."""
-    row = result.index_of(word)
-    if row is None:
-        used = ", ".join(t.text for t in result.used_tokens())
-        raise DataError(f"{word!r} is not among the words of the sentence (in vocabulary: {used})")
+    row, occurrence, occurrences = _locate(result, word, "the sentence")
     token = result.used_tokens()[row]
     contextual = result.contextual[row]
     if not np.any(contextual):
@@ -171,13 +215,16 @@ def neighbors_document(
     static_list = engine.neighbors(result.static[row], k=k, exclude=exclude, space="static")
     contextual_list = engine.neighbors(contextual, k=k, exclude=exclude, space="input")
     return {
-        "schema": "ctxembed.neighbors/1",
+        "schema": "ctxembed.neighbors/2",
         "vectors": vectors,
         "settings": engine.settings.as_dict(),
         "settings_summary": engine.settings.summary(),
         "text": result.prepared.text,
         "word": token.key,
         "position": token.position,
+        "occurrence": occurrence,
+        "occurrences": occurrences,
+        "source": result.prepared.sources()[token.position],
         "skipped": skipped_records(result),
         "static_contextual_cosine": cosine(result.inputs[row], contextual)
         if result.inputs.shape[1] == contextual.shape[0]

@@ -68,7 +68,8 @@ def test_header_names_the_vectors_and_the_settings():
 
 def test_tokens_line_marks_out_of_vocabulary_tokens():
     stdout = succeeds("attend", "apple xqzzv phone", *toy("--preset", "textbook")).stdout
-    assert "tokens   apple xqzzv(oov) phone" in stdout
+    assert "tokens   apple xqzzv∅ phone" in stdout
+    assert "∅ no vector (skipped" in stdout  # the mark's legend
 
 
 def test_matrix_has_token_labels_and_the_weights():

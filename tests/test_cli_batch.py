@@ -139,3 +139,8 @@ def test_empty_input_gives_no_output():
 
 def test_missing_file_is_a_data_error(tmp_path):
     assert "no such file" in fails(1, "batch", tmp_path / "none.txt")
+
+
+def test_invalid_json_error_says_at_once():
+    [record] = json_lines(succeeds("batch", "-", "--no-weights", input='{"text": "the bank\n').stdout)
+    assert record["error"] == "invalid JSON: Unterminated string starting at column 10"

@@ -46,7 +46,8 @@ def parse_line(number: int, raw: bytes | LongLine) -> tuple[str | None, dict]:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        record["error"] = f"invalid JSON: {exc.msg} at column {exc.colno}"
+        at = "" if exc.msg.endswith(" at") else " at"  # "Unterminated string starting at" names a place
+        record["error"] = f"invalid JSON: {exc.msg}{at} column {exc.colno}"
         return None, record
     except RecursionError:
         record["error"] = "invalid JSON: nested too deeply"

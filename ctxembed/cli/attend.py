@@ -33,7 +33,13 @@ def attend(
     ] = False,
     focus: Annotated[
         str | None,
-        typer.Option("--focus", help="Show one token's row and column whole: a word, or #N for position N."),
+        typer.Option(
+            "--focus",
+            "--word",
+            "-w",
+            help="Show one token's row and column whole: a word (its first occurrence; bank#2 for the second), "
+            "or #N for the token at position N.",
+        ),
     ] = None,
     start: Annotated[
         int, typer.Option("--start", min=0, help="First token (position) of the matrix when it shows a window.")
@@ -46,7 +52,7 @@ def attend(
     explorer=None,
 ) -> None:
     """Show the attention weights of a sentence and how far context moved each token."""
-    from ctxembed.report import explain_steps, focus_row, row_at_position
+    from ctxembed.report import explain_steps, focus_token, row_at_position
 
     text = read_sentence(sentence, "attend")
     check_saves(save)
@@ -60,7 +66,12 @@ def attend(
     result.top, result.with_vectors = top, with_vectors
     shown = a.layers - 1 if layer is None else layer
     doc = result.document()
-    focus_at = focus_row(doc, focus) if focus is not None else None
+    focus_at = None
+    if focus is not None:
+        try:
+            focus_at = focus_token(doc, focus)
+        except UsageError as exc:
+            raise UsageError(f"--focus {exc.message}") from None
     if explain:
         doc["explain"] = explain_steps(result.result, ex.settings, layer=shown, head=head or 0)
     save_all(doc, save, layer=layer, head=head, all_heads=all_heads)
@@ -76,7 +87,8 @@ def attend(
         layer=shown,
         head=head,
         all_heads=all_heads,
-        focus=focus_at,
+        focus=None if focus_at is None else focus_at[0],
+        occurrence=None if focus_at is None else focus_at[1:],
         max_display=max_display,
         start=row_at_position(doc, start),
     )
@@ -96,7 +108,13 @@ def compare(
         list[str] | None, typer.Argument(help="Two or more sentences ('-': one per stdin line).")
     ] = None,
     word: Annotated[
-        str | None, typer.Option("--word", "-w", help="The word to compare (default: every shared word).")
+        str | None,
+        typer.Option(
+            "--word",
+            "-w",
+            help="The word to compare (default: every shared word); bank#2 takes its second occurrence in "
+            "every sentence, #N the token at position N.",
+        ),
     ] = None,
     json_out: JsonOpt = False,
     save: SaveOpt = None,
@@ -119,7 +137,15 @@ def compare(
 @with_attention_options
 def neighbors(
     sentence: SentenceArg = None,
-    word: Annotated[str, typer.Option("--word", "-w", help="The word whose neighbours to list.")] = ...,
+    word: Annotated[
+        str,
+        typer.Option(
+            "--word",
+            "-w",
+            help="The word whose neighbours to list: its first occurrence, bank#2 for the second, "
+            "#N for the token at position N.",
+        ),
+    ] = ...,
     k: Annotated[int, typer.Option("-k", "--k", min=1, max=1000, help="How many neighbours.")] = 10,
     include_context: Annotated[
         bool, typer.Option("--include-context", help="Keep the sentence's own words among the neighbours.")
@@ -147,7 +173,12 @@ def batch(
     ] = "-",
     with_vectors: Annotated[bool, typer.Option("--with-vectors", help="Add static and contextual vectors.")] = False,
     no_weights: Annotated[bool, typer.Option("--no-weights", help="Leave the attention weights out.")] = False,
-    word: Annotated[str | None, typer.Option("--word", "-w", help="Add this word's contextual vector.")] = None,
+    word: Annotated[
+        str | None,
+        typer.Option(
+            "--word", "-w", help="Add this word's contextual vector (bank#2: its second occurrence; #N: position N)."
+        ),
+    ] = None,
     chunk: Annotated[int, typer.Option("--chunk", min=1, max=100_000, help="Sentences per attention batch.")] = 1024,
     workers: Annotated[int, typer.Option("--workers", min=0, help="Processes (0: one per usable core).")] = 0,
     explorer=None,

@@ -83,6 +83,11 @@ def quantize_int8(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scales
 
 
+# Where a row's vector came from, by the code a store's "row_sources" section holds per row: the
+# source's own vector, or one estimated from another (e.g. a 100-d vector from the 50-d one).
+ROW_SOURCES = ("vocabulary", "estimated")
+
+
 class VectorStore:
     """Read-only word vectors backed by a memory-mapped store file.
 
@@ -322,6 +327,22 @@ class VectorStore:
         clone._scales = None if self._scales is None else self._scales[:n]
         clone.meta = {**self.meta, "limit": n}
         return clone
+
+    @property
+    def row_sources(self) -> np.ndarray | None:
+        """(N,) uint8 per row: where its vector came from, an index into :data:`ROW_SOURCES`; None for
+        a store without the "row_sources" section (every row is the source's own vector).
+
+        A store writer adds it as ``write_store(..., sections={"row_sources": {"codes": codes}})``."""
+        section = self.section("row_sources")
+        if section is None:
+            return None
+        codes = section["codes"]
+        if codes.dtype != np.uint8 or codes.shape[:1] != (len(self._offsets) - 1,) or codes.ndim != 1:
+            raise DataError(f"{self.path}: store is corrupt (section 'row_sources' is not one uint8 code per word)")
+        if codes.size and int(codes.max()) >= len(ROW_SOURCES):
+            raise DataError(f"{self.path}: store is corrupt (section 'row_sources' holds an unknown code)")
+        return codes[: self.count]
 
     def section(self, name: str) -> dict[str, np.ndarray] | None:
         """The named group of arrays stored with :func:`write_store`'s ``sections``, or None.

@@ -106,7 +106,7 @@ def html_fragment(doc: dict, view: View | None = None) -> str:
 
     view = view or View()
     root = f"ctxembed-{secrets.token_hex(6)}"
-    if doc.get("schema") == "ctxembed.attend/1":
+    if doc.get("schema") == "ctxembed.attend/2":
         body = '<div class="app"></div>'
     else:
         from ctxembed.views.svg import figure_svg
@@ -125,7 +125,7 @@ def html_fragment(doc: dict, view: View | None = None) -> str:
 
 def html_page(doc: dict, view: View | None = None) -> str:
     """One self-contained HTML page (no network, no CDN) holding the interactive view of ``doc``."""
-    title = {"ctxembed.attend/1": "attention", "ctxembed.compare/1": "compare", "ctxembed.neighbors/1": "neighbours"}
+    title = {"ctxembed.attend/2": "attention", "ctxembed.compare/2": "compare", "ctxembed.neighbors/2": "neighbours"}
     name = title.get(doc.get("schema"), str(doc.get("schema")))
     subject = doc.get("text") or doc.get("word") or ""
     return (

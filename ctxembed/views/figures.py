@@ -156,7 +156,7 @@ def token_labels(doc: dict) -> tuple[list[str], list[int]]:
     return [doc["tokens"][p]["text"] for p in positions], positions
 
 
-@figure_for("ctxembed.attend/1")
+@figure_for("ctxembed.attend/2")
 def attend_figure(doc: dict, view: View) -> Figure:
     labels, _ = token_labels(doc)
     title, panels = attention_view(doc, view)
@@ -178,7 +178,7 @@ def attend_figure(doc: dict, view: View) -> Figure:
     )
 
 
-@figure_for("ctxembed.compare/1")
+@figure_for("ctxembed.compare/2")
 def compare_figure(doc: dict, view: View) -> Figure:
     labels = [f"S{i + 1}" for i in range(len(doc["sentences"]))]
     panels: list[Panel] = []
@@ -206,7 +206,7 @@ def compare_figure(doc: dict, view: View) -> Figure:
     )
 
 
-@figure_for("ctxembed.neighbors/1")
+@figure_for("ctxembed.neighbors/2")
 def neighbors_figure(doc: dict, view: View) -> Figure:
     panels: list[Panel] = [
         Bars(

@@ -80,6 +80,27 @@ def _print_settings(console: Console, doc: dict) -> None:
         console.print(Text(line), overflow="fold", crop=False)
 
 
+# How a table marks a token whose vector is not the vocabulary's own (documents' "source"), and the
+# legend line that says so; a document from before sources were recorded has none.
+SOURCE_MARKS = {"vocabulary": "", "estimated": "°", "subword": "*", "none": "∅"}
+SOURCE_LEGEND = {
+    "estimated": "° vector estimated (from a smaller model's vector of the word)",
+    "subword": "* vector built from character n-grams (the word is not in the vocabulary)",
+    "none": "∅ no vector (skipped, or a zero vector with --oov zero)",
+}
+
+
+def marked(text: str, source: str | None) -> str:
+    """A token's text with the mark of its source."""
+    return text + SOURCE_MARKS.get(source or "vocabulary", "")
+
+
+def _source_legend(console: Console, sources) -> None:
+    shown = [SOURCE_LEGEND[s] for s in ("estimated", "subword", "none") if s in set(sources)]
+    if shown:
+        console.print(Text("; ".join(shown), style="dim"), overflow="fold")
+
+
 def _header(console: Console, doc: dict) -> None:
     _print_vectors(console, doc["vectors"])
     _print_settings(console, doc)
@@ -167,11 +188,13 @@ def render_attend(
     focus: int | None = None,
     max_display: int | None = None,
     start: int = 0,
+    occurrence: tuple[int, int] | None = None,
 ) -> None:
     """The attention matrix of one layer laid out to fit the console, then the per-token table.
 
     ``focus`` (a row index, see :func:`ctxembed.report.focus_row`) shows that token's row and column
-    instead of the matrix; ``start`` and ``max_display`` ask for a window."""
+    instead of the matrix (``occurrence``: which of how many tokens of that word it is); ``start`` and
+    ``max_display`` ask for a window."""
     from ctxembed.views.figures import View, attention_masks, attention_view, token_labels
     from ctxembed.views.layout import choose_layout, draw, legend_lines
 
@@ -179,16 +202,18 @@ def render_attend(
     _header(console, doc)
     status = Text("tokens   ")
     for token in doc["tokens"]:
+        source = token.get("source")
         status.append(token["text"], style="green" if token["in_vocab"] else "red strike")
-        status.append(" " if token["in_vocab"] else "(oov) ")
+        status.append((marked("", source) if source else "" if token["in_vocab"] else "(oov)") + " ")
     console.print(status, overflow="fold")
+    _source_legend(console, [t.get("source") for t in doc["tokens"]])
     labels, positions = token_labels(doc)
     n = len(labels)
     title, panels = attention_view(doc, View(layer=layer, head=head, all_heads=all_heads))
     masked = attention_masks(doc, n)
     top = max(float(np.max(values, initial=0.0)) for _, values in panels)
     if focus is not None:
-        _render_focus(console, labels, positions, title, panels, masked, focus, top)
+        _render_focus(console, labels, positions, title, panels, masked, focus, top, occurrence)
     else:
         colour = console.color_system is not None and not console.no_color  # NO_COLOR keeps a color_system
         layout = choose_layout(
@@ -236,6 +261,7 @@ def render_attend(
     table.add_column("cos(static, contextual)", justify="right", overflow="fold")
     moved = doc["static_contextual_cosine"]
     for row, (label, position, tops) in enumerate(zip(labels, positions, doc["top_attended"], strict=True)):
+        label = marked(label, doc["tokens"][position].get("source"))
         listed = ", ".join(f"{t['text']} {t['weight']:.2f}" for t in tops)
         cos = moved[row]
         finite = cos is not None and np.isfinite(cos)
@@ -253,11 +279,14 @@ def _bar(value: float, top: float, width: int = 10) -> str:
     return "█" * full + (_BAR_EIGHTHS[rest - 1] if rest else "")
 
 
-def _render_focus(console, labels, positions, title, panels, masked, row, top) -> None:
+def _render_focus(console, labels, positions, title, panels, masked, row, top, occurrence=None) -> None:
     word = labels[row]
+    which = f"#{positions[row]}"
+    if occurrence is not None and occurrence[1] > 1:
+        which += f", occurrence {occurrence[0]} of {occurrence[1]}"
     for panel_title, values in panels:
         heading = f"{title}{', ' + panel_title if panel_title else ''}"
-        console.print(Text(f"attention of {word!r} (#{positions[row]}), {heading}", style="bold"), overflow="fold")
+        console.print(Text(f"attention of {word!r} ({which}), {heading}", style="bold"), overflow="fold")
         table = Table()
         table.add_column("#", justify="right", overflow="fold")
         table.add_column("token", style="bold", overflow="fold")
@@ -425,18 +454,34 @@ def _header_compare(console: Console, doc: dict) -> None:
     for i, (sentence, skipped) in enumerate(zip(doc["sentences"], doc["skipped"], strict=True)):
         note = f"  (skipped: {', '.join(s['text'] for s in skipped)})" if skipped else ""
         console.print(Text(f"S{i + 1}  {sentence}{note}"))
+    for entry in doc["words"]:
+        occurrences, sources = entry.get("occurrences"), entry.get("sources") or []
+        if occurrences and any(o["of"] > 1 for o in occurrences):
+            listed = ", ".join(
+                f"S{i + 1} #{p} ({o['occurrence']} of {o['of']})"
+                for i, (p, o) in enumerate(zip(entry["positions"], occurrences, strict=True))
+            )
+            console.print(Text(f"{entry['word']!r} used at: {listed}"))
+        if any(s != "vocabulary" for s in sources):
+            listed = ", ".join(f"S{i + 1} {s}" for i, s in enumerate(sources))
+            console.print(Text(f"{entry['word']!r} vectors: {listed}"))
+            _source_legend(console, sources)
 
 
 # ------------------------------------------------------------------------------ neighbors
 def render_neighbors(console: Console, doc: dict) -> None:
     _header(console, doc)
     moved = doc["static_contextual_cosine"]
+    which = f"position {doc['position']}"
+    if doc.get("occurrences", 1) > 1:
+        which += f", occurrence {doc['occurrence']} of {doc['occurrences']}"
     console.print(
         Text(
-            f"word     {doc['word']!r} at position {doc['position']} of: {doc['text']}"
+            f"word     {marked(doc['word'], doc.get('source'))!r} at {which} of: {doc['text']}"
             + (f"  (cos static/contextual {moved:.3f})" if moved is not None else "")
         )
     )
+    _source_legend(console, [doc.get("source")])
     console.print(Text(f"nearest words (contextual neighbours searched {doc['space']})", style="bold"))
     if doc["excluded"]:
         console.print(

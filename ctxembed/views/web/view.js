@@ -18,7 +18,7 @@
     return "rgb(" + [0, 1, 2].map(function (c) { return Math.round(a[c] + (b[c] - a[c]) * t); }).join(",") + ")";
   }
 
-  if (doc.schema === "ctxembed.attend/1") attention(); else generic();
+  if (/^ctxembed\.attend\/\d+$/.test(doc.schema)) attention(); else generic();
 
   /* ------------------------------------------------------------------ any figure: hover or click a cell */
   function generic() {
