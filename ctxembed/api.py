@@ -28,6 +28,7 @@ import numpy as np
 from ctxembed.config import DEFAULT_MAX_TOKENS
 from ctxembed.engine import Contextualized, open_engine
 from ctxembed.errors import UsageError
+from ctxembed.output import as_json, say
 from ctxembed.settings import Settings
 from ctxembed.vectors.store import VectorStore
 
@@ -60,6 +61,7 @@ class Explorer:
         **settings: Any,
     ):
         self.source = str(vectors) if vectors is not None else "default"
+        self._note = on_note or say
         self.engine = open_engine(
             vectors,
             preset,
@@ -120,6 +122,81 @@ class Explorer:
         [result] = self.contextualize([text])
         document = neighbors_document(self.engine, result, word, k, self.vectors, include_context=include_context)
         return NeighborsResult(document)
+
+    def senses(
+        self,
+        words: str | Sequence[str],
+        corpus: str | PathLike | None = None,
+        *,
+        forms: Sequence[str] = (),
+        exact: bool = False,
+        **options: Any,
+    ) -> dict:
+        """The senses of ``words`` across ``corpus`` (a text file, ``.gz``, ``"-"`` for stdin; default:
+        the shipped Brown sample): every occurrence, clustered, each sense labelled and shown in context.
+        ``options``: ``k`` (None: chosen), ``k_max``, ``min_share``, ``max_occurrences``, ``sample_seed``,
+        ``drop_own``, ``examples``, ``label_words`` (:class:`ctxembed.settings.SenseOptions`). Returns the
+        ``ctxembed.senses/1`` document of ``ctxembed senses --json``; a word that cannot be clustered stays
+        in it without senses, and the reason goes to ``on_note``."""
+        from ctxembed.senses.run import senses
+
+        doc, problems = senses(
+            self.engine, self.vectors, [words] if isinstance(words, str) else words, corpus,
+            forms=forms, exact=exact, **options,
+        )  # fmt: skip
+        for problem in problems:
+            self._note(problem)
+        return as_json(doc)
+
+    def evaluate_wic(
+        self, directory: str | PathLike, *, tune_on: str = "train", configs: Sequence[str] | None = None
+    ) -> dict:
+        """Word-in-Context accuracy of each configuration (``configs``: names of the ingredient ladder, or
+        ``"custom"`` for this explorer's settings; default: the whole ladder) on a WiC folder
+        (``SPLIT.data.txt``, ``SPLIT.gold.txt``): the ``ctxembed.eval-wic/1`` document."""
+        from ctxembed.evaluation import run
+
+        return as_json(
+            run.wic(self.store, self.settings, self.vectors, directory, tune_on=tune_on, configs=configs,
+                    on_note=self._note)
+        )  # fmt: skip
+
+    def evaluate_senses(self, path: str | PathLike | None = None, *, configs: Sequence[str] | None = None) -> dict:
+        """The polysemy suite (a ``word<TAB>sense<TAB>sentence`` file; default: the shipped one): the
+        ``ctxembed.eval-senses/1`` document; ``configs`` as in :meth:`evaluate_wic`."""
+        from ctxembed.evaluation import run
+
+        return as_json(run.senses(self.store, self.settings, self.vectors, path, configs=configs))
+
+    def evaluate_pairs(self, path: str | PathLike, *, configs: Sequence[str] | None = None) -> dict:
+        """Graded similarity on an SCWS-layout file, a word-pair file, ``"wordsim353"`` or ``"simlex999"``:
+        the ``ctxembed.eval-pairs/1`` document; ``configs`` as in :meth:`evaluate_wic`."""
+        from ctxembed.evaluation import run
+
+        return as_json(run.pairs(self.store, self.settings, self.vectors, path, configs=configs))
+
+    def evaluate_wsi(self, path: str | PathLike, *, configs: Sequence[str] | None = None, **clustering: Any) -> dict:
+        """Word-sense induction against sense labels (a ``word, label, index, sentence`` TSV): the
+        ``ctxembed.eval-wsi/1`` document. ``clustering``: ``k``, ``k_max``, ``min_share``, ``sample_seed``,
+        ``drop_own`` as in :meth:`senses`; ``configs`` as in :meth:`evaluate_wic`."""
+        from ctxembed.evaluation import run
+
+        return as_json(
+            run.wsi(self.store, self.settings, self.vectors, path, configs=configs,
+                    max_tokens=self.engine.max_tokens, on_note=self._note, **clustering)
+        )  # fmt: skip
+
+    def fit_mix(
+        self, sources: Sequence[str | PathLike], *, split: str = "train", out: str | PathLike | None = None
+    ) -> dict:
+        """Learn ELMo's layer mix over this explorer's layers on WiC folders and/or SCWS-style files, write
+        it to ``out`` (default: the cache folder, read by ``mix="learned"``): the
+        ``ctxembed.mix-fit/1`` document."""
+        from ctxembed.evaluation import run
+
+        return as_json(
+            run.fit_mix(self.store, self.settings, self.vectors, sources, split=split, out=out, on_note=self._note)
+        )
 
     def embed_lines(self, lines: Iterable[str], **options: Any):
         """Batch records (dicts, as ``ctxembed batch`` prints them) for many sentences, one per line, in

@@ -93,6 +93,7 @@ class Setting:
     fits: Callable[[Any, int, int], bool] | None = None
     metavar: str | None = None
     off_flag: str | None = None  # the negative of a boolean flag, when not --no-x
+    none_as: str | None = None  # the word the command line spells None with ("-k auto")
     order: int = 0  # where the summary line and explain put it: by order, then by declaration
 
     @property
@@ -313,6 +314,15 @@ class AttentionConfig:
 
     def __post_init__(self) -> None:
         check_declared(self)
+
+
+def check_view(layers: int, heads: int, layer: int | None, head: int | None) -> None:
+    """Refuse a layer or head to show that the model does not have (both count from 0; None: the default
+    view). One check for the commands, the API and the pictures; the CLI names the flags."""
+    if layer is not None and not 0 <= layer < layers:
+        raise SettingError(f"{{layer}} {layer} does not exist: there are {layers} layer(s), numbered from 0", "layer")
+    if head is not None and not 0 <= head < heads:
+        raise SettingError(f"{{head}} {head} does not exist: there are {heads} head(s), numbered from 0", "head")
 
 
 class Oov(str, enum.Enum):

@@ -194,3 +194,24 @@ class Training:
         if self.previous_handler is not None:
             signal.signal(signal.SIGINT, self.previous_handler)
         return False
+
+
+@contextmanager
+def scanning(source: str | os.PathLike) -> Iterator[Callable[[int], None] | None]:
+    """A bar of the characters a corpus scan has read (its size known for a plain file, not for stdin
+    or .gz); yields the callback to give the scan, or None when nothing is drawn."""
+    if not enabled():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
+
+    name = str(source)
+    total = Path(name).stat().st_size if name != "-" and not name.endswith(".gz") else None
+    bar = Progress(
+        TextColumn("scanning"), BarColumn(), TransferSpeedColumn(), TimeElapsedColumn(),
+        console=Console(file=sys.stderr, stderr=True), transient=True,
+    )  # fmt: skip
+    task = bar.add_task("scan", total=total)
+    with bar:
+        yield lambda chars: bar.update(task, completed=chars)

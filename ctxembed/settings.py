@@ -345,6 +345,74 @@ class TrainOptions:
 
 
 TRAIN_OPTIONS: dict[str, Setting] = declarations(TrainOptions)
+SENSES_PANEL = "Senses"
+
+
+@dataclass(frozen=True)
+class SenseOptions:
+    """How ``ctxembed senses`` and ``ctxembed eval wsi`` find and cluster a word's occurrences; declared
+    once, like :class:`TrainOptions`.
+
+    >>> SenseOptions(k=3).k_max, SenseOptions(max_occurrences=0).max_occurrences   # 0: every occurrence
+    (8, None)
+    """
+
+    k: int | None = setting(
+        int,
+        None,
+        "Senses per word: a number, or auto (chosen by silhouette).",
+        minimum=1,
+        maximum=50,
+        optional=True,
+        flag="-k",
+        none_as="auto",
+        metavar="N|auto",
+        panel=SENSES_PANEL,
+    )
+    k_max: int = setting(int, 8, "-k auto tries 2 .. this.", minimum=2, maximum=20, panel=SENSES_PANEL)
+    min_share: float = setting(
+        float,
+        0.05,
+        "-k auto: smallest share of the occurrences a sense holds.",
+        minimum=0.0,
+        maximum=0.5,
+        panel=SENSES_PANEL,
+    )
+    max_occurrences: int | None = setting(
+        int,
+        1000,
+        "Per word, a seeded uniform sample of the occurrences (0: all).",
+        minimum=0,
+        optional=True,
+        panel=SENSES_PANEL,
+    )
+    sample_seed: int = setting(
+        int,
+        0,
+        "Seed of the occurrence sample and of k-means.",
+        minimum=0,
+        maximum=2**32 - 1,
+        panel=SENSES_PANEL,
+    )
+    # measured: dropping it scores higher with the default preset (docs/senses.md)
+    drop_own: bool = setting(
+        bool,
+        True,
+        "Drop (default) or keep the word's own term (its layer-0 share, its residual) in its vector.",
+        flag="--drop-own",
+        off_flag="--keep-own",
+        panel=SENSES_PANEL,
+    )
+    examples: int = setting(int, 5, "Central examples shown per sense.", minimum=0, maximum=100, panel=SENSES_PANEL)
+    label_words: int = setting(int, 8, "Words labelling a sense.", minimum=1, maximum=50, panel=SENSES_PANEL)
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+        if self.max_occurrences == 0:
+            object.__setattr__(self, "max_occurrences", None)
+
+
+SENSE_OPTIONS: dict[str, Setting] = declarations(SenseOptions)
 
 
 def _learned_changes() -> dict[str, Any]:

@@ -11,12 +11,15 @@ import pytest
 
 import ctxembed
 from ctxembed import api as api_module
-from tests.cli_helpers import invoke, run_json, strict_json
+from ctxembed.output import as_json
+from tests.cli_helpers import SHARED_CACHE, invoke, run_json, strict_json, succeeds
 from tests.conftest import REPO
 
 
 def test_docs_api_md_runs_as_written(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the examples write file.vec and apple.html here
+    monkeypatch.chdir(tmp_path)  # the examples write file.vec and apple.html here ...
+    for folder in ("data", "tests"):  # ... and read the repository's small data files
+        (tmp_path / folder).symlink_to(REPO / folder)
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     failures, tried = doctest.testfile(str(REPO / "docs" / "api.md"), module_relative=False, optionflags=flags)
     assert tried > 20 and failures == 0
@@ -106,3 +109,77 @@ def test_train_weights_returns_the_json_document(tmp_path):
     differs = _TIMINGS | {"out", "checkpoint"}
     assert {k: v for k, v in api.items() if k not in differs} == {k: v for k, v in cli.items() if k not in differs}
     assert api["options"]["batch_tokens"] == 128 and api["settings"]["attention"]["heads"] == 2
+
+
+WIC = REPO / "tests" / "fixtures" / "wic"
+SUITE, WSI = REPO / "data" / "senses.tsv", REPO / "data" / "wsi-senses.tsv"
+SCWS, PAIRS = REPO / "tests" / "fixtures" / "scws_tiny.txt", REPO / "tests" / "fixtures" / "wordpairs_tiny.tsv"
+CORPUS = REPO / "tests" / "fixtures" / "train_tiny.txt"
+TWO = {"configs": ["textbook", "default"]}
+
+
+@pytest.mark.parametrize(
+    ("method", "arguments", "keywords", "command"),
+    [
+        ("evaluate_wic", [WIC], TWO, ["eval", "wic", WIC, "-c", "textbook", "-c", "default"]),
+        ("evaluate_senses", [SUITE], {"configs": ["default"]}, ["eval", "senses", SUITE, "-c", "default"]),
+        ("evaluate_senses", [], {"configs": ["static"]}, ["eval", "senses", "-c", "static"]),
+        ("evaluate_pairs", [SCWS], TWO, ["eval", "pairs", SCWS, "-c", "textbook", "-c", "default"]),
+        ("evaluate_pairs", [PAIRS], {}, ["eval", "pairs", PAIRS]),
+        (
+            "evaluate_wsi", [WSI], {"configs": ["default"], "k": 2, "sample_seed": 3},
+            ["eval", "wsi", WSI, "-c", "default", "-k", "2", "--sample-seed", "3"],
+        ),
+        (
+            "senses", [["bank", "plant"], CORPUS], {"k": 2, "drop_own": False},
+            ["senses", "bank", "plant", CORPUS, "-k", "2", "--keep-own"],
+        ),
+    ],
+)  # fmt: skip
+def test_each_eval_and_senses_call_returns_the_json_document(explorer, method, arguments, keywords, command):
+    api = getattr(explorer, method)(*arguments, **keywords)
+    cli = strict_json(invoke(*command, "--json").stdout)
+    assert api == cli and api["schema"] == cli["schema"]
+
+
+def test_senses_and_eval_calls_use_the_explorers_settings():
+    ex = ctxembed.Explorer(preset="textbook", heads=2)
+    corpus = REPO / "tests" / "fixtures" / "train_tiny.txt"
+    doc = ex.senses("bank", corpus, k=1)
+    assert doc == run_json("senses", "bank", corpus, "-k", "1", "--preset", "textbook", "--heads", "2", "--json")
+    flags = ["--preset", "textbook", "--heads", "2", "--json"]
+    assert doc["settings"]["attention"]["heads"] == 2
+    custom = ex.evaluate_wic(WIC, configs=["custom"])
+    cli = strict_json(invoke("eval", "wic", WIC, "-c", "custom", *flags).stdout)
+    assert custom == cli and custom["configs"][0]["settings"]["attention"]["heads"] == 2
+
+
+def test_fit_mix_returns_the_json_document(explorer, tmp_path):
+    api = explorer.fit_mix([WIC], out=tmp_path / "api.json")
+    cli = strict_json(invoke("eval", "fit-mix", WIC, "--out", tmp_path / "cli.json", "--json").stdout)
+    assert api.pop("written") == str(tmp_path / "api.json") and cli.pop("written") == str(tmp_path / "cli.json")
+    assert api == cli
+
+
+def test_before_after_returns_the_json_document():
+    sentence = "we sat on the river bank"
+    assert ctxembed.before_after(sentence, top=3) == run_json("before-after", sentence, "--top", "3", "--json")
+
+
+def test_vectors_info_and_convert_return_the_json_documents(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXEMBED_CACHE_DIR", str(SHARED_CACHE))  # the cache the CLI calls use, named in info
+    toy = REPO / "data" / "notes_toy.txt"
+    assert ctxembed.vectors_info() == run_json("vectors", "info", "--json")
+    assert ctxembed.vectors_info(toy, limit=2) == run_json("vectors", "info", toy, "--limit", "2", "--json")
+    api = ctxembed.convert_vectors(toy, tmp_path / "api.ctxv")
+    cli = run_json("vectors", "convert", toy, tmp_path / "cli.ctxv", "--json")
+    assert api.pop("out") == str(tmp_path / "api.ctxv") and cli.pop("out") == str(tmp_path / "cli.ctxv")
+    assert api == cli and (tmp_path / "api.ctxv").read_bytes() == (tmp_path / "cli.ctxv").read_bytes()
+
+
+def test_batch_records_equal_the_commands_lines():
+    from tests.cli_helpers import json_lines
+
+    lines = ["we sat on the river bank", "", "I paid the bank"]
+    records = [as_json(record) for record in ctxembed.embed_lines(lines, word="bank")]  # arrays as lists
+    assert records == json_lines(succeeds("batch", "-", "--word", "bank", input="\n".join(lines) + "\n").stdout)

@@ -26,7 +26,8 @@ ALLOWED: dict[str, set[str]] = {
     "report": {"core", "vectors", "settings", "engine"},
     "batch": {"core", "vectors", "settings", "engine", "report", "output", "progress"},
     "senses": {"core", "vectors", "settings", "engine", "report", "output", "progress"},
-    "evaluation": {"core", "vectors", "settings", "engine", "report", "output", "progress"},
+    # eval wsi scores the senses job's clustering against labels
+    "evaluation": {"core", "vectors", "settings", "engine", "report", "senses", "output", "progress"},
     "train": {"core", "vectors", "settings", "engine", "report", "output", "progress"},
     "api": {
         "core",

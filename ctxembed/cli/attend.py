@@ -8,6 +8,7 @@ import typer
 
 from ctxembed.cli import app, read_sentence, read_stdin, reports_errors, show
 from ctxembed.cli.options import JsonOpt, SaveOpt, check_saves, save_all, with_attention_options
+from ctxembed.config import check_view
 from ctxembed.errors import UsageError
 from ctxembed.output import emit_json, stdout_console
 
@@ -58,10 +59,7 @@ def attend(
     check_saves(save)
     ex = explorer()
     a = ex.settings.attention
-    if layer is not None and layer >= a.layers:
-        raise UsageError(f"--layer {layer} does not exist: there are {a.layers} layer(s), numbered from 0")
-    if head is not None and head >= a.heads:
-        raise UsageError(f"--head {head} does not exist: there are {a.heads} head(s), numbered from 0")
+    check_view(a.layers, a.heads, layer, head)
     result = ex.attend(text, trace=explain)
     result.top, result.with_vectors = top, with_vectors
     shown = a.layers - 1 if layer is None else layer

@@ -17,8 +17,8 @@ from typing import Annotated, Any
 import typer
 
 from ctxembed.config import INPUT_PANEL, ReadOptions, Setting, declarations
-from ctxembed.errors import CtxembedError
-from ctxembed.settings import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, TRAIN_OPTIONS
+from ctxembed.errors import CtxembedError, UsageError
+from ctxembed.settings import PRESET_HELP, PRESET_NAMES, PRESETS, SENSE_OPTIONS, SETTINGS, TRAIN_OPTIONS
 
 Preset = enum.Enum("Preset", {name: name for name in PRESET_NAMES}, type=str)  # [default|textbook|notes]
 
@@ -75,13 +75,19 @@ def save_all(doc: dict, paths: list[Path] | None, **view) -> None:
 
 
 _OTHER_FLAGS = {"vectors": "--vectors", "limit": "--limit", "trust": "--trust", "preset": "--preset"}
-_OTHER_FLAGS |= {"out": "--out", "checkpoint": "--checkpoint", "resume": "--resume"}
+_OTHER_FLAGS |= {
+    "out": "--out",
+    "checkpoint": "--checkpoint",
+    "resume": "--resume",
+    "layer": "--layer",
+    "head": "--head",
+}
 READ_OPTIONS = declarations(ReadOptions)
 
 
 def flag(name: str) -> str:
     """The command-line flag of a setting (or of a source or training option) named in a library error."""
-    spec = SETTINGS.get(name) or READ_OPTIONS.get(name) or TRAIN_OPTIONS.get(name)
+    spec = SETTINGS.get(name) or READ_OPTIONS.get(name) or TRAIN_OPTIONS.get(name) or SENSE_OPTIONS.get(name)
     return spec.option if spec is not None else _OTHER_FLAGS.get(name, name)
 
 
@@ -120,7 +126,7 @@ def option(
         off = spec.off_flag or "--no-" + spec.option[2:]
         declared = typer.Option(f"{spec.option}/{off}", help=helped, show_default=False, rich_help_panel=panel)
         return Annotated[bool | None, declared], default
-    kind = spec.kind
+    kind = str if spec.none_as else spec.kind  # "-k auto": read as text, see spelled()
     metavar = f"[{'|'.join(spec.choices)}]" if spec.choices else spec.metavar
     extra = {} if metavar is None else {"metavar": metavar}
     declared = typer.Option(spec.option, help=helped, show_default=False, rich_help_panel=panel, **extra)
@@ -135,6 +141,19 @@ def with_setting_options(names: tuple[str, ...], defaults: dict[str, Any], *, pa
     specs = {name: SETTINGS[name] for name in names}
     shown = {name: defaults.get(name, textbook[name]) for name in names}
     return with_declared_options(specs, into="settings", defaults=shown, panel=panel)
+
+
+def spelled(spec: Setting, value: Any) -> Any:
+    """A value of an option that spells None with a word (``-k auto``): None for the word, else the
+    number it reads as (its limits are the library's to check)."""
+    if spec.none_as is None or value is None:
+        return value
+    if value.strip().lower() == spec.none_as:
+        return None
+    try:
+        return spec.kind(value)
+    except ValueError:
+        raise UsageError(f"{spec.option} must be a number or {spec.none_as!r}, not {value!r}") from None
 
 
 def with_declared_options(
@@ -156,7 +175,7 @@ def with_declared_options(
 
         @functools.wraps(command)
         def wrapper(**kwargs):
-            given = {name: kwargs.pop(name) for name in specs}
+            given = {name: spelled(spec, kwargs.pop(name)) for name, spec in specs.items()}
             kwargs[into] = {name: value for name, value in given.items() if value is not None}
             return command(**kwargs)
 

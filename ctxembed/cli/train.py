@@ -19,7 +19,7 @@ from ctxembed.cli.options import (
     with_declared_options,
     with_setting_options,
 )
-from ctxembed.errors import UsageError
+from ctxembed.config import check_view
 from ctxembed.output import emit_json, say, stdout_console
 from ctxembed.settings import MODEL_PANEL, TRAIN_DEFAULTS, TRAIN_OPTIONS, TRAINING_PANEL
 
@@ -96,17 +96,12 @@ def before_after(
 ) -> None:
     """One sentence's attention before training (the same model at its initial weights) and after, side by side."""
     from ctxembed.cli import read_sentence
-    from ctxembed.train.before_after import before_and_after
-    from ctxembed.vectors.sources import open_vectors
+    from ctxembed.train.before_after import before_after as compute
 
     text = read_sentence(sentence, "before-after")
-    store = open_vectors(vectors, limit=limit, trust=trust, on_convert=say)
-    doc = before_and_after(store, text, weights, source=vectors or "default", top=top)
+    doc = compute(text, weights, vectors=vectors, limit=limit, trust=trust, top=top, on_note=say)
     a = doc["after"]["settings"]["attention"]
-    if layer is not None and layer >= a["layers"]:
-        raise UsageError(f"--layer {layer} does not exist: there are {a['layers']} layer(s), numbered from 0")
-    if head is not None and head >= a["heads"]:
-        raise UsageError(f"--head {head} does not exist: there are {a['heads']} head(s), numbered from 0")
+    check_view(a["layers"], a["heads"], layer, head)
     if json_out:
         emit_json(doc)
         return

@@ -23,11 +23,11 @@ def vectors_info(
     json_out: JsonOpt = False,
 ) -> None:
     """Show a vector source's format, size, dimension, and cache state."""
-    from ctxembed.vectors.sources import describe
+    from ctxembed.vectors.sources import vectors_info as describe
 
     info = describe(source, limit=limit)
     if json_out:
-        emit_json({"schema": "ctxembed.vectors-info/1", **info})
+        emit_json(info)
         return
     from ctxembed.views.render import render_info
 
@@ -45,11 +45,11 @@ def vectors_convert(
     json_out: JsonOpt = False,
 ) -> None:
     """Convert any supported vector file into a ctxembed store that opens in milliseconds."""
-    from ctxembed.vectors.sources import convert_to_store
+    from ctxembed.vectors.sources import convert_vectors
 
-    result = convert_to_store(source, out, limit=limit, trust=trust, quantize=quantize)
+    result = convert_vectors(source, out, limit=limit, trust=trust, quantize=quantize)
     if json_out:
-        emit_json({"schema": "ctxembed.vectors-convert/1", **result})
+        emit_json(result)
     else:
         say(
             f"wrote {out}: {result['words']:,} words x {result['dim']} dimensions "

@@ -27,11 +27,12 @@ import numpy as np
 from ctxembed.engine import Engine, unit_rows
 from ctxembed.errors import DataError
 from ctxembed.senses.occurrences import Occurrence, word_forms
+from ctxembed.settings import SENSE_OPTIONS, SenseOptions
 from ctxembed.vectors.tokenize import tokenize
 
-K_MAX = 50  # largest -k accepted
-AUTO_K_MAX = 8  # -k auto tries 2 .. this
-MIN_SHARE = 0.05  # -k auto: every cluster holds at least this share of the occurrences
+K_MAX = SENSE_OPTIONS["k"].maximum  # largest -k accepted
+AUTO_K_MAX = SENSE_OPTIONS["k_max"].default  # -k auto tries 2 .. this
+MIN_SHARE = SENSE_OPTIONS["min_share"].default  # -k auto: every cluster holds at least this share
 N_INIT = 10  # k-means restarts
 LABEL_VOCABULARY = 50_000  # sense labels are chosen among this many most frequent words
 
@@ -307,20 +308,6 @@ def _example(occurrence: Occurrence, closeness: float) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- one call
-@dataclass
-class SenseOptions:
-    """How `senses` finds and clusters occurrences (the defaults are the command line's)."""
-
-    k: int | None = None  # None: chosen by silhouette
-    k_max: int = AUTO_K_MAX
-    min_share: float = MIN_SHARE
-    max_occurrences: int | None = 1000  # per word; None: all
-    seed: int = 0  # of the sample and of k-means
-    drop_own: bool = True  # measured: dropping it scores higher with the default preset (docs/senses.md)
-    examples: int = 5
-    label_words: int = 8
-
-
 def search_forms(store, words: list[str], given: dict[str, list[str]], *, exact: bool = False) -> dict[str, list[str]]:
     """The forms to look for, per word: given ones, the word alone (``exact``), or its inflections that are
     in the vocabulary and not much rarer than it (rank below max(50,000, 10 x the word's rank), so that
@@ -347,7 +334,7 @@ def find_senses(
     from ctxembed.senses.occurrences import scan_corpus
 
     scan = scan_corpus(
-        stream, forms, name=name, max_occurrences=options.max_occurrences, seed=options.seed, progress=progress
+        stream, forms, name=name, max_occurrences=options.max_occurrences, seed=options.sample_seed, progress=progress
     )
     if scan.blank:
         raise DataError(f"{name}: the corpus is empty")
@@ -367,7 +354,7 @@ def find_senses(
             "k_max": options.k_max,
             "min_share": options.min_share,
             "max_occurrences": options.max_occurrences,
-            "seed": options.seed,
+            "seed": options.sample_seed,
             "own_term": "dropped" if options.drop_own else "kept",
             "max_tokens": engine.max_tokens,
         },
@@ -392,7 +379,9 @@ def _each_word(engine: Engine, forms: dict[str, list[str]], scan, name: str, opt
                 + (f" ({why})" if why else "")
             )
         else:
-            clustering = cluster(found.unit, k, k_max=options.k_max, min_share=options.min_share, seed=options.seed)
+            clustering = cluster(
+                found.unit, k, k_max=options.k_max, min_share=options.min_share, seed=options.sample_seed
+            )
         entries.append(
             word_document(
                 engine, word, word_forms_, scan.counts[word], found, clustering,

@@ -3,14 +3,18 @@ weights file records) and after."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from os import PathLike
 from pathlib import Path
 
 from ctxembed.engine import Engine
-from ctxembed.errors import DataError
+from ctxembed.errors import DataError, UsageError
+from ctxembed.output import as_json, say
 from ctxembed.report import attend_document
 from ctxembed.settings import SETTINGS, build_settings
 from ctxembed.train.trainer import initial_params
+from ctxembed.vectors.sources import open_vectors
 from ctxembed.vectors.weights import read_metadata
 
 BEFORE_AFTER_SCHEMA = "ctxembed.before-after/1"
@@ -50,3 +54,23 @@ def before_and_after(
         "corpus": meta["corpus"],
         **documents,
     }
+
+
+def before_after(
+    sentence: str,
+    weights_file: str | PathLike | None = None,
+    *,
+    vectors: str | PathLike | None = None,
+    limit: int | None = None,
+    trust: bool = False,
+    top: int = 2,
+    on_note: Callable[[str], None] | None = say,
+) -> dict:
+    """``ctxembed before-after --json``: ``sentence``'s attention with a trained weights file (default:
+    the shipped ``--preset learned`` one) at its initial and at its trained weights, as the
+    ``ctxembed.before-after/1`` document; ``vectors``, ``limit``, ``trust`` as for an Explorer."""
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise UsageError(f"top must be an integer >= 1, not {top!r}")
+    store = open_vectors(vectors, limit=limit, trust=trust, on_convert=on_note or (lambda text: None))
+    source = "default" if vectors is None else str(vectors)
+    return as_json(before_and_after(store, sentence, weights_file, source=source, top=top))

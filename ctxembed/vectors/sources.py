@@ -371,3 +371,19 @@ def convert_to_store(spec: str, out: Path, *, limit: int | None, trust: bool, qu
         "dtype": store.dtype,
         "bytes": out.stat().st_size,
     }
+
+
+def vectors_info(source: str | os.PathLike | None = None, *, limit: int | None = None) -> dict:
+    """``ctxembed vectors info --json``: a vector source's format, size, dimension and cache state (the
+    ``ctxembed.vectors-info/1`` document); reads headers only, parses no vectors."""
+    return {"schema": "ctxembed.vectors-info/1", **describe(None if source is None else str(source), limit=limit)}
+
+
+def convert_vectors(
+    source: str | os.PathLike, out: str | os.PathLike, *, limit: int | None = None, trust: bool = False,
+    quantize: bool = False,
+) -> dict:  # fmt: skip
+    """``ctxembed vectors convert --json``: write ``source`` as a ctxembed store at ``out`` (``quantize``:
+    int8 with one scale per row); the ``ctxembed.vectors-convert/1`` document of what was written."""
+    result = convert_to_store(str(source), Path(out), limit=limit, trust=trust, quantize=quantize)
+    return {"schema": "ctxembed.vectors-convert/1", **result}

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ctxembed.config import check_view
 from ctxembed.errors import UsageError
 
 
@@ -136,11 +137,8 @@ def attention_view(doc: dict, view: View) -> tuple[str, list[tuple[str, np.ndarr
     """A title and (panel title, weights (T, T)) pairs of one layer: a head, the mean of heads, or every head."""
     weights = _floats(doc["weights"])  # (L, h, T, T)
     layers, heads = weights.shape[:2]
+    check_view(layers, heads, view.layer, view.head)
     layer = layers - 1 if view.layer is None else view.layer
-    if not 0 <= layer < layers:
-        raise UsageError(f"layer {layer} does not exist: there are {layers} layer(s), numbered from 0")
-    if view.head is not None and not 0 <= view.head < heads:
-        raise UsageError(f"head {view.head} does not exist: there are {heads} head(s), numbered from 0")
     if view.all_heads and heads > 1:
         return f"layer {layer}, every head", [(f"head {h}", weights[layer, h]) for h in range(heads)]
     if view.head is not None:

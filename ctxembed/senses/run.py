@@ -1,0 +1,71 @@
+"""``ctxembed senses`` as a library call: the senses of words across a corpus, as the ``ctxembed.senses/1``
+document its ``--json`` prints (the Python API: ``Explorer.senses``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from ctxembed.engine import Engine
+from ctxembed.errors import UsageError
+from ctxembed.progress import scanning
+from ctxembed.senses.induce import find_senses, search_forms
+from ctxembed.senses.occurrences import open_corpus, parse_forms
+from ctxembed.settings import SenseOptions
+from ctxembed.vectors.shipped import shipped_path
+
+
+def default_corpus() -> Path:
+    """The shipped Brown example corpus (data/brown.txt.gz; packaged as ctxembed/data/brown.txt.gz)."""
+    return shipped_path("brown.txt.gz")
+
+
+def check_words(words: Iterable[str]) -> list[str]:
+    """The words, stripped; a blank one or one holding a space is a UsageError."""
+    words = list(words)
+    if not words:
+        raise UsageError("give at least one WORD")
+    for word in words:
+        if not word.strip() or any(c.isspace() for c in word.strip()):
+            raise UsageError(f"{word!r} is not a single word")
+    return [w.strip() for w in words]
+
+
+def senses(
+    engine: Engine,
+    vectors: dict,
+    words: Sequence[str],
+    corpus: str | PathLike | None = None,
+    *,
+    forms: Sequence[str] = (),
+    exact: bool = False,
+    **options: Any,
+) -> tuple[dict, list[str]]:
+    """Scan ``corpus`` (a text file, ``.gz``, ``"-"`` for stdin; default: the shipped Brown sample) once for
+    every word's forms, then cluster each word's occurrences. ``forms``: ``"bank:bank,banks"`` strings;
+    ``exact``: the word alone, no inflections; ``options``: :class:`ctxembed.settings.SenseOptions`.
+
+    Returns the ``ctxembed.senses/1`` document and one message per word that could not be clustered
+    (it does not occur, or has fewer usable occurrences than ``k``); such a word is still in the
+    document, without senses."""
+    chosen = SenseOptions(**{k: v for k, v in options.items() if v is not None})
+    words = check_words(words)
+    given = parse_forms(forms, words)
+    engine = engine.bulk()
+    word_forms = search_forms(engine.store, words, given, exact=exact)
+    corpus_name = str(corpus) if corpus is not None else str(default_corpus())
+    stream, shown_name = open_corpus(corpus_name)
+    if corpus_name == str(default_corpus()):
+        shown_name = "brown.txt.gz (the shipped example corpus)"
+    with stream, scanning(corpus_name) as progress:
+        found, problems = find_senses(engine, word_forms, stream, shown_name, chosen, progress=progress)
+    doc = {
+        "schema": found.pop("schema"),
+        "vectors": vectors,
+        "settings": engine.settings.as_dict(),
+        "settings_summary": engine.settings.summary(),
+        **found,
+    }
+    return doc, problems
