@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxembed.config import DEFAULT_MAX_TOKENS
+from ctxembed.config import DEFAULT_MAX_TOKENS, check_view
 from ctxembed.engine import Contextualized, open_engine
 from ctxembed.errors import UsageError
 from ctxembed.output import as_json, say
@@ -101,6 +101,15 @@ class Explorer:
         every step for :func:`ctxembed.report.explain_steps`)."""
         [result] = self.contextualize([text], trace=trace)
         return AttendResult(self, result)
+
+    def explain(self, text: str, *, layer: int | None = None, head: int | None = None) -> AttendResult:
+        """:meth:`attend` with every step kept; its document carries ``explain``, the steps of ``layer``
+        (default: the last) and ``head`` (default 0) with their numbers: ``attend --explain --json``."""
+        a = self.settings.attention
+        check_view(a.layers, a.heads, layer, head)
+        result = self.attend(text, trace=True)
+        result.explained = (a.layers - 1 if layer is None else layer, head or 0)
+        return result
 
     def compare(self, sentences: Sequence[str], word: str | None = None) -> CompareResult:
         """Static against contextual cosine of ``word`` (default: every shared word) across sentences."""
@@ -281,6 +290,7 @@ class AttendResult(_Shown):
     result: Contextualized = field(repr=False)
     top: int = 3
     with_vectors: bool = False
+    explained: tuple[int, int] | None = None  # (layer, head) whose steps the document carries
 
     @property
     def tokens(self) -> list[dict]:
@@ -317,11 +327,15 @@ class AttendResult(_Shown):
         return self.result.contextual
 
     def document(self) -> dict:
-        from ctxembed.report import attend_document
+        from ctxembed.report import attend_document, explain_steps
 
-        return attend_document(
+        doc = attend_document(
             self.result, self.explorer.settings, self.explorer.vectors, with_vectors=self.with_vectors, top=self.top
         )
+        if self.explained is not None:
+            layer, head = self.explained
+            doc["explain"] = explain_steps(self.result, self.explorer.settings, layer=layer, head=head)
+        return doc
 
     def render(self, console, **view: Any) -> None:
         from ctxembed.views.render import render_attend

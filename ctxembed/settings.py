@@ -212,6 +212,24 @@ SETTINGS: dict[str, Setting] = declarations(AttentionConfig) | declarations(Sett
 _IN_ORDER = sorted(SETTINGS.values(), key=lambda spec: spec.order)  # stable: declaration order within
 
 
+# Options that are not settings: where the vectors come from, and the preset.
+_OTHER_FLAGS = {
+    "vectors": "--vectors", "limit": "--limit", "trust": "--trust", "preset": "--preset", "layer": "--layer",
+    "head": "--head", "out": "--out", "checkpoint": "--checkpoint", "resume": "--resume",
+}  # fmt: skip
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a setting, a read option or a vectors option named in a library error
+    (``max_tokens`` -> ``--max-tokens``): what the CLI and the live page show for ``{name}``."""
+    from ctxembed.config import ReadOptions
+
+    spec = (
+        SETTINGS.get(name) or declarations(ReadOptions).get(name) or TRAIN_OPTIONS.get(name) or SENSE_OPTIONS.get(name)
+    )
+    return spec.option if spec is not None else _OTHER_FLAGS.get(name, name)
+
+
 def _make(preset: str, values: Mapping[str, Any]) -> Settings:
     """Settings from flat values; names not given keep their declared default."""
     attention = {k: v for k, v in values.items() if k in declarations(AttentionConfig)}

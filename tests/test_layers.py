@@ -43,6 +43,8 @@ ALLOWED: dict[str, set[str]] = {
         "output",
         "progress",
     },
+    # the live page's server composes the API's documents with the views' drawings, above both
+    "serve": {"api", "core", "vectors", "settings", "engine", "report", "views", "output"},
 }
 ALWAYS = {"errors", "config"}
 TOP_LEVEL_MODULES = 15

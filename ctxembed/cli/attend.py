@@ -53,14 +53,14 @@ def attend(
     explorer=None,
 ) -> None:
     """Show the attention weights of a sentence and how far context moved each token."""
-    from ctxembed.report import explain_steps, focus_token, row_at_position
+    from ctxembed.report import focus_token, row_at_position
 
     text = read_sentence(sentence, "attend")
     check_saves(save)
     ex = explorer()
     a = ex.settings.attention
     check_view(a.layers, a.heads, layer, head)
-    result = ex.attend(text, trace=explain)
+    result = ex.explain(text, layer=layer, head=head) if explain else ex.attend(text)
     result.top, result.with_vectors = top, with_vectors
     shown = a.layers - 1 if layer is None else layer
     doc = result.document()
@@ -70,8 +70,6 @@ def attend(
             focus_at = focus_token(doc, focus)
         except UsageError as exc:
             raise UsageError(f"--focus {exc.message}") from None
-    if explain:
-        doc["explain"] = explain_steps(result.result, ex.settings, layer=shown, head=head or 0)
     save_all(doc, save, layer=layer, head=head, all_heads=all_heads)
     if json_out:
         emit_json(doc)

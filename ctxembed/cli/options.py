@@ -18,7 +18,7 @@ import typer
 
 from ctxembed.config import INPUT_PANEL, ReadOptions, Setting, declarations
 from ctxembed.errors import CtxembedError, UsageError
-from ctxembed.settings import PRESET_HELP, PRESET_NAMES, PRESETS, SENSE_OPTIONS, SETTINGS, TRAIN_OPTIONS
+from ctxembed.settings import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
 
 Preset = enum.Enum("Preset", {name: name for name in PRESET_NAMES}, type=str)  # [default|textbook|notes]
 
@@ -74,21 +74,7 @@ def save_all(doc: dict, paths: list[Path] | None, **view) -> None:
             save_document(doc, path, **view)
 
 
-_OTHER_FLAGS = {"vectors": "--vectors", "limit": "--limit", "trust": "--trust", "preset": "--preset"}
-_OTHER_FLAGS |= {
-    "out": "--out",
-    "checkpoint": "--checkpoint",
-    "resume": "--resume",
-    "layer": "--layer",
-    "head": "--head",
-}
 READ_OPTIONS = declarations(ReadOptions)
-
-
-def flag(name: str) -> str:
-    """The command-line flag of a setting (or of a source or training option) named in a library error."""
-    spec = SETTINGS.get(name) or READ_OPTIONS.get(name) or TRAIN_OPTIONS.get(name) or SENSE_OPTIONS.get(name)
-    return spec.option if spec is not None else _OTHER_FLAGS.get(name, name)
 
 
 def error_message(exc: CtxembedError) -> str:

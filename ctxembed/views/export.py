@@ -119,7 +119,7 @@ def html_fragment(doc: dict, view: View | None = None) -> str:
         f'<div class="ctxembed-view" id="{root}" data-view="{html.escape(json.dumps(settings))}">'
         f"<style>{_asset('view.css')}</style>"
         f'<script type="application/json" class="ctxembed-data">{_script_json(doc)}</script>'
-        f"{body}<script>{_asset('view.js').replace('__ROOT_ID__', root)}</script></div>"
+        f"{body}<script>{_asset('view.js')}\nctxembedView(document.getElementById({json.dumps(root)}));</script></div>"
     )
 
 

@@ -1,8 +1,9 @@
-/* ctxembed's interactive view: no network, no library. `root` holds the document as JSON. */
-(function (root) {
+/* ctxembed's interactive view: no network, no library. ctxembedView(root) draws the document `root`
+   holds as JSON (a saved page, a notebook); the live page passes the document and the view instead. */
+window.ctxembedView = function (root, given, givenView) {
   "use strict";
-  var doc = JSON.parse(root.querySelector("script.ctxembed-data").textContent);
-  var view = JSON.parse(root.getAttribute("data-view") || "{}");
+  var doc = given || JSON.parse(root.querySelector("script.ctxembed-data").textContent);
+  var view = givenView || JSON.parse(root.getAttribute("data-view") || "{}");
   var NS = "http://www.w3.org/2000/svg";
 
   function el(tag, attrs, text, ns) {
@@ -215,4 +216,4 @@
     }
     draw();
   }
-})(document.getElementById("__ROOT_ID__"));
+};

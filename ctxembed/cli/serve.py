@@ -1,0 +1,30 @@
+"""serve: the live page, a local server whose JSON answers are the documents of --json."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ctxembed.cli import app, reports_errors
+from ctxembed.cli.options import LimitOpt, TrustOpt, VectorsOpt
+
+
+@app.command(epilog="Example: ctxembed serve --open   (then type a sentence; Ctrl-C stops)")
+@reports_errors
+def serve(
+    vectors: VectorsOpt = None,
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port (0: any free one).")] = 8765,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on; anything but loopback lets other machines in.")
+    ] = "127.0.0.1",
+    open_browser: Annotated[bool, typer.Option("--open", help="Open the page in the default browser.")] = False,
+    limit: LimitOpt = None,
+    trust: TrustOpt = False,
+) -> None:
+    """A live page: type a sentence and watch attention change; compare, explain, neighbours.
+
+    The URL goes to stderr; the page's settings are chosen on the page, the vectors here."""
+    from ctxembed.serve.server import serve as run
+
+    run(vectors, host=host, port=port, limit=limit, trust=trust, open_browser=open_browser)

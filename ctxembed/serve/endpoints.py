@@ -1,0 +1,356 @@
+"""Request bodies -> documents, computed by :class:`ctxembed.Explorer`: what ``ctxembed serve`` answers.
+
+A body is a JSON object whose keys are the API's keywords: the endpoint's own (``sentence``, ``word``,
+``k`` ...) and any setting of :data:`ctxembed.settings.SETTINGS`, ``preset``, ``oov`` and
+``max_tokens``. The answer is the document ``--json`` prints for the same input:
+
+>>> explorers = Explorers("notes-toy")
+>>> answer("attend", {"sentence": "apple is the phone", "preset": "notes"}, explorers)["tokens"][0]["text"]
+'apple'
+>>> answer("attend", {"sentence": "apple", "weights_file": "/etc/passwd"}, explorers)
+Traceback (most recent call last):
+...
+ctxembed.errors.UsageError: the page cannot name files: --weights is read only by the command line
+
+Errors are the library's (:mod:`ctxembed.errors`), with the command line's messages; the server maps
+them to 4xx. Nothing here reads a path sent by a request: the vectors are chosen at start.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ctxembed.api import Explorer
+from ctxembed.config import ReadOptions, declarations
+from ctxembed.errors import UsageError
+from ctxembed.output import say
+from ctxembed.settings import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
+
+MAX_BODY = 1 << 20  # bytes of one request body: a 1 MB sentence still reaches the tokenizer's own limit
+MAX_SENTENCES = 32  # compare: a matrix of 32 x 32 is as much as a page shows
+# characters of one sentence: 512 tokens of prose are ~3,000; reading 20,000 takes at most ~0.3 s even when
+# no word has a vector (every token then goes through the slow, skipping path)
+MAX_CHARS = 20_000
+MAX_TOKENS = ReadOptions.max_tokens  # per sentence; a request may lower it, not raise it
+MAX_WEIGHTS = 1 << 20  # attention weights in one attend document (layers x heads x T²): ~10 MB of JSON
+CACHED_EXPLORERS = 8  # distinct settings kept ready; each costs a few MB (its statistics), not the vectors
+FILE_SETTINGS = ("weights_file",)  # settings that name a file: only the command line may
+READ_KEYS = ("oov", "max_tokens")
+
+
+@dataclass(frozen=True)
+class Key:
+    """A key of an endpoint besides the settings: its JSON type and limits."""
+
+    kind: type  # str, int, bool or list (of strings)
+    required: bool = False
+    minimum: int | None = None
+    maximum: int | None = None
+    help: str = ""
+
+
+ENDPOINTS: dict[str, dict[str, Key]] = {
+    "attend": {
+        "sentence": Key(str, True, help="The sentence."),
+        "top": Key(int, minimum=1, maximum=50, help="Most-attended tokens listed per token (default 3)."),
+        "with_vectors": Key(bool, help="Add static and contextual vectors."),
+    },
+    "explain": {
+        "sentence": Key(str, True, help="The sentence."),
+        "layer": Key(int, minimum=0, help="Layer whose steps to show (default: the last)."),
+        "head": Key(int, minimum=0, help="Head whose steps to show (default 0)."),
+    },
+    "compare": {
+        "sentences": Key(list, True, help=f"Two to {MAX_SENTENCES} sentences."),
+        "word": Key(str, help="The word to compare (default: every shared word)."),
+    },
+    "neighbors": {
+        "sentence": Key(str, True, help="The sentence."),
+        "word": Key(str, True, help="The word whose neighbours to list."),
+        "k": Key(int, minimum=1, maximum=1000, help="How many neighbours (default 10)."),
+        "include_context": Key(bool, help="Keep the sentence's own words among the neighbours."),
+    },
+}
+
+
+# ------------------------------------------------------------------------------ explorers
+class Explorers:
+    """One :class:`Explorer` per distinct settings, on the vectors chosen at start; the most recently used
+    :data:`CACHED_EXPLORERS` are kept. Each comes with a lock: an Engine fills caches on first use, so
+    one request at a time uses it (a request costs about a millisecond; docs/serve.md measures this)."""
+
+    def __init__(self, vectors: str | None = None, *, limit: int | None = None, trust: bool = False, size=None):
+        self.source = {"vectors": vectors, "limit": limit, "trust": trust}
+        self.size = size or CACHED_EXPLORERS
+        self._entries: OrderedDict[tuple, tuple[Explorer, threading.Lock]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.default = self.get({})[0]  # bad vectors fail here, before the server starts
+
+    def get(self, options: Mapping[str, Any]) -> tuple[Explorer, threading.Lock]:
+        """The explorer of ``options`` (preset, settings, oov, max_tokens) and its lock."""
+        key = tuple(sorted((name, type(value).__name__, repr(value)) for name, value in options.items()))
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                options = dict(options)
+                explorer = Explorer(
+                    self.source["vectors"],
+                    options.pop("preset", "default"),
+                    limit=self.source["limit"],
+                    trust=self.source["trust"],
+                    on_note=say,
+                    label=flag,
+                    **options,
+                )
+                entry = self._entries[key] = (explorer, threading.Lock())
+                while len(self._entries) > self.size:
+                    self._entries.popitem(last=False)
+            self._entries.move_to_end(key)
+            return entry
+
+
+# ------------------------------------------------------------------------------ bodies
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _check_key(name: str, key: Key, value: Any) -> Any:
+    if key.kind is list:
+        if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+            raise UsageError(f"{name} must be a list of strings, not {_shown(value)}")
+        if len(value) > MAX_SENTENCES:
+            raise UsageError(f"{name}: {len(value)} sentences, more than the page's {MAX_SENTENCES}")
+        for text in value:
+            _check_key(name, Key(str), text)
+        return value
+    if isinstance(value, str) and len(value) > MAX_CHARS:
+        raise UsageError(f"{name} has {len(value):,} characters, more than the page takes ({MAX_CHARS:,})")
+    if key.kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise UsageError(f"{name} must be an integer, not {_shown(value)}")
+    if key.kind is not int and not isinstance(value, key.kind):
+        raise UsageError(f"{name} must be {'true or false' if key.kind is bool else 'a string'}, not {_shown(value)}")
+    low, high = key.minimum, key.maximum
+    if key.kind is int and ((low is not None and value < low) or (high is not None and value > high)):
+        raise UsageError(f"{name} must be an integer in [{low}, {high if high is not None else '...'}], not {value}")
+    return value
+
+
+def _check_setting(name: str, value: Any) -> Any:
+    if name in FILE_SETTINGS:
+        raise UsageError(f"the page cannot name files: {flag(name)} is read only by the command line")
+    if name == "mix" and isinstance(value, str):
+        from ctxembed.core.mix import LEARNED, OFF, is_weights
+
+        if value.strip() not in (OFF, LEARNED) and not is_weights(value.strip()):
+            raise UsageError(
+                f"the page cannot name files: {flag(name)} takes weights such as 0.2,0.8, off or learned here"
+            )
+    if name == "max_tokens" and isinstance(value, int) and not isinstance(value, bool) and value > MAX_TOKENS:
+        raise UsageError(f"{flag(name)} {value} is more than the page allows ({MAX_TOKENS})")
+    return value
+
+
+def split_body(endpoint: str, body: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the endpoint's keywords, the explorer's options) of a request body; UsageError for anything else."""
+    if not isinstance(body, dict):
+        raise UsageError(f"the request body must be a JSON object, not {type(body).__name__}")
+    keys = ENDPOINTS[endpoint]
+    own: dict[str, Any] = {}
+    options: dict[str, Any] = {}
+    for name, value in body.items():
+        if value is None:
+            continue  # null: the preset's (or the endpoint's) default
+        if name in keys:
+            own[name] = _check_key(name, keys[name], value)
+        elif name in SETTINGS or name in READ_KEYS or name == "preset":
+            options[name] = _check_setting(name, value)
+        else:
+            known = ", ".join([*keys, "preset", *(n for n in SETTINGS if n not in FILE_SETTINGS), *READ_KEYS])
+            raise UsageError(f"unknown key {_shown(name)} for /api/{endpoint}; known: {known}")
+    missing = [name for name, key in keys.items() if key.required and name not in own]
+    if missing:
+        raise UsageError(f"/api/{endpoint} needs {' and '.join(missing)}")
+    return own, options
+
+
+def from_query(endpoint: str, query: Mapping[str, list[str]]) -> dict[str, Any]:
+    """A body from URL query parameters (``?sentence=...&heads=2&causal=true``): values take the type of
+    their declaration; ``sentences`` may repeat."""
+    keys = ENDPOINTS[endpoint]
+    body: dict[str, Any] = {}
+    for name, values in query.items():
+        key = keys.get(name)
+        if key is not None and key.kind is list:
+            body[name] = values
+            continue
+        if len(values) > 1:
+            raise UsageError(f"{name} is given {len(values)} times")
+        text = values[0]
+        spec = SETTINGS.get(name) or declarations(ReadOptions).get(name)
+        kind = key.kind if key is not None else spec.kind if spec is not None and spec.choices is None else str
+        body[name] = _typed(name, kind, text)
+    return body
+
+
+def _typed(name: str, kind: type, text: str) -> Any:
+    if kind is bool:
+        if text.lower() in ("true", "1", "on", "yes"):
+            return True
+        if text.lower() in ("false", "0", "off", "no"):
+            return False
+        raise UsageError(f"{name} must be true or false, not {_shown(text)}")
+    if kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            raise UsageError(
+                f"{name} must be {'an integer' if kind is int else 'a number'}, not {_shown(text)}"
+            ) from None
+    return text
+
+
+# ------------------------------------------------------------------------------ documents
+def answer(endpoint: str, body: Any, explorers: Explorers) -> dict:
+    """The ``--json`` document of ``endpoint`` (attend, explain, compare, neighbors) for a request body."""
+    own, options = split_body(endpoint, body)
+    explorer, lock = explorers.get(options)
+    with lock:
+        if endpoint == "compare":
+            return explorer.compare(own["sentences"], own.get("word")).document()
+        if endpoint == "neighbors":
+            k = own.get("k", 10)
+            include = own.get("include_context", False)
+            return explorer.neighbors(own["sentence"], own["word"], k, include_context=include).document()
+        _check_size(explorer, own["sentence"])
+        if endpoint == "explain":
+            return explorer.explain(own["sentence"], layer=own.get("layer"), head=own.get("head")).document()
+        result = explorer.attend(own["sentence"])
+        result.top, result.with_vectors = own.get("top", 3), own.get("with_vectors", False)
+        return result.document()
+
+
+def _check_size(explorer: Explorer, sentence: str) -> None:
+    """Refuse a sentence whose weights would be too many for a page, before attention runs."""
+    a = explorer.settings.attention
+    tokens = len(explorer.engine.prepare(sentence).used)
+    count = a.layers * a.heads * tokens * tokens
+    if count > MAX_WEIGHTS:
+        raise UsageError(
+            f"{tokens} tokens x {a.heads} head(s) x {a.layers} layer(s) give {count:,} attention weights, more than "
+            f"the page draws ({MAX_WEIGHTS:,}): use a shorter sentence, fewer {{heads}} or {{layers}}",
+            "heads",
+            "layers",
+        )
+
+
+def registry(explorers: Explorers) -> dict:
+    """What the page builds its controls and command lines from: every setting's declaration (type,
+    choices, limits, flag, help), each preset's values, the endpoints' keys and the vectors."""
+
+    def declared(name, spec, maximum=None) -> dict:
+        kind = "choice" if spec.choices else spec.kind.__name__
+        return {
+            "name": name,
+            "flag": spec.option,
+            "off_flag": (spec.off_flag or "--no-" + spec.option[2:]) if spec.kind is bool else None,
+            "kind": kind,
+            "choices": list(spec.choices) if spec.choices else None,
+            "minimum": spec.minimum,
+            "maximum": maximum if maximum is not None else spec.maximum,
+            "optional": spec.optional,
+            "metavar": spec.metavar,
+            "help": spec.help,
+            "panel": spec.panel,
+            "default": spec.default,
+            "requires": list(spec.requires) if spec.requires else None,
+        }
+
+    def values(name: str) -> dict:
+        return {k: v for k, v in PRESETS[name].values().items() if k not in FILE_SETTINGS}
+
+    source = explorers.source["vectors"]
+    return {
+        "schema": "ctxembed.serve-settings/1",
+        "vectors": explorers.default.vectors,
+        "vectors_options": ([] if source is None else ["--vectors", str(source)])
+        + ([] if explorers.source["limit"] is None else ["--limit", str(explorers.source["limit"])])
+        + (["--trust"] if explorers.source["trust"] else []),
+        "presets": {name: values(name) for name in PRESET_NAMES},
+        "preset_help": PRESET_HELP,
+        "settings": [declared(name, spec) for name, spec in SETTINGS.items() if name not in FILE_SETTINGS],
+        "read_options": [
+            declared(name, spec, MAX_TOKENS if name == "max_tokens" else None)
+            for name, spec in declarations(ReadOptions).items()
+        ],
+        "endpoints": {
+            name: {
+                key: {
+                    "kind": k.kind.__name__,
+                    "required": k.required,
+                    "minimum": k.minimum,
+                    "maximum": k.maximum,
+                    "help": k.help,
+                }
+                for key, k in keys.items()
+            }
+            for name, keys in ENDPOINTS.items()
+        },  # fmt: skip
+        "limits": {
+            "body_bytes": MAX_BODY,
+            "characters": MAX_CHARS,
+            "sentences": MAX_SENTENCES,
+            "tokens": MAX_TOKENS,
+            "weights": MAX_WEIGHTS,
+        },
+    }
+
+
+# ------------------------------------------------------------------------------ drawings of documents
+def drawing(doc: Any, kind: str, width: int = 100) -> str:
+    """A document drawn by ctxembed's renderers, for the page: ``svg`` (the figure of ``--save x.svg``) or
+    ``terminal`` (what the command prints, as HTML with inline colours). UsageError for a document the
+    renderers cannot read."""
+    if not isinstance(doc, dict):
+        raise UsageError(f"the request body must be a document (a JSON object), not {type(doc).__name__}")
+    if kind not in ("svg", "terminal"):
+        raise UsageError(f"as must be svg or terminal, not {_shown(kind)}")
+    try:
+        if kind == "svg":
+            from ctxembed.views.figures import build_figure
+            from ctxembed.views.svg import figure_svg
+
+            return figure_svg(build_figure(doc))
+        return _terminal_html(doc, width)
+    except UsageError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise UsageError(f"cannot draw this {doc.get('schema')!r} document: {type(exc).__name__} {exc}") from None
+
+
+_RENDERERS = {
+    "ctxembed.attend/1": "render_attend",
+    "ctxembed.compare/1": "render_compare",
+    "ctxembed.neighbors/1": "render_neighbors",
+}
+
+
+def _terminal_html(doc: dict, width: int) -> str:
+    from rich.console import Console
+
+    from ctxembed.views import render
+
+    schema = doc.get("schema")
+    if schema not in _RENDERERS:
+        raise UsageError(f"cannot draw a {schema!r} document as a terminal view (known: {', '.join(_RENDERERS)})")
+    console = Console(file=io.StringIO(), record=True, width=max(40, min(width, 240)), force_terminal=True)
+    if "explain" in doc:
+        render.render_explain(console, doc["explain"])
+    else:
+        getattr(render, _RENDERERS[schema])(console, doc)
+    return console.export_html(inline_styles=True, code_format='<pre class="terminal">{code}</pre>')

@@ -1,0 +1,331 @@
+/* ctxembed's live page: controls generated from /api/settings, documents from /api/<view>, drawn by
+   view.js (the saved HTML view's renderer) or by ctxembed's own renderers through /api/draw. */
+(function () {
+  "use strict";
+  var MAIN = ["heads", "layers", "causal", "scale", "normalization", "mix"];  /* shown first; the rest fold */
+  var EXAMPLES = {
+    bank: { word: "bank", sentences: ["we sat on the river bank", "the river bank was muddy after the rain",
+      "I deposited money in the bank", "the bank raised interest rates"] },
+    apple: { word: "apple", sentences: ["she ate a ripe apple", "apple pie with cinnamon",
+      "Apple makes phones", "Apple released a new iPhone"] }
+  };
+  var registry = null, tab = "attend", values = {}, preset = "default", sequence = 0, timer = null;
+  var pending = null, lastAttend = null, chosenToken = null;
+  var live = window.ctxembedLive = { draws: 0, keyAt: null, drawnAt: null, lastBody: null };
+  var $ = function (id) { return document.getElementById(id); };
+
+  function el(tag, attrs, text) {
+    var node = document.createElement(tag);
+    for (var k in attrs || {}) node.setAttribute(k, attrs[k]);
+    if (text !== undefined && text !== null) node.textContent = text;
+    return node;
+  }
+
+  /* ------------------------------------------------------------------ controls from the registry */
+  function buildControls() {
+    var form = $("controls");
+    form.textContent = "";
+    var presetSelect = el("select", { id: "preset", name: "preset", title: registry.preset_help });
+    Object.keys(registry.presets).forEach(function (name) { presetSelect.appendChild(el("option", { value: name }, name)); });
+    presetSelect.value = preset;
+    presetSelect.addEventListener("change", function () { choosePreset(presetSelect.value); });
+    form.appendChild(field("preset", presetSelect, registry.preset_help));
+    var more = el("details", { id: "more" });
+    more.appendChild(el("summary", {}, "more settings"));
+    var order = MAIN.concat(registry.settings.map(function (s) { return s.name; }).filter(function (n) {
+      return MAIN.indexOf(n) < 0;
+    }));
+    var panels = {};
+    order.forEach(function (name) {
+      var spec = registry.settings.filter(function (s) { return s.name === name; })[0];
+      if (!spec) return;
+      var row = field(name.replace(/_/g, " "), control(spec), spec.help + limits(spec));
+      if (MAIN.indexOf(name) >= 0) { form.appendChild(row); return; }
+      if (!panels[spec.panel]) { panels[spec.panel] = more.appendChild(el("fieldset")); panels[spec.panel].appendChild(el("legend", {}, spec.panel)); }
+      panels[spec.panel].appendChild(row);
+    });
+    form.appendChild(more);
+    syncControls();
+  }
+  function limits(spec) {
+    if (spec.minimum === null && spec.maximum === null) return "";
+    return " [" + (spec.minimum !== null ? spec.minimum + " \u2264 " : "") + "x" + (spec.maximum !== null ? " \u2264 " + spec.maximum : "") + "]";
+  }
+  function field(label, input, help) {
+    var row = el("label", { "class": "field", title: help || "" });
+    row.appendChild(el("span", { "class": "name" }, label));
+    row.appendChild(input);
+    return row;
+  }
+  function control(spec) {
+    var input;
+    if (spec.kind === "bool") {
+      input = el("input", { type: "checkbox" });
+    } else if (spec.kind === "choice") {
+      input = el("select");
+      spec.choices.forEach(function (c) { input.appendChild(el("option", { value: c }, c)); });
+    } else if (spec.kind === "int" || spec.kind === "float") {
+      input = el("input", { type: "number", step: spec.kind === "int" ? "1" : "any" });
+      if (spec.minimum !== null) input.min = spec.minimum;
+      if (spec.maximum !== null) input.max = spec.maximum;
+      if (spec.optional) input.placeholder = "auto";
+    } else {
+      input = el("input", { type: "text", placeholder: spec.metavar || "", spellcheck: "false" });
+    }
+    input.id = "setting-" + spec.name;
+    input.name = spec.name;
+    input.className = "setting";
+    input.addEventListener(spec.kind === "bool" || spec.kind === "choice" ? "change" : "input", function () {
+      values[spec.name] = read(spec, input);
+      syncControls();
+      schedule(spec.kind === "bool" || spec.kind === "choice" ? 0 : 250);
+    });
+    return input;
+  }
+  function read(spec, input) {
+    if (spec.kind === "bool") return input.checked;
+    if (spec.kind === "int" || spec.kind === "float") {
+      if (input.value === "") return spec.optional ? null : registry.presets[preset][spec.name];
+      return spec.kind === "int" ? parseInt(input.value, 10) : parseFloat(input.value);
+    }
+    if (spec.kind === "str" && input.value.trim() === "") return spec.optional ? null : registry.presets[preset][spec.name];
+    return input.value;
+  }
+  function syncControls() {
+    registry.settings.forEach(function (spec) {
+      var input = $("setting-" + spec.name), v = values[spec.name];
+      if (spec.kind === "bool") input.checked = !!v;
+      else if (document.activeElement !== input) input.value = v === null || v === undefined ? "" : v;
+      var needs = spec.requires, off = needs && values[needs[0]] !== needs[1];
+      input.disabled = !!off;
+      input.parentNode.classList.toggle("changed", !off && changed(spec.name));
+    });
+    var a = values.layers || 1, h = values.heads || 1;
+    fillNumbers($("explain-layer"), a, a - 1);
+    fillNumbers($("explain-head"), h, 0);
+  }
+  function fillNumbers(select, n, fallback) {
+    var keep = select.value === "" ? fallback : Math.min(+select.value, n - 1);
+    if (select.options.length !== n) {
+      select.textContent = "";
+      for (var i = 0; i < n; i++) select.appendChild(el("option", { value: i }, String(i)));
+    }
+    select.value = keep;
+  }
+  function choosePreset(name) {
+    preset = name;
+    values = JSON.parse(JSON.stringify(registry.presets[name]));
+    syncControls();
+    schedule(0);
+  }
+  function changed(name) {
+    var a = values[name], b = registry.presets[preset][name];
+    return !(a === b || (a === null && b === undefined));
+  }
+  /* the settings part of a body: the preset, and what differs from it */
+  function settingsBody() {
+    var body = {};
+    if (preset !== "default") body.preset = preset;
+    registry.settings.forEach(function (spec) {
+      var needs = spec.requires;
+      if (needs && values[needs[0]] !== needs[1]) return;
+      if (changed(spec.name) && values[spec.name] !== null && !(typeof values[spec.name] === "number" && isNaN(values[spec.name])))
+        body[spec.name] = values[spec.name];
+    });
+    return body;
+  }
+
+  /* ------------------------------------------------------------------ the command line of a view */
+  function quote(text) {
+    text = String(text);
+    return /^[A-Za-z0-9_.,:\/=+@%-]+$/.test(text) ? text : "'" + text.replace(/'/g, "'\\''") + "'";
+  }
+  function commandLine(view, body) {
+    var parts = ["ctxembed", view === "explain" ? "attend" : view];
+    if (view === "compare") body.sentences.forEach(function (s) { parts.push(quote(s)); });
+    else parts.push(quote(body.sentence));
+    if (view === "explain") {
+      parts.push("--explain");
+      if (body.layer !== undefined) parts.push("--layer", body.layer);
+      if (body.head !== undefined) parts.push("--head", body.head);
+    }
+    if (body.word !== undefined) parts.push("--word", quote(body.word));
+    if (body.k !== undefined) parts.push("-k", body.k);
+    registry.vectors_options.forEach(function (p) { parts.push(quote(p)); });
+    if (body.preset) parts.push("--preset", body.preset);
+    registry.settings.forEach(function (spec) {
+      if (!(spec.name in body)) return;
+      var v = body[spec.name];
+      if (spec.kind === "bool") parts.push(v ? spec.flag : spec.off_flag);
+      else parts.push(spec.flag, quote(v));
+    });
+    return parts.join(" ");
+  }
+
+  /* ------------------------------------------------------------------ requests */
+  function post(path, body, signal) {
+    return fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body), signal: signal }).then(function (response) {
+      var kind = response.headers.get("Content-Type") || "";
+      var read = kind.indexOf("json") >= 0 ? response.json() : response.text();
+      return read.then(function (data) {
+        if (!response.ok) throw new Error(data && data.error ? data.error : "HTTP " + response.status);
+        return data;
+      });
+    });
+  }
+  function schedule(delay) {
+    sequence += 1;  /* an answer to an earlier state is not drawn */
+    if (pending) pending.abort();
+    clearTimeout(timer);
+    timer = setTimeout(update, delay === undefined ? 120 : delay);
+  }
+  function status(text, error) {
+    var s = $("status");
+    s.textContent = text;
+    s.className = error ? "error" : "";
+  }
+  function bodyFor(view) {
+    var body = {};
+    if (view === "compare") {
+      body.sentences = $("sentences").value.split("\n").map(function (s) { return s.trim(); }).filter(Boolean);
+      var word = $("word").value.trim();
+      if (word) body.word = word;
+    } else {
+      body.sentence = $("sentence").value;
+    }
+    if (view === "explain") {
+      var layer = +$("explain-layer").value, head = +$("explain-head").value;
+      if (layer !== (values.layers || 1) - 1) body.layer = layer;
+      if (head !== 0) body.head = head;
+    }
+    if (view === "neighbors") {
+      body.word = chosenToken;
+      var k = parseInt($("k").value, 10);
+      if (k && k !== 10) body.k = k;
+    }
+    var s = settingsBody();
+    for (var name in s) body[name] = s[name];
+    return body;
+  }
+  function update() {
+    if (!registry) return;
+    var view = tab, mine = ++sequence;
+    if (pending) pending.abort();
+    pending = window.AbortController ? new AbortController() : null;
+    var signal = pending ? pending.signal : undefined;
+    var body = bodyFor(view);
+    if (view === "neighbors" && !body.word) { neighborsTokens(body, mine, signal); return; }
+    live.lastBody = body;
+    var started = performance.now();
+    $("command-line").textContent = commandLine(view, body);
+    post("/api/" + view, body, signal).then(function (doc) {
+      if (mine !== sequence) return null;
+      var computed = performance.now() - started;
+      return draw(view, doc, signal).then(function () {
+        if (mine !== sequence) return;
+        live.draws += 1;
+        live.drawnAt = performance.now();
+        $("view").setAttribute("data-draws", live.draws);
+        status("answered in " + computed.toFixed(0) + " ms, drawn in " + (performance.now() - started - computed).toFixed(0) + " ms");
+        if (view === "attend") lastAttend = doc;
+        if (view === "neighbors") neighborsTokens(null, mine, signal, doc);
+      });
+    }).catch(function (error) {
+      if (error.name === "AbortError" || mine !== sequence) return;
+      status(error.message, true);
+    });
+  }
+  function draw(view, doc, signal) {
+    var root = $("view");
+    if (view === "attend") {
+      var kept = {};
+      ["layer", "head"].forEach(function (name) {
+        var select = root.querySelector("select." + name);
+        if (select) kept[name] = select.value === "mean" ? null : +select.value;
+      });
+      var L = doc.weights.length, H = doc.weights.length ? doc.weights[0].length : 1;
+      if (kept.layer === undefined || kept.layer >= L) kept.layer = null;
+      if (kept.head === undefined || kept.head >= H) kept.head = null;
+      root.textContent = "";
+      if (!doc.attended_positions.length) {
+        root.appendChild(el("p", { "class": "hint" }, "no token of this sentence has a vector"));
+        return Promise.resolve();
+      }
+      root.appendChild(el("div", { "class": "app" }));
+      window.ctxembedView(root, doc, kept);
+      return Promise.resolve();
+    }
+    var as = view === "explain" ? "terminal" : "svg";
+    var width = Math.max(60, Math.floor(root.clientWidth / 7.3));
+    return post("/api/draw?as=" + as + "&width=" + width, doc, signal).then(function (markup) {
+      root.innerHTML = (as === "svg" ? '<div class="readout">hover or click a cell to read its exact value</div>' : "") + markup;
+      if (as === "svg") window.ctxembedView(root, doc, {});
+    });
+  }
+  /* neighbours: the sentence's tokens, to choose one; the first word token until one is chosen */
+  function neighborsTokens(body, mine, signal, doc) {
+    var box = $("token-choices");
+    function show(tokens) {
+      box.textContent = "";
+      tokens.forEach(function (t) {
+        var b = box.appendChild(el("button", { type: "button", "class": "token" + (t === chosenToken ? " on" : "") }, t));
+        b.addEventListener("click", function () { chosenToken = t; schedule(0); });
+      });
+    }
+    if (doc) { show(tokensOf(lastAttendFor(doc.text) || { tokens: [], attended_positions: [] })); return; }
+    post("/api/attend", { sentence: body.sentence }, signal).then(function (attendDoc) {
+      if (mine !== sequence || attendDoc.text !== $("sentence").value) return;
+      lastAttend = attendDoc;
+      var tokens = tokensOf(attendDoc);
+      if (!tokens.length) { show([]); status("no token of this sentence has a vector", true); return; }
+      chosenToken = tokens.filter(function (t) { return /\w/.test(t); }).pop() || tokens[0];
+      show(tokens);
+      update();
+    }).catch(function (error) { if (error.name !== "AbortError") status(error.message, true); });
+  }
+  function lastAttendFor(text) { return lastAttend && lastAttend.text === text ? lastAttend : null; }
+  function tokensOf(doc) { return doc.attended_positions.map(function (p) { return doc.tokens[p].text; }); }
+
+  /* ------------------------------------------------------------------ wiring */
+  function chooseTab(name) {
+    tab = name;
+    document.querySelectorAll("#tabs button").forEach(function (b) { b.classList.toggle("on", b.getAttribute("data-tab") === name); });
+    document.querySelectorAll(".inputs").forEach(function (box) { box.hidden = !box.classList.contains("for-" + name); });
+    $("view").textContent = "";
+    schedule(0);
+  }
+  function example(name) {
+    $("sentences").value = EXAMPLES[name].sentences.join("\n");
+    $("word").value = EXAMPLES[name].word;
+    schedule(0);
+  }
+  document.querySelectorAll("#tabs button").forEach(function (b) {
+    b.addEventListener("click", function () { chooseTab(b.getAttribute("data-tab")); });
+  });
+  document.querySelectorAll("button.example").forEach(function (b) {
+    b.addEventListener("click", function () { example(b.getAttribute("data-example")); });
+  });
+  $("sentence").addEventListener("keydown", function () { live.keyAt = performance.now(); });
+  $("sentence").addEventListener("input", function () {
+    if (tab === "neighbors") { chosenToken = null; schedule(250); } else schedule();
+  });
+  $("sentences").addEventListener("input", function () { schedule(250); });
+  $("word").addEventListener("input", function () { schedule(250); });
+  $("k").addEventListener("input", function () { schedule(250); });
+  $("explain-layer").addEventListener("change", function () { schedule(0); });
+  $("explain-head").addEventListener("change", function () { schedule(0); });
+  $("copy").addEventListener("click", function () {
+    var text = $("command-line").textContent;
+    if (navigator.clipboard) navigator.clipboard.writeText(text).then(function () { status("copied"); }, function () {});
+  });
+  $("sentences").value = EXAMPLES.bank.sentences.join("\n");
+  $("word").value = EXAMPLES.bank.word;
+  fetch("/api/settings").then(function (r) { return r.json(); }).then(function (found) {
+    registry = found;
+    $("vectors").textContent = "vectors: " + found.vectors.name + ", " + found.vectors.dim + " dimensions";
+    values = JSON.parse(JSON.stringify(found.presets[preset]));
+    buildControls();
+    chooseTab(tab);
+  }).catch(function (error) { status("cannot read the settings: " + error.message, true); });
+})();
