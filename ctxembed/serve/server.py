@@ -63,6 +63,7 @@ class LiveServer(ThreadingHTTPServer):
     """A ThreadingHTTPServer holding the explorers and the Host names it answers to."""
 
     daemon_threads = True  # Ctrl-C does not wait for open connections
+    request_queue_size = 128  # connections waiting to be accepted (socketserver's 5 resets a burst of 20)
     block_on_close = False
 
     def __init__(self, host: str, port: int, explorers: Explorers):
