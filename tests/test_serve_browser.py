@@ -30,7 +30,8 @@ def page(browser, server):
     page.goto(server.url)
     page.wait_for_selector("table.matrix td", timeout=WAIT * 1000)
     yield page
-    assert page.errors == []
+    # a sentence typed half-way may have no word with a vector yet: a 4xx the page shows, which Chromium notes
+    assert [e for e in page.errors if "responded with a status of 4" not in e] == []
     assert all(url.startswith(server.url) or url.startswith("data:") for url in page.requests), page.requests
     page.close()
 
@@ -47,12 +48,16 @@ def draws(page) -> int:
     return page.evaluate("window.ctxembedLive.draws")
 
 
+def settled(page, before: int, also: str = "true") -> None:
+    """Wait for a draw after ``before`` draws, with no answer still coming (and ``also`` true)."""
+    wait_until(page, f"window.ctxembedLive.draws > {before} && !window.ctxembedLive.busy && ({also})")
+
+
 def type_sentence(page, text: str) -> None:
     before = draws(page)
     page.locator("#sentence").fill("")
     page.locator("#sentence").press_sequentially(text, delay=15)
-    wait_until(page, f"window.ctxembedLive.draws > {before} && document.getElementById('sentence').value === "
-               f"window.ctxembedLive.lastBody.sentence")  # fmt: skip
+    settled(page, before, "document.getElementById('sentence').value === window.ctxembedLive.lastBody.sentence")
     wait_until(page, f"document.querySelector('#view .meta') && document.querySelector('#view .meta').textContent "
                f"=== {text!r}")  # fmt: skip
 
@@ -84,8 +89,7 @@ def test_changing_heads_makes_the_head_selector_follow(page, server):
     for heads in (2, 4):
         before = draws(page)
         page.locator("#setting-heads").fill(str(heads))
-        wait_until(page, f"window.ctxembedLive.draws > {before} && document.querySelectorAll('select.head option')"
-                   f".length === {heads + 1}")  # fmt: skip
+        settled(page, before, f"document.querySelectorAll('select.head option').length === {heads + 1}")
     assert page.locator("select.head option").all_text_contents() == ["mean of 4 heads"] + [
         f"head {h}" for h in range(4)
     ]
@@ -108,11 +112,11 @@ def test_the_controls_come_from_the_settings_registry(page, server):
     assert page.locator("#setting-normalization option").all_text_contents() == ["softmax", "sum"]
     before = draws(page)
     page.select_option("#preset", "textbook")
-    wait_until(page, f"window.ctxembedLive.draws > {before}")
+    settled(page, before)
     assert not page.locator("#setting-mix").input_value()  # the textbook preset has no mix
     before = draws(page)
     page.locator("#setting-causal").check()
-    wait_until(page, f"window.ctxembedLive.draws > {before}")
+    settled(page, before)
     command = the_command(page)
     assert command[-3:] == ["--preset", "textbook", "--causal"]
     assert "causal" in page.locator("#view .meta").nth(1).text_content()
@@ -120,8 +124,9 @@ def test_the_controls_come_from_the_settings_registry(page, server):
 
 def test_compare_the_bank_sentences_and_read_the_values(page, server, tmp_path):
     page.click("#tabs button[data-tab=compare]")
+    before = draws(page)
     page.click("button.example[data-example=bank]")
-    page.wait_for_selector("#view svg g.cell", timeout=WAIT * 1000)
+    settled(page, before, "document.querySelector('#view svg g.cell')")
     command = the_command(page)
     assert command[0] == "compare" and command[-2:] == ["--word", "bank"]
     doc = run_json(*command, "--json")
@@ -139,8 +144,9 @@ def test_compare_the_bank_sentences_and_read_the_values(page, server, tmp_path):
 
 def test_explain_shows_the_numbered_steps(page, server):
     type_sentence(page, "Apple makes phones")
+    before = draws(page)
     page.click("#tabs button[data-tab=explain]")
-    page.wait_for_selector("#view pre.terminal", timeout=WAIT * 1000)
+    settled(page, before, "document.querySelector('#view pre.terminal')")
     text = page.locator("#view pre.terminal").text_content()
     for step in ("1. inputs x", "3. raw scores", "6. weights", "7. context_i"):
         assert step in text
@@ -153,7 +159,7 @@ def test_neighbors_lists_a_chosen_tokens_neighbours(page, server):
     page.wait_for_selector("#token-choices button.token", timeout=WAIT * 1000)
     before = draws(page)
     page.locator("#token-choices button.token", has_text="river").click()
-    wait_until(page, f"window.ctxembedLive.draws > {before} && window.ctxembedLive.lastBody.word === 'river'")
+    settled(page, before, "window.ctxembedLive.lastBody.word === 'river'")
     command = the_command(page)
     assert command == ["neighbors", "we sat on the river bank", "--word", "river"]
     doc = run_json(*command, "--json")
@@ -164,7 +170,6 @@ def test_neighbors_lists_a_chosen_tokens_neighbours(page, server):
 def test_a_bad_setting_shows_the_command_lines_message(page, server):
     before = page.locator("#status").text_content()
     page.locator("#setting-heads").fill("3")  # 100 dimensions do not split into 3 heads
-    wait_until(page, "document.getElementById('status').className === 'error'")
+    wait_until(page, "!window.ctxembedLive.busy && document.getElementById('status').className === 'error'")
     message = page.locator("#status").text_content()
     assert message != before and "3 heads" in message
-    page.errors[:] = [e for e in page.errors if "status of 400" not in e]  # the browser's note of that answer

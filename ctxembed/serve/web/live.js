@@ -11,7 +11,8 @@
   };
   var registry = null, tab = "attend", values = {}, preset = "default", sequence = 0, timer = null;
   var pending = null, lastAttend = null, chosenToken = null;
-  var live = window.ctxembedLive = { draws: 0, keyAt: null, drawnAt: null, lastBody: null };
+  /* what tests and benchmarks read: draws so far, whether an answer is still coming, the last body sent */
+  var live = window.ctxembedLive = { draws: 0, busy: true, keyAt: null, drawnAt: null, lastBody: null };
   var $ = function (id) { return document.getElementById(id); };
 
   function el(tag, attrs, text) {
@@ -176,6 +177,7 @@
   }
   function schedule(delay) {
     sequence += 1;  /* an answer to an earlier state is not drawn */
+    live.busy = true;
     if (pending) pending.abort();
     clearTimeout(timer);
     timer = setTimeout(update, delay === undefined ? 120 : delay);
@@ -226,6 +228,7 @@
         if (mine !== sequence) return;
         live.draws += 1;
         live.drawnAt = performance.now();
+        live.busy = false;
         $("view").setAttribute("data-draws", live.draws);
         status("answered in " + computed.toFixed(0) + " ms, drawn in " + (performance.now() - started - computed).toFixed(0) + " ms");
         if (view === "attend") lastAttend = doc;
@@ -233,6 +236,7 @@
       });
     }).catch(function (error) {
       if (error.name === "AbortError" || mine !== sequence) return;
+      live.busy = false;
       status(error.message, true);
     });
   }
@@ -282,7 +286,11 @@
       chosenToken = tokens.filter(function (t) { return /\w/.test(t); }).pop() || tokens[0];
       show(tokens);
       update();
-    }).catch(function (error) { if (error.name !== "AbortError") status(error.message, true); });
+    }).catch(function (error) {
+      if (error.name === "AbortError" || mine !== sequence) return;
+      live.busy = false;
+      status(error.message, true);
+    });
   }
   function lastAttendFor(text) { return lastAttend && lastAttend.text === text ? lastAttend : null; }
   function tokensOf(doc) { return doc.attended_positions.map(function (p) { return doc.tokens[p].text; }); }
