@@ -39,7 +39,7 @@ CACHE = make_corpus.CACHE
 PYTHON = sys.executable
 CTXEMBED = str(Path(sys.executable).parent / "ctxembed")
 SENTENCES = ["we sat on the river bank", "I deposited money in the bank"]
-JOBS = ("coldstart", "stores", "batch", "bounds", "scaling", "senses", "robustness", "train")
+JOBS = ("coldstart", "stores", "batch", "bounds", "scaling", "senses", "robustness", "train", "serve")
 SENSES_WORDS = ["bass", "plant", "bank", "interest", "apple"]
 SENSES_COPIES = 17  # of the 5.97 MB Brown example corpus: 101 MB of text
 BATCH_SENTENCES = 200_000  # throughput: a run of ~3 s, so batch's ~0.2 s start weighs ~7%, as on a real corpus
@@ -802,6 +802,14 @@ def train_job(repeat: int) -> Report:
     return Report([Row(*row) for row in rows], details)
 
 
+def serve_job(repeat: int) -> Report:
+    """The live page: endpoint latency and keystroke -> redrawn matrix in Chromium (benchmarks/serving.py)."""
+    import serving
+
+    rows, details = serving.serving(CTXEMBED, base_env(CACHE / "ctxembed-cache"), REPO)
+    return Report([Row(*row) for row in rows], details)
+
+
 def table(rows: list[Row]) -> str:
     head = ["job", "ctxembed", "reference", "ratio", "target", "met?"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -872,6 +880,8 @@ def main() -> None:
             reports[job] = robustness_job(args.repeat)
         elif job == "train":
             reports[job] = train_job(args.repeat)
+        elif job == "serve":
+            reports[job] = serve_job(args.repeat)
         else:
             reports[job] = scaling()
         reports[job].details["job_seconds"] = time.perf_counter() - t0

@@ -59,6 +59,15 @@ def cli_error(*args, code: int) -> str:
 
 
 # ------------------------------------------------------------------------------ the documents of --json
+def test_endpoints_module_examples():
+    import doctest
+
+    from ctxembed.serve import endpoints
+
+    failures, tried = doctest.testmod(endpoints)
+    assert tried >= 3 and failures == 0
+
+
 def test_attend_is_the_cli_json_document(server):
     assert post(server, "attend", {"sentence": "Apple makes phones"}) == (
         200,

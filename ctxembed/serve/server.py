@@ -109,6 +109,12 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the page sends a request per keystroke pause
     timeout = 30  # seconds a connection may stay silent: a stalled client does not hold a thread forever
 
+    def setup(self) -> None:
+        # Headers and body are two writes: without TCP_NODELAY, Nagle's algorithm holds the body until the
+        # client's delayed ACK of the headers, 40 ms later on Linux (measured: 44 ms a request, not 1 ms).
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().setup()
+
     # -------------------------------------------------------------------------- routing
     def do_GET(self) -> None:
         self._handle("GET")
