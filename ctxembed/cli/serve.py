@@ -10,7 +10,7 @@ from ctxembed.cli import app, reports_errors
 from ctxembed.cli.options import LimitOpt, TrustOpt, VectorsOpt
 
 
-@app.command(epilog="Example: ctxembed serve --open   (then type a sentence; Ctrl-C stops)")
+@app.command(epilog="Example: ctxembed serve --open   # needs: a person to type, and to stop it with Ctrl-C")
 @reports_errors
 def serve(
     vectors: VectorsOpt = None,

@@ -335,9 +335,9 @@ def drawing(doc: Any, kind: str, width: int = 100) -> str:
 
 
 _RENDERERS = {
-    "ctxembed.attend/1": "render_attend",
-    "ctxembed.compare/1": "render_compare",
-    "ctxembed.neighbors/1": "render_neighbors",
+    "ctxembed.attend": "render_attend",
+    "ctxembed.compare": "render_compare",
+    "ctxembed.neighbors": "render_neighbors",
 }
 
 
@@ -346,9 +346,10 @@ def _terminal_html(doc: dict, width: int) -> str:
 
     from ctxembed.views import render
 
-    schema = doc.get("schema")
+    schema = str(doc.get("schema")).rpartition("/")[0]  # any version: the renderers read what they know
     if schema not in _RENDERERS:
-        raise UsageError(f"cannot draw a {schema!r} document as a terminal view (known: {', '.join(_RENDERERS)})")
+        known = ", ".join(_RENDERERS)
+        raise UsageError(f"cannot draw a {doc.get('schema')!r} document as a terminal view (known: {known})")
     console = Console(file=io.StringIO(), record=True, width=max(40, min(width, 240)), force_terminal=True)
     if "explain" in doc:
         render.render_explain(console, doc["explain"])

@@ -293,7 +293,15 @@
     });
   }
   function lastAttendFor(text) { return lastAttend && lastAttend.text === text ? lastAttend : null; }
-  function tokensOf(doc) { return doc.attended_positions.map(function (p) { return doc.tokens[p].text; }); }
+  /* the words to send for each token: "bank", then "bank#2" for its second occurrence (as --word takes) */
+  function tokensOf(doc) {
+    var seen = {};
+    return doc.attended_positions.map(function (p) {
+      var text = doc.tokens[p].text, key = text.toLowerCase();
+      seen[key] = (seen[key] || 0) + 1;
+      return seen[key] > 1 ? text + "#" + seen[key] : text;
+    });
+  }
 
   /* ------------------------------------------------------------------ wiring */
   function chooseTab(name) {
