@@ -34,10 +34,10 @@ from ctxembed.core.attention import (
 )
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.projections import LayerParams, random_params
+from ctxembed.core.similarity import row_cosines
 from ctxembed.errors import DataError, SettingError
 from ctxembed.output import say
 from ctxembed.settings import Settings, build_settings, fit_to_vectors
-from ctxembed.vectors.search import nearest
 from ctxembed.vectors.sources import open_vectors
 from ctxembed.vectors.statistics import statistics
 from ctxembed.vectors.store import VectorStore
@@ -313,30 +313,6 @@ class Contextualized:
         return row_cosines(self.inputs, self.contextual)
 
 
-def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosine of each row pair (n, d), (n, d) -> (n,), in the inputs' dtype; zero rows give 0."""
-    dots = np.einsum("td,td->t", a, b)  # (T,)
-    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)  # (T,)
-    return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
-    return float(np.dot(a, b) / norm) if norm > 0 else 0.0
-
-
-def unit_rows(vectors: np.ndarray) -> np.ndarray:
-    """Each row of (n, d) scaled to length 1, in the input's dtype; zero rows stay zero."""
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)  # (n, 1)
-    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)  # (n, d)
-
-
-def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
-    """Pairwise cosines of n vectors (n, d) -> (n, n); zero vectors give 0."""
-    unit = unit_rows(vectors)  # (n, d)
-    return np.clip(unit @ unit.T, -1.0, 1.0)  # (n, n)
-
-
 def _non_finite(x: np.ndarray, *, masked: bool = False) -> bool:
     """True when ``x`` holds NaN or infinity; with ``masked``, -inf (a masked score) is allowed."""
     if masked:
@@ -595,10 +571,6 @@ class Engine:
                 results[i] = result
         return results
 
-    def run_many(self, sentences: Sequence[Prepared], *, weights: bool = True, group: int | None = None):
-        """The same as :meth:`run` (kept for callers of the padded-group days; ``group`` is ignored)."""
-        return self.run(sentences, weights=weights)
-
     def groups(self, sentences: Sequence[Prepared], *, weights: bool = True, trace: bool = False):
         """Yield (indices into sentences, their results) group by group, shortest sentences first
         (the groups of :meth:`arrays`, cut into one :class:`Contextualized` per sentence)."""
@@ -700,12 +672,6 @@ class Engine:
                 if any(_non_finite(x, masked=name == "the attention scores") for x in array):
                     return f"{name} of layer {number}"
         return "the contextual vectors"
-
-    # ------------------------------------------------------------------ neighbours
-    def neighbors(self, vector: np.ndarray, *, k: int, exclude: set[str], space: str) -> list[tuple[str, float]]:
-        """Nearest vocabulary words of ``vector``. ``space="static"`` compares with the store as is;
-        ``"input"`` with the vocabulary after all-but-the-top removal (where contextual vectors live)."""
-        return nearest(self.store, vector, k=k, exclude=exclude, removal=None if space == "static" else self.removal)
 
 
 def open_engine(

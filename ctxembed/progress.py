@@ -4,7 +4,8 @@
 - :func:`reading` follows how far a library call has read a file (gensim parsing a vector file),
   from the file offset the operating system reports for it (Linux; elsewhere a spinner);
 - :func:`slow` shows a spinner with the elapsed time, only once a step has taken over a second;
-- :class:`Training` shows training's steps, loss and speed, and turns Ctrl-C into a clean stop.
+- :class:`Training` shows training's steps, loss and speed, and turns Ctrl-C into a clean stop;
+- :func:`scanning` follows a corpus scan (``senses``), :class:`Lines` a batch run (``batch``).
 
 Pipes, tests and ``NO_COLOR``-less scripts see none of it: machine output stays on stdout and
 stderr only carries the one-line notes.
@@ -215,3 +216,30 @@ def scanning(source: str | os.PathLike) -> Iterator[Callable[[int], None] | None
     task = bar.add_task("scan", total=total)
     with bar:
         yield lambda chars: bar.update(task, completed=chars)
+
+
+class Lines:
+    """Batch's bar: how far the input file has been read (by its offset), and the lines written."""
+
+    def __init__(self, total_bytes: int | None):
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.total = total_bytes
+        self.bar = Progress(
+            TextColumn("batch"),
+            BarColumn(),
+            TextColumn("{task.fields[lines]:,} lines"),
+            TimeElapsedColumn(),
+            console=Console(file=sys.stderr, stderr=True),
+            transient=True,
+        )
+        self.task = self.bar.add_task("batch", total=total_bytes, lines=0)
+        self.bar.start()
+
+    def advance(self, lines: int, stream) -> None:
+        position = stream.tell() if self.total else None
+        self.bar.update(self.task, completed=position, lines=lines)
+
+    def stop(self) -> None:
+        self.bar.stop()

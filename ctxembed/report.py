@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxembed.engine import Contextualized, Engine, cosine, cosine_matrix
+from ctxembed.core.similarity import cosine, cosine_matrix
+from ctxembed.engine import Contextualized, Engine
 from ctxembed.errors import DataError, UsageError
 from ctxembed.settings import Settings
+from ctxembed.vectors.search import nearest
 
 
 def token_records(result: Contextualized) -> list[dict]:
@@ -212,8 +214,10 @@ def neighbors_document(
     context = [] if include_context else [t.key for t in result.used_tokens() if t.key != token.key]
     excluded = list(dict.fromkeys(context))  # the sentence's words, once each, in order
     exclude = {token.key, *excluded}
-    static_list = engine.neighbors(result.static[row], k=k, exclude=exclude, space="static")
-    contextual_list = engine.neighbors(contextual, k=k, exclude=exclude, space="input")
+    # static vectors against the store as is; contextual ones against the vocabulary after
+    # all-but-the-top removal, the space the attention inputs (and so the outputs) live in
+    static_list = nearest(engine.store, result.static[row], k=k, exclude=exclude)
+    contextual_list = nearest(engine.store, contextual, k=k, exclude=exclude, removal=engine.removal)
     return {
         "schema": "ctxembed.neighbors/2",
         "vectors": vectors,

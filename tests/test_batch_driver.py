@@ -287,14 +287,14 @@ def test_workers_auto_starts_one_per_usable_core_for_big_input(engine, monkeypat
     import ctxembed.batch.driver as batch
 
     counts = []
-    real = batch._WorkerPool.__init__
+    real = batch.WorkerPool.__init__
 
-    def pool(self, engine_, options, count):
+    def pool(self, work, count):
         counts.append(count)
-        real(self, engine_, options, count)
+        real(self, work, count)
 
     monkeypatch.setattr(batch, "usable_cores", lambda: 3)
-    monkeypatch.setattr(batch._WorkerPool, "__init__", pool)
+    monkeypatch.setattr(batch.WorkerPool, "__init__", pool)
     records = run_lines(engine, b"the river bank\n" * 40, chunk=4, workers=0)
     assert counts == [3] and [r["line"] for r in records] == list(range(1, 41))
     counts.clear()

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxembed.batch.driver import LineSource, _read_frame, _write_frame
+from ctxembed.batch.driver import LineSource
+from ctxembed.batch.pool import read_frame, write_frame
 from ctxembed.batch.records import LongLine
 from ctxembed.core.attention import AttentionConfig, encode, random_params
 from ctxembed.errors import DataError
@@ -134,10 +135,10 @@ def test_frames_cross_a_pipe_whole():
     read, write = os.pipe()
     payloads = [b"", b"x", os.urandom(3 << 20), b"end"]  # bigger than any pipe: written in parts
     received = []
-    reader = threading.Thread(target=lambda: received.extend(_read_frame(read) for _ in payloads))
+    reader = threading.Thread(target=lambda: received.extend(read_frame(read) for _ in payloads))
     reader.start()
     for payload in payloads:
-        _write_frame(write, payload)
+        write_frame(write, payload)
     reader.join()
     os.close(read)
     os.close(write)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxembed import engine as explore
+from ctxembed.core.similarity import row_cosines
 from ctxembed.engine import Engine
 from ctxembed.errors import DataError, UsageError
 from ctxembed.settings import PRESETS, Settings, build_settings, ladder
@@ -71,7 +71,7 @@ def target_vectors(
         for (n, sentence), row in zip(prepared, rows, strict=True):
             vectors[n], found[n] = sentence.static[row], True
         return vectors, found, coverage
-    results = engine.run_many([sentence for _, sentence in prepared], group=512)
+    results = engine.run([sentence for _, sentence in prepared])
     for (n, _), row, result in zip(prepared, rows, results, strict=True):
         vectors[n], found[n] = result.contextual[row], True
     return vectors, found, coverage
@@ -85,7 +85,7 @@ def target_layers(
     layers = np.zeros((len(occurrences), settings.attention.layers + 1, engine.out_dim), dtype=np.float32)
     found = np.zeros(len(occurrences), dtype=bool)
     prepared, rows, _ = _prepare_targets(engine, store, occurrences)
-    results = engine.run_many([sentence for _, sentence in prepared], group=512)
+    results = engine.run([sentence for _, sentence in prepared])
     for (n, _), row, result in zip(prepared, rows, results, strict=True):
         layers[n], found[n] = result.layers()[:, row], True  # (L + 1, T, d) -> (L + 1, d)
     return layers, found
@@ -119,7 +119,7 @@ def _prepare_targets(engine: Engine, store: VectorStore, occurrences: list[Occur
 def rounded_row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cosine of each row pair (n, d), (n, d) -> (n,), in float64 and rounded to 1e-10, so identical
     vectors tie at exactly 1 instead of scattering around it by float32 rounding."""
-    cosines = explore.row_cosines(a.astype(np.float64), b.astype(np.float64))  # (n,)
+    cosines = row_cosines(a.astype(np.float64), b.astype(np.float64))  # (n,)
     return np.round(np.clip(cosines, -1.0, 1.0), 10)
 
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ctxembed.engine import Engine, unit_rows
+from ctxembed.core.similarity import unit_rows
+from ctxembed.engine import Engine
 from ctxembed.errors import DataError
 from ctxembed.senses.occurrences import Occurrence, word_forms
 from ctxembed.settings import SENSE_OPTIONS, SenseOptions
@@ -113,7 +114,7 @@ def target_vectors(engine: Engine, prepared: list, rows: list[int], *, drop_own:
         return vectors
     distinct = list({id(s): s for s in prepared}.values())
     with one_thread():
-        results = dict(zip(map(id, distinct), engine.run_many(distinct), strict=True))
+        results = dict(zip(map(id, distinct), engine.run(distinct), strict=True))
     for n, (sentence, row) in enumerate(zip(prepared, rows, strict=True)):
         result = results[id(sentence)]
         vectors[n] = result.contextual[row]

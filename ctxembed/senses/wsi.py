@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxembed.engine import Engine, unit_rows
+from ctxembed.core.similarity import unit_rows
+from ctxembed.engine import Engine
 from ctxembed.errors import DataError
 from ctxembed.settings import Settings, build_settings
 from ctxembed.vectors.corpus import open_file
