@@ -11,6 +11,9 @@ Browser: Debian's headless Chromium (Playwright) on the page; a character is typ
 24-token sentence, 40 times, and the figure is the page's own performance.now() from the keydown to the
 end of the redraw (the page waits 120 ms after the last keystroke before asking: the debounce is part of
 the figure, as a person feels it). Target: ≤ 300 ms (issue 27).
+
+Also, in this process: what a fresh Explorer costs beside an attend answer on a cached one, the reason
+the server keeps one Explorer per settings behind a lock rather than building one per request.
 """
 
 from __future__ import annotations
@@ -153,6 +156,29 @@ def keystrokes(port: int) -> dict | None:
     return figures(samples) | {"tokens": tokens}
 
 
+def fresh_or_locked() -> dict:
+    """Why one locked Explorer per settings and not one per request: what building one costs beside an
+    attend answer on a cached one (in this process, the store already open, as in the server)."""
+    from ctxembed.api import Explorer
+    from ctxembed.serve.endpoints import Explorers, answer
+
+    Explorer()  # opens the store: once per server either way
+    build = []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        Explorer()
+        build.append(time.perf_counter() - t0)
+    explorers = Explorers()
+    body = {"sentence": "the fisherman sat on the muddy river bank"}
+    answer("attend", body, explorers)
+    answers = []
+    for _ in range(200):
+        t0 = time.perf_counter()
+        answer("attend", body, explorers)
+        answers.append(time.perf_counter() - t0)
+    return {"build": figures(build), "answer": figures(answers)}
+
+
 def wait(page, expression: str, timeout: float = 30) -> None:
     end = time.monotonic() + timeout
     while not page.evaluate(expression):
@@ -171,6 +197,7 @@ def serving(ctxembed: str, env: dict, repo: Path) -> tuple[list[tuple], dict]:
     finally:
         process.terminate()
         process.wait(30)
+    costs = fresh_or_locked()
     attend = latency["attend"]
     rows = [
         (
@@ -184,6 +211,17 @@ def serving(ctxembed: str, env: dict, repo: Path) -> tuple[list[tuple], dict]:
         ("serve: POST /api/compare, pairs of those sentences", ms(latency["compare"]), "", "", "", None),
         ("serve: POST /api/attend, 20 threads at once", ms(latency["attend_20_threads"]), "", "", "", None),
     ]
+    build, answer = costs["build"]["median"], costs["answer"]["median"]
+    rows.append(
+        (
+            "serve: a fresh Explorer per request, against an 8-token attend answer on a cached (locked) one",
+            f"Explorer() {build * 1e3:.1f} ms; answer {answer * 1e3:.2f} ms (medians)",
+            "",
+            f"{build / answer:.0f}x",
+            "",
+            None,
+        )
+    )
     if typing is None:
         rows.append(("serve: keystroke -> redrawn matrix in Chromium", "skipped: no chromium", "", "", "", None))
     else:
@@ -197,7 +235,7 @@ def serving(ctxembed: str, env: dict, repo: Path) -> tuple[list[tuple], dict]:
                 typing["median"] <= KEYSTROKE_TARGET,
             )
         )
-    return rows, {"latency": latency, "keystrokes": typing}
+    return rows, {"latency": latency, "keystrokes": typing, "fresh_or_locked": costs}
 
 
 if __name__ == "__main__":

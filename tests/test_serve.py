@@ -233,8 +233,8 @@ def test_draw_returns_the_saved_views_figure(server):
 
 
 # ------------------------------------------------------------------------------ the command
-def _start(*args) -> tuple[subprocess.Popen, str]:
-    env = {**os.environ, "CTXEMBED_CACHE_DIR": str(SHARED_CACHE), "BROWSER": "true"}
+def _start(*args, browser: str = "true") -> tuple[subprocess.Popen, str]:
+    env = {**os.environ, "CTXEMBED_CACHE_DIR": str(SHARED_CACHE), "BROWSER": browser}
     process = subprocess.Popen(
         [sys.executable, "-m", "ctxembed", "serve", "--port", "0", *args],
         stdout=subprocess.PIPE,
@@ -281,6 +281,23 @@ def test_a_port_in_use_is_one_line():
         start = time.perf_counter()
         message = fails(1, "serve", "--port", port)
         assert f"127.0.0.1:{port} is in use" in message and time.perf_counter() - start < TIMEOUT
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=TIMEOUT)
+
+
+def test_open_hands_the_url_to_the_default_browser(tmp_path):
+    opened = tmp_path / "opened"
+    browser = tmp_path / "browser"
+    browser.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
+    browser.chmod(0o755)
+    process, line = _start("--open", browser=str(browser))
+    try:
+        url = line.split("ctxembed serve: ")[1].split()[0]
+        end = time.monotonic() + TIMEOUT
+        while not (opened.exists() and opened.read_text().strip()) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert opened.read_text().strip() == url
     finally:
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=TIMEOUT)
