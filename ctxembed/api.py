@@ -24,14 +24,26 @@ from os import PathLike
 from typing import Any
 
 import numpy as np
+import orjson
 
 from ctxembed.config import DEFAULT_MAX_TOKENS, check_view
 from ctxembed.engine import Contextualized, open_engine
 from ctxembed.errors import UsageError
-from ctxembed.output import as_json, say
+from ctxembed.output import as_json, dumps, say
+from ctxembed.report import (
+    attend_document,
+    compare_document,
+    explain_steps,
+    neighbors_document,
+    skipped_records,
+    token_records,
+)
 from ctxembed.settings import Settings
 from ctxembed.vectors.store import VectorStore
 
+# The jobs and the views load on first use: this module is on every attend/compare/neighbors path,
+# and each would add to its cold start (measured after the CLI and the engine are loaded: views.export
+# 64 ms, views.render 55 ms, evaluation.run 44 ms, senses.run 15 ms, batch.embed 10 ms, rich 30 ms).
 __all__ = ["AttendResult", "CompareResult", "Explorer", "NeighborsResult"]
 
 
@@ -113,8 +125,6 @@ class Explorer:
 
     def compare(self, sentences: Sequence[str], word: str | None = None) -> CompareResult:
         """Static against contextual cosine of ``word`` (default: every shared word) across sentences."""
-        from ctxembed.report import compare_document
-
         sentences = list(sentences)
         if len(sentences) < 2:
             raise UsageError(f"compare needs at least two sentences, got {len(sentences)}")
@@ -124,8 +134,6 @@ class Explorer:
     def neighbors(self, text: str, word: str, k: int = 10, *, include_context: bool = False) -> NeighborsResult:
         """Nearest vocabulary words of ``word``'s contextual vector in ``text``, beside its static ones;
         the sentence's other words are left out of both lists unless ``include_context``."""
-        from ctxembed.report import neighbors_document
-
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
             raise UsageError(f"k must be an integer in [1, 1000], not {k!r}")
         [result] = self.contextualize([text])
@@ -226,10 +234,6 @@ class _Shown:
 
     def to_dict(self) -> dict:
         """The JSON document, exactly as ``--json`` prints it (JSON types only)."""
-        import orjson
-
-        from ctxembed.output import dumps
-
         return orjson.loads(dumps(self.document()))
 
     def save(self, path: str | PathLike) -> None:
@@ -295,8 +299,6 @@ class AttendResult(_Shown):
     @property
     def tokens(self) -> list[dict]:
         """Every token of the sentence, in order, with its status (see the class's docstring)."""
-        from ctxembed.report import token_records
-
         return token_records(self.result)
 
     @property
@@ -307,8 +309,6 @@ class AttendResult(_Shown):
     @property
     def skipped(self) -> list[dict]:
         """The tokens left out of attention (no vector, ``--oov skip``): ``{text, position}`` each."""
-        from ctxembed.report import skipped_records
-
         return skipped_records(self.result)
 
     @property
@@ -327,8 +327,6 @@ class AttendResult(_Shown):
         return self.result.contextual
 
     def document(self) -> dict:
-        from ctxembed.report import attend_document, explain_steps
-
         doc = attend_document(
             self.result, self.explorer.settings, self.explorer.vectors, with_vectors=self.with_vectors, top=self.top
         )

@@ -38,9 +38,10 @@ from ctxembed.core.similarity import row_cosines
 from ctxembed.errors import DataError, SettingError
 from ctxembed.output import say
 from ctxembed.settings import Settings, build_settings, fit_to_vectors
+from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.sources import open_vectors
 from ctxembed.vectors.statistics import statistics
-from ctxembed.vectors.store import VectorStore
+from ctxembed.vectors.store import ROW_SOURCES, VectorStore
 from ctxembed.vectors.tokenize import WINDOW, Token, pretokenized, token_pieces, token_strings, tokenize, vocabulary_key
 from ctxembed.vectors.weights import check_trained_weights, load_projections
 
@@ -155,8 +156,6 @@ def token_sources(
     n: int, in_vocab: Sequence[bool], used: Sequence[int], rows: Sequence[int], store: VectorStore
 ) -> list[str]:
     """Per token of a sentence of ``n`` tokens: its source (``rows`` per used token, -1: no store row)."""
-    from ctxembed.vectors.store import ROW_SOURCES
-
     codes = store.row_sources  # (N,) or None
     sources = ["none"] * n
     for position, row in zip(used, rows, strict=True):
@@ -394,8 +393,6 @@ class Engine:
 
     def _layer_mix(self) -> LayerMix | None:
         """The mix the settings name, checked against the layers (None: the last layer alone)."""
-        from ctxembed.vectors.mixfiles import resolve_mix
-
         mix = resolve_mix(self.settings.mix, self.settings.attention.layers)
         if mix is not None and self.out_dim != self.dim:
             raise SettingError(

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ctxembed.errors import OutputClosed
+
 if TYPE_CHECKING:  # rich costs ~15 ms to import; JSON output never needs it
     from rich.console import Console
 
@@ -43,8 +45,6 @@ def stdout_console() -> Console:
 
 
 def _output_closed() -> None:
-    from ctxembed.errors import OutputClosed
-
     raise OutputClosed()
 
 

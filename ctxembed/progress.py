@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+# rich.progress costs ~60 ms to import (rich.console ~30 ms): only a bar that is drawn imports it.
 SLOW_SECONDS = 1.0  # a step shows progress once it has taken this long
 
 

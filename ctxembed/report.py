@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from ctxembed.core.similarity import cosine, cosine_matrix
-from ctxembed.engine import Contextualized, Engine
+from ctxembed.engine import Contextualized, Engine, locate, split_word
 from ctxembed.errors import DataError, UsageError
 from ctxembed.settings import Settings
 from ctxembed.vectors.search import nearest
+from ctxembed.vectors.weights import describe_weights
 
 
 def token_records(result: Contextualized) -> list[dict]:
@@ -79,8 +80,6 @@ def attend_document(
 def focus_token(doc: dict, word: str) -> tuple[int, int, int]:
     """(row, occurrence, occurrences) of ``--focus``/``--word``: ``#N`` is the token at position N,
     ``bank#2`` the second ``bank``, ``bank`` the first (a token's text or vocabulary key, any case)."""
-    from ctxembed.engine import locate, split_word
-
     positions = list(doc["attended_positions"])
     tokens = doc["tokens"]
     texts = [t["text"] for t in tokens]
@@ -127,7 +126,6 @@ def _locate(result: Contextualized, word: str, where: str, *, listing: bool = Tr
     found = result.prepared.locate(word)
     if found is not None:
         return found
-    from ctxembed.engine import split_word
 
     name, number = split_word(word)
     if name is not None and number is not None:
@@ -245,8 +243,6 @@ def _projections_text(settings: Settings) -> str | None:
     if settings.projection == "random":
         return f"W_query, W_key, W_value are random (Xavier uniform, seed {settings.seed}), not trained"
     if settings.projection == "file":
-        from ctxembed.vectors.weights import describe_weights
-
         return describe_weights(settings.weights_file)
     return None
 

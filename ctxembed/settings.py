@@ -36,12 +36,15 @@ from ctxembed.config import (
     PROJECTION_PANEL,
     AttentionConfig,
     Projection,
+    ReadOptions,
     Setting,
     check_declared,
     declarations,
     setting,
 )
+from ctxembed.core.mix import check_spec
 from ctxembed.errors import SettingError
+from ctxembed.vectors.weights import describe_weights, learned_weights_path, trained_settings
 
 
 def _projection(v: Mapping[str, Any]) -> str:
@@ -54,8 +57,6 @@ def _projection(v: Mapping[str, Any]) -> str:
 
 
 def _weights_explained(path: str) -> str:
-    from ctxembed.vectors.weights import describe_weights
-
     return describe_weights(path)
 
 
@@ -171,8 +172,6 @@ class Settings:
     def __post_init__(self) -> None:
         check_declared(self)
         if self.mix is not None:
-            from ctxembed.core.mix import check_spec
-
             try:
                 object.__setattr__(self, "mix", check_spec(self.mix))
             except ValueError as exc:
@@ -222,8 +221,6 @@ _OTHER_FLAGS = {
 def flag(name: str) -> str:
     """The command-line flag of a setting, a read option or a vectors option named in a library error
     (``max_tokens`` -> ``--max-tokens``): what the CLI and the live page show for ``{name}``."""
-    from ctxembed.config import ReadOptions
-
     spec = (
         SETTINGS.get(name) or declarations(ReadOptions).get(name) or TRAIN_OPTIONS.get(name) or SENSE_OPTIONS.get(name)
     )
@@ -436,8 +433,6 @@ SENSE_OPTIONS: dict[str, Setting] = declarations(SenseOptions)
 def _learned_changes() -> dict[str, Any]:
     """The shipped weights trained by scripts/build_learned_weights.py. A trained file's recorded
     settings are the ones that count (:func:`build_settings` reads them); a test checks they agree."""
-    from ctxembed.vectors.weights import learned_weights_path
-
     architecture = {"layers": 2, "heads": 4, "residual": True, "positions": True}
     return architecture | {"projection": "file", "weights_file": str(learned_weights_path())}
 
@@ -566,7 +561,6 @@ def settings_schema() -> dict:
 
 def options_table() -> str:
     """The README's table of the settings' options (Markdown), generated from the declarations."""
-    from ctxembed.config import ReadOptions
 
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
@@ -602,8 +596,6 @@ _FILE_DECIDES = {"projection", "weights_file", "seed", "d_out", "output_projecti
 def _trained_values(weights_file: str) -> dict[str, Any]:
     """A weights file written by ``ctxembed train`` carries its architecture: its recorded settings
     replace the preset's, so ``--weights FILE`` needs no other flag (flags given still override)."""
-    from ctxembed.vectors.weights import trained_settings
-
     trained = trained_settings(weights_file)
     if trained is None:
         return {}

@@ -230,7 +230,7 @@ class Output:
 
     def _position(self) -> int | None:
         try:
-            import fcntl
+            import fcntl  # POSIX only: imported where it is used, so the module imports everywhere
 
             if fcntl.fcntl(self.fd, fcntl.F_GETFL) & os.O_APPEND:
                 return os.fstat(self.fd).st_size

@@ -35,6 +35,8 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ctxembed.batch.driver import line_limit, safe_process
+from ctxembed.batch.records import LongLine, chunk_records
 from ctxembed.engine import Engine, open_engine
 from ctxembed.errors import UsageError
 
@@ -58,9 +60,6 @@ def embed_lines(
     gives an error record, never an exception; bad settings raise :class:`ctxembed.UsageError`
     before any line is read.
     """
-    from ctxembed.batch.driver import safe_process
-    from ctxembed.batch.records import chunk_records
-
     engine, options, blocks = _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word)
     for block in blocks:
         if encoded:
@@ -84,8 +83,6 @@ def embed_chunks(
     up to ``chunk`` input lines, newlines included, as one ``bytes``. It is the unit every runner
     shares: ``ctxembed batch``'s workers write these blocks, and a Dask partition joins them,
     with no step per record. ``b"".join(embed_chunks(lines))`` is what ``ctxembed batch`` writes."""
-    from ctxembed.batch.driver import safe_process
-
     engine, options, blocks = _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word)
     for block in blocks:
         yield safe_process(engine, block, options)
@@ -93,9 +90,6 @@ def embed_chunks(
 
 def _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word):
     """Checked settings -> (engine, record options, chunks of numbered input lines)."""
-    from ctxembed.batch.driver import line_limit
-    from ctxembed.batch.records import LongLine
-
     if explorer is not None and keywords:
         raise UsageError(f"give explorer= or settings, not both ({', '.join(sorted(keywords))})")
     if isinstance(start, bool) or not isinstance(start, int) or start < 0:

@@ -16,6 +16,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ctxembed.batch.embed import embed_chunks
+
+# fsspec and dask are the optional extra `scale` (pip install 'ctxembed[scale]'): imported inside the
+# functions that use them, so this module (and its error messages) load without them.
+
 _COUNT_BYTES = 1 << 22  # the line-counting pass reads this much at a time
 
 
@@ -73,8 +78,6 @@ def read_partition(part: Partition) -> list[bytes]:
 def embed_partition(part: Partition, **keywords: Any) -> list[str]:
     """The batch records of one partition, numbered as batch numbers them: JSON lines without their
     newline (what ``dask.bag.Bag.to_textfiles`` writes one per line)."""
-    from ctxembed.batch.embed import embed_chunks
-
     lines = read_partition(part)
     text = b"".join(embed_chunks(lines, start=part.first_line, **keywords)).decode("utf-8")
     return text.split("\n")[:-1]  # every record ends with a newline, and none holds one

@@ -15,6 +15,7 @@ import functools
 import os
 import signal
 import sys
+import warnings
 from typing import Annotated
 
 import typer
@@ -120,7 +121,7 @@ def show(doc: dict, json_out: bool, renderer: str) -> None:
     if json_out:
         emit_json(doc)
         return
-    from ctxembed.views import render
+    from ctxembed.views import render  # rich tables: not loaded by --json runs (~55 ms)
 
     getattr(render, renderer)(stdout_console(), doc)
 
@@ -229,7 +230,6 @@ def main() -> None:
         signal.signal(signal.SIGTERM, _terminate)  # stop like Ctrl-C, with exit 143
     except (ValueError, OSError):  # not the main thread
         pass
-    import warnings
 
     # numpy's RuntimeWarnings are not for users: a NaN or overflow that matters is an error naming
     # its stage (Engine.run), never a warning on stderr

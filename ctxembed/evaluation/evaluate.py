@@ -15,6 +15,7 @@ Configurations: ``static`` (a word's own vector, no attention) and any :class:`S
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from ctxembed.errors import DataError, UsageError
 from ctxembed.settings import PRESETS, Settings, build_settings, ladder
 from ctxembed.vectors.shipped import shipped_path
 from ctxembed.vectors.store import VectorStore
+from ctxembed.vectors.tokenize import tokenize
 
 LADDER = ladder()
 CONFIG_NAMES = (*LADDER, "custom")
@@ -321,9 +323,7 @@ def is_scws(path: Path) -> bool:
 
 def evaluate_word_pairs(store: VectorStore, path: Path) -> dict:
     """Static similarity against human scores, through gensim's own ``evaluate_word_pairs``."""
-    import logging
-
-    from gensim.models import KeyedVectors
+    from gensim.models import KeyedVectors  # over a second: only word-pair files need gensim
 
     logging.getLogger("gensim").setLevel(logging.ERROR)
     kv = KeyedVectors(vector_size=store.dim)
@@ -369,8 +369,6 @@ def read_senses(path: Path) -> list[SenseSentence]:
 
 def evaluate_senses(store: VectorStore, rows: list[SenseSentence], settings: Settings | None) -> dict:
     """Per word: do all same-sense pairs beat all cross-sense pairs? Also the mean margin."""
-    from ctxembed.vectors.tokenize import tokenize
-
     occurrences = []
     for row in rows:
         tokens = tokenize(row.text, lowercase=store.lowercase)

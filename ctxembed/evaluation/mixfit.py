@@ -12,8 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxembed.core import mix as mixing
 from ctxembed.core.mix import LayerMix
 from ctxembed.errors import DataError, UsageError
+from ctxembed.evaluation.evaluate import is_scws, read_scws, read_wic, spearman, target_layers
 from ctxembed.vectors.mixfiles import MIX_SCHEMA
 
 SCWS_SCALE = 10.0  # SCWS ratings run from 0 to 10; fitting reads rating / 10 as a soft label
@@ -34,8 +36,6 @@ class LabelledPairs:
 
 def read_labelled(path: str, split: str) -> LabelledPairs:
     """A WiC folder (its ``split`` with gold labels) or an SCWS-style file."""
-    from ctxembed.evaluation.evaluate import is_scws, read_scws, read_wic
-
     where = Path(path)
     if where.is_dir():
         splits = {s.name: s for s in read_wic(where)}
@@ -58,9 +58,6 @@ def read_labelled(path: str, split: str) -> LabelledPairs:
 
 def fit_document(store, settings, sources: list[LabelledPairs], vectors: dict) -> dict:
     """Learn the mix on the sources (each weighs the same in the loss) and describe it as a document."""
-    from ctxembed.core import mix as mixing
-    from ctxembed.evaluation.evaluate import spearman, target_layers
-
     settings = replace(settings, mix=None)  # the layers themselves, not a mix of them
     grams, targets, weights, described = [], [], [], []
     for source in sources:

@@ -23,12 +23,14 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ctxembed.core.similarity import unit_rows
 from ctxembed.engine import Engine
 from ctxembed.errors import DataError
-from ctxembed.senses.occurrences import Occurrence, word_forms
+from ctxembed.senses.occurrences import Occurrence, scan_corpus, word_forms
 from ctxembed.settings import SENSE_OPTIONS, SenseOptions
+from ctxembed.vectors.search import nearest
 from ctxembed.vectors.tokenize import tokenize
 
 K_MAX = SENSE_OPTIONS["k"].maximum  # largest -k accepted
@@ -166,7 +168,7 @@ def _cluster(unit: np.ndarray, k: int | None, *, k_max: int, min_share: float, s
 
 
 def _kmeans(unit: np.ndarray, k: int, seed: int) -> np.ndarray:
-    from sklearn.cluster import KMeans
+    from sklearn.cluster import KMeans  # scikit-learn takes over a second: imported when clustering starts
 
     if k == 1:
         return np.zeros(len(unit), dtype=np.int64)
@@ -216,8 +218,6 @@ def sense_labels(engine: Engine, centres: np.ndarray, *, k: int, exclude: set[st
     """Nearest vocabulary words of each centre's distinctive direction (the centre minus the mean of the
     centres, so words every sense shares do not label them all), among the LABEL_VOCABULARY most frequent
     words (rare words make poor labels, and the search is that much faster), alphabetic words only."""
-    from ctxembed.vectors.search import nearest
-
     vocabulary = engine.store.head(min(LABEL_VOCABULARY, len(engine.store)))
     mean = centres.mean(axis=0) if len(centres) > 1 else np.zeros(centres.shape[1])  # (d,)
     labels = []
@@ -332,8 +332,6 @@ def find_senses(
 ):
     """Scan a corpus stream once for every word's forms, then cluster each word: the ``ctxembed.senses/1``
     document (without ``vectors`` and ``settings``) and one message per word that could not be clustered."""
-    from ctxembed.senses.occurrences import scan_corpus
-
     scan = scan_corpus(
         stream, forms, name=name, max_occurrences=options.max_occurrences, seed=options.sample_seed, progress=progress
     )
@@ -396,6 +394,4 @@ def one_thread():
     """BLAS and OpenMP limited to one thread: the many small products of a senses run (attention over
     short sentences, k-means over a thousand points) gain nothing from threads, and on a busy machine
     spinning threads made the whole command 2.5 times slower (27.6 s against 11.3 s wall, measured)."""
-    from threadpoolctl import threadpool_limits
-
     return threadpool_limits(1)

@@ -23,6 +23,7 @@ import numpy as np
 from ctxembed.core.similarity import unit_rows
 from ctxembed.engine import Engine
 from ctxembed.errors import DataError
+from ctxembed.senses.induce import cluster, target_vectors
 from ctxembed.settings import Settings, build_settings
 from ctxembed.vectors.corpus import open_file
 from ctxembed.vectors.store import VectorStore
@@ -80,8 +81,6 @@ def _by_word(items: list[LabelledOccurrence]) -> dict[str, list[int]]:
 def contextual_vectors(store: VectorStore, settings: Settings | None, items, *, drop_own: bool = True, max_tokens=4096):
     """(n, d) vectors of every target: contextual (own term dropped), or static when ``settings`` is None;
     and a (n,) mask of the targets that got one."""
-    from ctxembed.senses.induce import target_vectors
-
     engine = Engine(store, settings or build_settings("textbook"), oov="skip", max_tokens=max_tokens).bulk()
     prepared, rows, kept = [], [], []
     for n, item in enumerate(items):
@@ -133,9 +132,7 @@ def pair_accuracy(gold: list[str], predicted: np.ndarray) -> float:
 def score_clusters(items, vectors: np.ndarray | None, found: np.ndarray, *, k=None, **cluster_options) -> dict:
     """Cluster each word's vectors (``None``: one cluster for all) and score them against the senses.
     An occurrence without a vector joins the word's largest cluster."""
-    from sklearn.metrics import adjusted_rand_score, v_measure_score
-
-    from ctxembed.senses.induce import cluster
+    from sklearn.metrics import adjusted_rand_score, v_measure_score  # over a second: only when scoring
 
     per_word = []
     for word, members in _by_word(items).items():

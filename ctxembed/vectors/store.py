@@ -47,6 +47,7 @@ import numpy as np
 
 from ctxembed.errors import DataError
 from ctxembed.output import atomic_file
+from ctxembed.vectors.subwords import ngram_buckets
 
 MAGIC = b"CTXEMB\x00\x01"
 STORE_VERSION = 2
@@ -264,8 +265,6 @@ class VectorStore:
         raise KeyError(word)
 
     def _ngram_rows(self, word: str) -> list[int]:
-        from ctxembed.vectors.subwords import ngram_buckets
-
         sub = self.subwords
         return ngram_buckets(word, sub.min_n, sub.max_n, sub.ngrams.shape[0]) if sub else []
 

@@ -17,12 +17,16 @@ atomically: a failed save never leaves a half-written file.
 from __future__ import annotations
 
 import html
+import json
 import secrets
 from importlib import resources
 from pathlib import Path
 
 from ctxembed.errors import DataError, UsageError
+from ctxembed.output import atomic_file, dumps
 from ctxembed.views.figures import View, build_figure
+from ctxembed.views.png import figure_png, require_matplotlib
+from ctxembed.views.svg import figure_svg
 
 FORMATS = (".svg", ".html", ".png", ".json")
 
@@ -38,8 +42,6 @@ def check_path(path: str | Path) -> str:
         shown = f"suffix {path.suffix!r}" if path.suffix else "no suffix"
         raise UsageError(f"--save {path}: {shown}; use one of {', '.join(FORMATS)}")
     if suffix == ".png":
-        from ctxembed.views.png import require_matplotlib
-
         require_matplotlib()
     if path.exists() and path.is_dir():
         raise DataError(f"--save {path}: is a directory")
@@ -52,17 +54,12 @@ def check_path(path: str | Path) -> str:
 def render_bytes(doc: dict, suffix: str, view: View | None = None) -> bytes:
     """The file contents of ``doc`` in the format of ``suffix``."""
     if suffix == ".json":
-        from ctxembed.output import dumps
-
         return (dumps(doc, indent=2) + "\n").encode()
     if suffix == ".html":
         return html_page(doc, view).encode()
     figure = build_figure(doc, view)
     if suffix == ".svg":
-        from ctxembed.views.svg import figure_svg
-
         return ('<?xml version="1.0" encoding="UTF-8"?>\n' + figure_svg(figure) + "\n").encode()
-    from ctxembed.views.png import figure_png
 
     return figure_png(figure)
 
@@ -75,8 +72,6 @@ def save_document(
     ``layer``, ``head`` and ``all_heads`` choose what an attention picture shows (default: the last
     layer, mean of heads). Raises UsageError for an unknown suffix, DataError when the file cannot be
     written or the PNG extra is missing."""
-    from ctxembed.output import atomic_file
-
     path = Path(path)
     suffix = check_path(path)
     data = render_bytes(doc, suffix, View(layer=layer, head=head, all_heads=all_heads))
@@ -94,23 +89,17 @@ def _asset(name: str) -> str:
 
 def _script_json(doc: dict) -> str:
     """The document as JSON that is safe inside a <script> element."""
-    from ctxembed.output import dumps
-
     return dumps(doc).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def html_fragment(doc: dict, view: View | None = None) -> str:
     """An embeddable interactive view of ``doc`` (a <div> with its own style and script), for a page or
     a notebook's ``_repr_html_``. Several fragments can live on one page."""
-    import json
-
     view = view or View()
     root = f"ctxembed-{secrets.token_hex(6)}"
     if doc.get("schema") == "ctxembed.attend/2":
         body = '<div class="app"></div>'
     else:
-        from ctxembed.views.svg import figure_svg
-
         body = '<div class="readout">hover or click a cell to read its exact value</div>' + figure_svg(
             build_figure(doc, view)
         )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from rich.cells import cell_len
@@ -149,8 +149,6 @@ def choose_layout(
 
 
 def _with(layout: Layout, **changes) -> Layout:
-    from dataclasses import replace
-
     return replace(layout, **changes)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import math
 import textwrap
@@ -15,8 +16,6 @@ INSTALL_HINT = "PNG needs matplotlib: pip install 'ctxembed[plot]' (or save as .
 
 
 def require_matplotlib() -> None:
-    import importlib.util
-
     if importlib.util.find_spec("matplotlib") is None:
         raise DataError(INSTALL_HINT)
 
