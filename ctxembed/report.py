@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ctxembed.core.attention import build_mask, masked_keys, mean_over_heads
 from ctxembed.core.similarity import cosine, cosine_matrix
 from ctxembed.engine import Contextualized, Engine, locate, split_word
 from ctxembed.errors import DataError, UsageError
@@ -57,7 +58,8 @@ def top_attended(weights: np.ndarray, result: Contextualized, top: int) -> list[
 def attend_document(
     result: Contextualized, settings: Settings, vectors: dict, *, with_vectors: bool = False, top: int = 3
 ) -> dict:
-    summary = result.weights[-1].mean(axis=0)  # (T, T) last layer, mean over heads
+    summary = mean_over_heads(result.weights[-1])  # (h, T, T) -> (T, T) the last layer
+    a = settings.attention
     doc = {
         "schema": "ctxembed.attend/2",
         "vectors": vectors,
@@ -68,6 +70,7 @@ def attend_document(
         "skipped": skipped_records(result),
         "attended_positions": list(result.prepared.used),
         "weights": result.weights,  # (L, h, T, T)
+        "masked_keys": masked_keys(len(result.prepared.used), causal=a.causal, exclude_self=a.exclude_self),
         "top_attended": top_attended(summary, result, top),
         "static_contextual_cosine": result.moved(),
     }
@@ -256,11 +259,10 @@ def explain_steps(result: Contextualized, settings: Settings, *, layer: int, hea
     s = result.steps[layer]
     steps = s.attention
     n = len(result.used_tokens())
-    masked = np.zeros((n, n), dtype=bool)  # (T, T) keys the normaliser could not use
-    if steps.allowed is not None:
-        masked |= ~np.broadcast_to(steps.allowed, (1, n, n))[0]
+    allowed = np.ones((n, n), dtype=bool) if steps.allowed is None else np.broadcast_to(steps.allowed, (1, n, n))[0]
     if a.causal and a.causal_mode == "before":  # "after" normalises over the future, then zeroes it
-        masked |= np.triu(np.ones((n, n), dtype=bool), k=1)
+        allowed = allowed & build_mask(n, causal=True)[0, 0]  # (T, T)
+    masked = ~allowed  # (T, T) keys the normaliser could not use
     scores = steps.scores[head]  # (T, T)
     return {
         "layer": layer,

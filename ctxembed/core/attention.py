@@ -531,3 +531,16 @@ def encode(
         top = None if contextual is None else contextual[0]  # (T, d_model)
         return EncodeResult(top, one, [output[0] for output in layer_outputs], steps_of_one)
     return EncodeResult(contextual, weights, layer_outputs, traced if trace else None)
+
+
+def mean_over_heads(weights: np.ndarray) -> np.ndarray:
+    """The attention of all heads together: (..., h, T, T) -> (..., T, T), each row still summing to 1."""
+    return weights.mean(axis=-3)  # (..., h, T, T) -> (..., T, T)
+
+
+def masked_keys(T: int, *, causal: bool = False, exclude_self: bool = False) -> list[list[int]]:
+    """For each query i of a T-token sentence, the keys its weight is forced to 0 on by the settings
+    (itself with ``exclude_self``, the future with ``causal``, in either placement): what attend's
+    documents carry, so a picture marks exactly these cells instead of deriving them again."""
+    forced = ~build_mask(T, causal=causal, exclude_self=exclude_self)[0, 0]  # (T, T) True = weight 0
+    return [np.flatnonzero(row).tolist() for row in forced]

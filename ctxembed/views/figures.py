@@ -117,14 +117,17 @@ def _settings_lines(doc: dict) -> list[str]:
 
 
 def attention_masks(doc: dict, n: int) -> np.ndarray:
-    """(T, T) True where the settings masked the key: the diagonal (self masked), the future (causal)."""
-    attention = doc["settings"]["attention"]
+    """(T, T) True where the settings forced the weight to 0, as the document's ``masked_keys`` lists
+    them (the attention core computed them); a document without the list marks nothing."""
     masked = np.zeros((n, n), dtype=bool)
-    if attention.get("exclude_self"):
-        masked |= np.eye(n, dtype=bool)
-    if attention.get("causal"):
-        masked |= np.triu(np.ones((n, n), dtype=bool), k=1)
+    for query, keys in enumerate(doc.get("masked_keys", [])[:n]):
+        masked[query, keys] = True
     return masked
+
+
+def layer_weights(weights: np.ndarray, layer: int, head: int | None) -> np.ndarray:
+    """(L, h, T, T) -> (T, T): one head of ``layer``, or the mean of its heads (head None)."""
+    return weights[layer].mean(axis=0) if head is None else weights[layer, head]  # (h, T, T) -> (T, T)
 
 
 def _floats(values) -> np.ndarray:
@@ -144,7 +147,7 @@ def attention_view(doc: dict, view: View) -> tuple[str, list[tuple[str, np.ndarr
     if view.head is not None:
         return f"layer {layer}, head {view.head}", [("", weights[layer, view.head])]
     if heads > 1:
-        return f"layer {layer}, mean of {heads} heads", [("", weights[layer].mean(axis=0))]
+        return f"layer {layer}, mean of {heads} heads", [("", layer_weights(weights, layer, None))]
     return f"layer {layer}", [("", weights[layer, 0])]
 
 

@@ -7,6 +7,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from ctxembed.views.figures import layer_weights
+
 SPARKS = "▁▂▃▄▅▆▇█"
 
 
@@ -74,8 +76,7 @@ def render_train(console: Console, doc: dict) -> None:
 
 
 def _attention_of(doc: dict, layer: int, head: int | None) -> np.ndarray:
-    weights = np.asarray(doc["weights"], dtype=float)[layer]  # (h, T, T)
-    return weights.mean(axis=0) if head is None else weights[head]  # (T, T)
+    return layer_weights(np.asarray(doc["weights"], dtype=float), layer, head)  # (L, h, T, T) -> (T, T)
 
 
 def render_before_after(console: Console, doc: dict, *, layer: int, head: int | None) -> None:

@@ -46,7 +46,6 @@ window.ctxembedView = function (root, given, givenView) {
     var L = weights.length, H = weights[0].length;
     var tokens = doc.attended_positions.map(function (p) { return doc.tokens[p].text; });
     var T = tokens.length;
-    var att = doc.settings.attention || {};
     var state = {
       layer: view.layer === null || view.layer === undefined ? L - 1 : view.layer,
       head: view.head === null || view.head === undefined ? (H > 1 ? "mean" : 0) : view.head,
@@ -87,7 +86,8 @@ window.ctxembedView = function (root, given, givenView) {
     var info = panes.appendChild(el("div", { "class": "info" }));
     var matrix = app.appendChild(el("table", { "class": "matrix" }));
 
-    function masked(i, j) { return (att.exclude_self && i === j) || (att.causal && j > i); }
+    var maskedKeys = doc.masked_keys || [];  /* per query, the keys the settings forced to weight 0 */
+    function masked(i, j) { return (maskedKeys[i] || []).indexOf(j) >= 0; }
     function matrixNow() {  /* (T, T) of the chosen layer and head (or the mean of heads) */
       var layer = weights[state.layer];
       if (state.head !== "mean") return layer[state.head];
