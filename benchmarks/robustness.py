@@ -6,7 +6,7 @@
   from /proc every 20 ms; shared pages count once per process, so this over-counts). Target: 300 MB.
 - batch on one 50 MB line: refused as an error record; wall time beyond a one-line batch's, and
   peak RSS. Targets: < 1 s, 150 MB.
-- the default store's checksums: open, first lookup and full verification (checksum_probe.py).
+- the default store's checksums: open, first lookup and full verification (probes/checksum_probe.py).
 """
 
 from __future__ import annotations
@@ -138,8 +138,8 @@ def robustness(ctxembed: str, env: dict, cache: Path, repo: Path, repeat: int) -
         "< 1 s beyond start-up, ≤ 150 MB", extra < 1 and peak <= 150,
     ))  # fmt: skip
     probe = subprocess.run(
-        [sys.executable, str(Path(__file__).parent / "checksum_probe.py")], env=env, capture_output=True, text=True,
-        check=True,
+        [sys.executable, str(Path(__file__).parent / "probes" / "checksum_probe.py")],
+        env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     sums = json.loads(probe.stdout.strip().splitlines()[-1])
     details["checksums"] = sums

@@ -84,8 +84,8 @@ def run_process(cmd: list[str], env: dict, *, capture: bool = False, stdout_path
 
 
 def probe(args: list[str], env: dict) -> dict:
-    """Run a probe of probes.py in a fresh process and return its JSON, with the process's own figures."""
-    sample = run_process([PYTHON, str(BENCH / "probes.py"), *args], env, capture=True)
+    """Run a probe of inprocess.py in a fresh process and return its JSON, with the process's own figures."""
+    sample = run_process([PYTHON, str(BENCH / "inprocess.py"), *args], env, capture=True)
     return json.loads(sample.stdout.strip().splitlines()[-1]) | {"process_wall": sample.wall}
 
 

@@ -48,7 +48,7 @@ from ctxembed.vectors.weights import check_trained_weights, load_projections
 # Floats one group of sentences holds at once in each of its arrays (512 KB of float32): a group's
 # (B, T, d) vectors stay in a core's cache between steps, and the memory of a chunk's attention is
 # bounded whatever its sentences' lengths (a longer sentence runs alone). Batch's speed is flat from
-# 2^15 to 2^20 (within 10%: benchmarks/alternatives.py groups); a larger group only costs memory.
+# 2^15 to 2^20 (within 10%: benchmarks/probes/alternatives.py groups); a larger group only costs memory.
 GROUP_FLOATS = 1 << 17
 _EULER_GAMMA = 0.5772156649
 INDEX_MAX_WORDS = 1_000_000  # above this a word -> row dict costs hundreds of MB: keep the binary search

@@ -128,7 +128,7 @@ def _collector_paused():
     """Python's cyclic garbage collector off for one chunk, then back as it was.
 
     A chunk allocates tens of thousands of small acyclic objects (token lists, Prepared, records),
-    and the collector's passes over them cost ~5% of batch's CPU time (benchmarks/profile_chunk.py:
+    and the collector's passes over them cost ~5% of batch's CPU time (benchmarks/probes/profile_chunk.py:
     ~38 -> ~36 us per sentence). Reference counting still frees everything; a cycle, if any, waits
     for the next pass."""
     enabled = gc.isenabled()
@@ -165,7 +165,7 @@ def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict
     for members, group in engine.arrays(sentences, weights=options["weights"], vectors=vectors):
         for b, i in enumerate(members):
             index = read[i]
-            _fill(records[index], group, b, i, options)
+            fill_record(records[index], group, b, i, options)
             if encode is not None:
                 records[index] = encode(records[index])
                 done[index] = True
@@ -192,7 +192,7 @@ def one_blas_thread() -> None:
     threadpool_limits(limits=1, user_api="blas")  # not a context: the limit holds for this process
 
 
-def _fill(record: dict, group, b: int, i: int, options: dict) -> None:
+def fill_record(record: dict, group, b: int, i: int, options: dict) -> None:
     """Sentence ``i``, row ``b`` of a :class:`ctxembed.engine.GroupArrays`, into its record (arrays are views)."""
     sentences = group.sentences
     record["text"] = sentences.texts[i]
@@ -215,10 +215,11 @@ def _fill(record: dict, group, b: int, i: int, options: dict) -> None:
 def _encode_or_error(record: dict) -> bytes:
     """The record encoded, or an error record for its line if it cannot be (never a lost line)."""
     try:
-        return _encode(record)
+        return encode_record(record)
     except (TypeError, ValueError) as exc:  # orjson.JSONEncodeError is a TypeError
         return error_record(record["line"], f"cannot encode the record ({exc})")
 
 
-def _encode(record: dict) -> bytes:
+def encode_record(record: dict) -> bytes:
+    """One record as a JSON line (numpy arrays written by orjson, float32 in their shortest form)."""
     return orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE)

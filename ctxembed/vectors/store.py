@@ -106,7 +106,7 @@ class VectorStore:
             raise DataError(f"{path}: store header is corrupt (count {count}, dim {self.dim})")
         sections = header["sections"]
         data_start = header["_data_start"]
-        self._checks = _Checksums(path, header, buffer, data_start)
+        self._checks = Checksums(path, header, buffer, data_start)
         # appended to a checksum error, e.g. "reinstall ctxembed"; a callable is called (once) for it
         self.damage_hint: str | Callable[[], str] = ""
 
@@ -366,6 +366,12 @@ class VectorStore:
             arrays[key] = np.frombuffer(self._buffer, dtype=dtype, count=count, offset=start).reshape(shape)
         return arrays
 
+    @property
+    def checksums(self) -> Checksums:
+        """The store's block checksums (CRC-32 per block of each blob, the blobs' offsets), for tools that
+        measure what verifying costs; lookups and :meth:`verify` use them already."""
+        return self._checks
+
     def verify(self) -> None:
         """Check every checksum now (a full read); raises DataError naming the damaged part."""
         self._checks.everything(self)
@@ -514,7 +520,7 @@ def _header_crc(header: dict) -> int:
     return zlib.crc32(json.dumps(body, ensure_ascii=False, sort_keys=True).encode("utf-8"))
 
 
-class _Checksums:
+class Checksums:
     """Block checksums of a store's blobs, verified lazily: each block at most once per process."""
 
     def __init__(self, path: Path, header: dict, buffer, data_start: int):

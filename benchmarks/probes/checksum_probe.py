@@ -1,6 +1,6 @@
 """What verifying the default store's checksums costs, inside one process (warm page cache).
 
-    python benchmarks/checksum_probe.py [--repeat 30]
+    python benchmarks/probes/checksum_probe.py [--repeat 30]
 
 Prints one JSON line, times in milliseconds (medians of --repeat): ``open`` (a store opens and
 checks its header, vocabulary and row order), ``open_checks`` (the CRC-32 work inside that open),
@@ -20,7 +20,7 @@ import time
 import zlib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from ctxembed.vectors.sources import default_store_path  # noqa: E402
@@ -45,7 +45,7 @@ def main() -> None:
     path = default_store_path()
     store = VectorStore.open(path)  # warm the page cache
     store.verify()
-    checks = store._checks
+    checks = store.checksums
     eager = [name for name in ("vocab", "order") if name in checks.crcs]
 
     def eager_crcs() -> None:

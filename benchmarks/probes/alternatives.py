@@ -1,9 +1,9 @@
 """Levers tried for batch throughput (issue 15) and not kept, each measured beside what batch does.
 
-    .venv/bin/python benchmarks/alternatives.py lookups     # dict lookups vs a NumPy sorted-hash index
-    .venv/bin/python benchmarks/alternatives.py json        # one orjson call per record vs one per group
-    .venv/bin/python benchmarks/alternatives.py groups      # GROUP_FLOATS from 2^15 to 2^20
-    .venv/bin/python benchmarks/alternatives.py tokenizers  # HF tokenizers (pip install tokenizers first)
+    .venv/bin/python benchmarks/probes/alternatives.py lookups     # dict lookups vs a NumPy sorted-hash index
+    .venv/bin/python benchmarks/probes/alternatives.py json        # one orjson call per record vs one per group
+    .venv/bin/python benchmarks/probes/alternatives.py groups      # GROUP_FLOATS from 2^15 to 2^20
+    .venv/bin/python benchmarks/probes/alternatives.py tokenizers  # HF tokenizers (pip install tokenizers first)
 
 µs per sentence on the 20,000-sentence benchmark corpus (make_corpus.py), best of several runs,
 in one process; each comparison alternates its sides so that load hits both alike.
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
@@ -76,7 +76,7 @@ def json(engine, lines: list[str]) -> None:
         for members, group in groups:
             for b, i in enumerate(members):
                 record = {"line": 1}
-                records._fill(record, group, b, i, {"weights": True, "with_vectors": False, "word": None})
+                records.fill_record(record, group, b, i, {"weights": True, "with_vectors": False, "word": None})
                 orjson.dumps(record, option=option | orjson.OPT_APPEND_NEWLINE)
 
     def per_group():  # the group's weights in one call, cut at the sentence boundaries, spliced in

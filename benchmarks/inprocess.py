@@ -1,11 +1,11 @@
 """Measurements taken inside one fresh process; run.py starts one per sample and reads its JSON line.
 
-    python benchmarks/probes.py open-store [PATH] [--similar]      # open_vectors, find, most_similar, RSS
-    python benchmarks/probes.py gensim-load PATH (--binary | --no-header)
-    python benchmarks/probes.py coldstart-profile                  # where `compare --json` spends its time
-    python benchmarks/probes.py batch-stages CORPUS                 # per-sentence cost of each batch stage
-    python benchmarks/probes.py dask-batch CORPUS [--no-weights]    # the same job on a 2-process LocalCluster
-    python benchmarks/probes.py scaling --preset default --n 8,16,32
+    python benchmarks/inprocess.py open-store [PATH] [--similar]      # open_vectors, find, most_similar, RSS
+    python benchmarks/inprocess.py gensim-load PATH (--binary | --no-header)
+    python benchmarks/inprocess.py coldstart-profile                  # where `compare --json` spends its time
+    python benchmarks/inprocess.py batch-stages CORPUS                 # per-sentence cost of each batch stage
+    python benchmarks/inprocess.py dask-batch CORPUS [--no-weights]    # the same job on a 2-process LocalCluster
+    python benchmarks/inprocess.py scaling --preset default --n 8,16,32
 
 Times are seconds from time.perf_counter(); memory is in MB (2^20 bytes): ``rss`` the resident
 set now (``anon`` private memory, ``file`` pages of mapped files such as a store), ``peak_rss``
@@ -198,12 +198,12 @@ def batch_stages(corpus: str, n: int) -> None:
         for members, group in groups:
             for b, i in enumerate(members):
                 record = {"line": 1}
-                rec._fill(record, group, b, i, options)
+                rec.fill_record(record, group, b, i, options)
                 records.append(record)
         return records
 
-    records = clock("records (_fill)", fill)
-    clock("JSON (_encode)", lambda: [rec._encode(r) for r in records])
+    records = clock("records (fill_record)", fill)
+    clock("JSON (encode_record)", lambda: [rec.encode_record(r) for r in records])
     chunks = [list(enumerate(raw, 1))[i : i + 1024] for i in range(0, len(raw), 1024)]
     clock("process_chunk, everything", lambda: [rec.process_chunk(engine, c, options) for c in chunks])
     no_weights = dict(options, weights=False)

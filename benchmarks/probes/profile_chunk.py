@@ -1,6 +1,6 @@
 """CPU time per sentence of batch's per-chunk work (records.process_chunk), one core, bulk lookups.
 
-Usage: python benchmarks/profile_chunk.py [--sentences N] [--file PATH] [--profile]
+Usage: python benchmarks/probes/profile_chunk.py [--sentences N] [--file PATH] [--profile]
 CPU time (time.process_time) rather than wall time, so other processes on the machine matter less.
 ``--file`` takes the first N lines of a text file (``.gz`` too) instead of the benchmark corpus, e.g.
 ``--file data/brown.txt.gz`` for real text, where most lines hold punctuation or an unknown word.
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # make_corpus
 
 from make_corpus import make_sentences  # noqa: E402
 
