@@ -21,6 +21,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import logging
+import struct
 import warnings
 import zlib
 from contextlib import contextmanager
@@ -365,12 +366,126 @@ def _subwords_of(kv) -> Subwords | None:
     return Subwords(np.asarray(ngrams, dtype=np.float32), int(kv.min_n), int(kv.max_n))
 
 
+# fastText's .bin layout (Facebook's args.cc, dictionary.cc, densematrix.cc), as gensim reads it:
+_FT_ARGS = struct.Struct("<2i12id")  # magic, version, dim ws epoch min_count neg word_ngrams loss model
+#                                      bucket minn maxn lr_update_rate, t
+_FT_DICT = struct.Struct("<3iqq")  # size, nwords, nlabels, ntokens, pruneidx_size
+_FT_ENTRY_TAIL = 9  # after a word's NUL: count (int64), entry type (int8)
+_FT_MATRIX = struct.Struct("<?2q")  # quantised?, rows, columns; then rows x columns float32
+_FT_MAX_WORD = 1 << 16  # bytes: no real word is longer; a longer run without NUL is damage
+# What gensim's fastText reader raises on a damaged file that passed _check_fasttext_bin
+_FASTTEXT_READ_ERRORS = (EOFError, ValueError, AssertionError, OSError, UnicodeDecodeError, struct.error)
+_FASTTEXT_READ_ERRORS += (NotImplementedError, IndexError, OverflowError, MemoryError)
+
+
+class _StrictReader:
+    """Reads a file (compressed or not) in 1 MiB pieces and raises ``_Short`` instead of returning
+    fewer bytes than asked for: gensim's reader loops forever on a word cut by the end of the file.
+    ``offset`` counts the bytes consumed; ``buffer[pos:]`` holds those read but not consumed."""
+
+    def __init__(self, fh):
+        self.fh, self.buffer, self.pos, self.offset = fh, b"", 0, 0
+
+    def _fill(self, wanted: int) -> None:
+        """Have at least ``wanted`` unconsumed bytes in the buffer."""
+        while len(self.buffer) - self.pos < wanted:
+            piece = self.fh.read(max(1 << 20, wanted))
+            if not piece:
+                raise _Short(self.offset + len(self.buffer) - self.pos)
+            self.buffer, self.pos = self.buffer[self.pos :] + piece, 0
+
+    def take(self, count: int) -> bytes:
+        self._fill(count)
+        data = self.buffer[self.pos : self.pos + count]
+        self.pos += count
+        self.offset += count
+        return data
+
+    def word(self) -> bytes:
+        """Bytes up to and including the next NUL."""
+        while (end := self.buffer.find(b"\0", self.pos)) < 0:
+            if len(self.buffer) - self.pos > _FT_MAX_WORD:
+                raise DataError(f"a word of more than {_FT_MAX_WORD:,} bytes at byte {self.offset:,}")
+            self._fill(len(self.buffer) - self.pos + 1)
+        return self.take(end + 1 - self.pos)
+
+    def left(self) -> int:
+        return len(self.buffer) - self.pos
+
+    def skip(self, count: int, size: int | None) -> None:
+        """Skip ``count`` bytes without keeping them (a matrix of gigabytes costs no memory); in a
+        plain file of ``size`` bytes by seeking, in a compressed one by reading."""
+        if size is not None and count > self.left():
+            if self.offset + count > size:
+                raise _Short(size)
+            self.fh.seek(count - self.left(), 1)
+            self.buffer, self.pos, self.offset = b"", 0, self.offset + count
+            return
+        while count > 0:
+            self._fill(1)
+            step = min(count, self.left())
+            self.pos += step
+            self.offset += step
+            count -= step
+
+
+class _Short(Exception):
+    def __init__(self, offset: int):
+        self.offset = offset
+
+
+def _check_fasttext_bin(path: Path) -> None:
+    """Walk a fastText .bin file's header, vocabulary and matrices, bounded, before gensim reads
+    it: gensim loops forever on a file cut inside a word and raises bare ``struct.error`` elsewhere.
+    Every size is checked against the bytes that are really there."""
+    with open_maybe_compressed(path) as fh:
+        reader = _StrictReader(fh)
+        try:
+            args = _FT_ARGS.unpack(reader.take(_FT_ARGS.size))
+            dim, bucket = args[2], args[10]
+            if args[1] != 12 or dim < 1 or bucket < 0:
+                raise DataError(
+                    f"{path}: not a fastText .bin file of a version ctxembed reads (version {args[1]}, dimension {dim})"
+                )
+            size, nwords, nlabels, _ntokens, pruneidx = _FT_DICT.unpack(reader.take(_FT_DICT.size))
+            if nlabels > 0:
+                raise DataError(f"{path}: a supervised fastText model (with labels) holds no word vectors")
+            if size < 1 or nwords != size or pruneidx < -1:
+                raise DataError(
+                    f"{path}: damaged fastText .bin file (dictionary of {size:,} entries, {nwords:,} words)"
+                )
+            for _ in range(size):
+                reader.word()
+                reader.take(_FT_ENTRY_TAIL)
+            file_size = None if path.name.lower().endswith((".gz", ".bz2")) else path.stat().st_size
+            reader.skip(max(pruneidx, 0) * 8, file_size)
+            for matrix, expected_rows in (("input", nwords + bucket), ("output", None)):
+                quantised, rows, columns = _FT_MATRIX.unpack(reader.take(_FT_MATRIX.size))
+                if quantised:
+                    raise DataError(f"{path}: a quantised fastText model (.ftz) cannot be read")
+                if columns != dim or rows < 0 or expected_rows is not None and rows != expected_rows:
+                    raise DataError(
+                        f"{path}: damaged fastText .bin file (a {rows:,} x {columns:,} {matrix} matrix for "
+                        f"{nwords:,} words, {bucket:,} buckets and dimension {dim})"
+                    )
+                reader.skip(rows * columns * 4, file_size)
+            if reader.left() or fh.read(1):
+                raise DataError(f"{path}: damaged fastText .bin file (bytes after its last matrix)")
+        except _Short as short:
+            raise DataError(f"{path}: truncated fastText .bin file (it ends at byte {short.offset:,})") from None
+        except DataError as exc:
+            if not exc.message.startswith(str(path)):
+                raise DataError(f"{path}: {exc.message}") from None
+            raise
+
+
 def _load_fasttext_bin(path: Path, limit: int | None) -> LoadedVectors:
+    _check_fasttext_bin(path)
     from gensim.models.fasttext import load_facebook_vectors
 
     try:
         kv = load_facebook_vectors(str(path))
-    except (EOFError, ValueError, AssertionError, OSError, UnicodeDecodeError, NotImplementedError) as exc:
+    except _FASTTEXT_READ_ERRORS as exc:
         raise DataError(f"{path}: cannot read fastText binary ({exc or type(exc).__name__})") from None
     return _from_keyed_vectors(path, kv, limit, "fasttext-bin")
 

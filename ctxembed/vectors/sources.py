@@ -248,20 +248,37 @@ def _open_cache(target: Path, source: Path) -> VectorStore:
     return store
 
 
+LOCK_TIMEOUT = 900.0  # seconds a second process waits for another one's conversion of the same file
+
+
 class _conversion_lock:
-    """Hold ``<cache>.lock`` while checking and (re)building a cache; no lock if it cannot be made."""
+    """Hold ``<cache>.lock`` while checking and (re)building a cache; no lock if it cannot be made.
+    A second process waits at most :data:`LOCK_TIMEOUT` seconds, saying so after one, then stops
+    with a message naming the lock (a conversion stuck for that long is not worth waiting for)."""
 
     def __init__(self, target: Path):
         self.target = target
         self.lock = None
 
     def __enter__(self):
-        from filelock import FileLock
+        from filelock import FileLock, Timeout
 
         try:
             self.target.parent.mkdir(parents=True, exist_ok=True)
             self.lock = FileLock(f"{self.target}.lock")
-            self.lock.acquire()
+            try:
+                self.lock.acquire(timeout=min(1.0, LOCK_TIMEOUT))
+            except Timeout:
+                from ctxembed.output import say
+
+                say(f"waiting for another ctxembed process converting into {self.target}")
+                self.lock.acquire(timeout=max(LOCK_TIMEOUT - 1.0, 0.0))
+        except Timeout:
+            self.lock = None
+            raise DataError(
+                f"another process has held {self.target}.lock for over {LOCK_TIMEOUT:.0f} s; "
+                "if no ctxembed is running, remove that file"
+            ) from None
         except OSError:  # a read-only cache folder: convert() explains when it cannot write
             self.lock = None
         return self
