@@ -67,3 +67,90 @@ def test_fifo_weights_are_refused_without_blocking(tmp_path):
     fifo = tmp_path / "w.npz"
     os.mkfifo(fifo)
     assert "is a FIFO" in fails(1, *ARGS, fifo)
+
+
+# ------------------------------------------------------------------ sizes declared, metadata shapes
+def test_a_deflated_huge_array_is_refused_from_its_header_in_little_memory(tmp_path):
+    """3 MB on disk declaring a (20000, 20000) float64 array (3.2 GB): refused before expanding,
+    measured as the peak resident size of the command's process."""
+    import resource
+    import subprocess
+    import sys
+
+    from tests.npz_bomb import write_npz_bomb
+
+    bomb = write_npz_bomb(tmp_path / "bomb.npz")
+    assert bomb.stat().st_size < 4_000_000
+    measure = (
+        "import resource, subprocess, sys\n"
+        "run = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "print(run.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, run.stderr.strip())\n"
+    )
+
+    def limit_memory():  # should the check regress, fail with MemoryError instead of taking the machine
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    command = [sys.executable, "-m", "ctxembed", *ARGS, str(bomb)]
+    out = subprocess.run(
+        [sys.executable, "-c", measure, *command], capture_output=True, text=True, timeout=120, preexec_fn=limit_memory
+    )
+    code, peak_kib, message = out.stdout.split(" ", 2)
+    assert code == "1" and "past the" in message and "budget" in message and str(bomb) in message, out.stdout
+    assert int(peak_kib) < 200 * 1024, f"peak {int(peak_kib) // 1024} MB"
+
+
+def _with_meta(tmp_path, text: str):
+    from ctxembed.vectors.weights import learned_weights_path
+
+    with np.load(learned_weights_path()) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    arrays["meta"] = np.array(text)
+    path = tmp_path / "edited.npz"
+    np.savez(path, **arrays)
+    return path
+
+
+def _learned_meta() -> dict:
+    import json
+
+    from ctxembed.vectors.weights import learned_weights_path, read_metadata
+
+    return json.loads(json.dumps(read_metadata(learned_weights_path())))
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda meta: "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        (
+            lambda meta: '{"schema": "ctxembed.weights/1", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+            "nested too deeply",
+        ),
+        (lambda meta: meta | {"settings": [1, 2]}, "'settings' is a list, not an object"),
+        (lambda meta: meta | {"settings": meta["settings"] | {"attention": "x"}}, "settings.attention is a str"),
+        (lambda meta: {k: v for k, v in meta.items() if k != "vectors"}, "'vectors' is missing"),
+        (lambda meta: meta | {"vectors": meta["vectors"] | {"dim": "100"}}, "vectors.dim is a str, not int"),
+        (lambda meta: meta | {"learned": [1]}, "'learned' holds something other than array names"),
+        (lambda meta: meta | {"steps": True}, "'steps' is a bool, not int"),
+    ],
+    ids=["deep-list", "deep-field", "settings-list", "attention-str", "no-vectors", "dim-str", "learned", "steps-bool"],
+)
+def test_damaged_metadata_is_one_line_naming_the_file(tmp_path, edit, message):
+    import json
+
+    changed = edit(_learned_meta())
+    path = _with_meta(tmp_path, changed if isinstance(changed, str) else json.dumps(changed))
+    for command in (
+        ("attend", "the river bank", "--weights", path),
+        ("before-after", "the river bank", "--weights", path),
+    ):
+        line = fails(1, *command)
+        assert message in line and str(path) in line, line
+        assert "None-dimensional" not in line
+
+
+def test_a_text_file_as_weights_is_not_said_to_hold_pickles(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("these are not weights\n")
+    line = fails(1, *ARGS, path)
+    assert "pickle" not in line and "not a NumPy .npz archive" in line, line

@@ -13,7 +13,13 @@ from ctxembed.errors import DataError, UsageError
 from ctxembed.settings import Settings, TrainOptions
 from ctxembed.train.corpus import Corpus
 from ctxembed.train.trainer import Model, TrainResult
-from ctxembed.vectors.weights import check_vectors, read_metadata, read_training_arrays, write_weights
+from ctxembed.vectors.weights import (
+    check_vectors,
+    read_metadata,
+    read_projection_arrays,
+    read_training_arrays,
+    write_weights,
+)
 
 
 def _metadata(result: TrainResult, options: TrainOptions) -> dict:
@@ -78,8 +84,7 @@ def read_checkpoint(path: str | Path, store, settings: Settings, options: TrainO
     ]
     if differences:
         raise UsageError(f"{path} was made with other settings ({', '.join(differences)}); give the same options")
-    with np.load(path, allow_pickle=False) as archive:
-        weights = {name: archive[name] for name in archive.files if name.startswith("l")}
+    weights = read_projection_arrays(path)
     model = Model(weights, arrays["mask"], arrays["log_scale"], arrays["word_bias"], settings)
     names = list(model.trainable(options.fix_values))
     return {

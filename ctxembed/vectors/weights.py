@@ -29,7 +29,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
+import struct
+import zlib
 from os import PathLike
 from pathlib import Path
 
@@ -117,25 +120,69 @@ def vectors_record(store) -> dict:
 
 def read_metadata(path: str | PathLike) -> dict | None:
     """The ``meta`` record of a weights file, or None when it has none (a hand-made projections file)."""
-    import zipfile
-
     try:
-        loaded = np.load(path, allow_pickle=False)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
-            return None  # a bare .npy array: load_projections says what is wrong with it
-        with loaded as archive:
-            if META_KEY not in archive.files:
-                return None
-            text = str(archive[META_KEY])
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
+        arrays = read_npz(path, only=(META_KEY,))
+    except (ValueError, OSError):
         return None  # load_projections reports an unreadable file with its own message
+    if META_KEY not in arrays:
+        return None
+    meta_array = arrays[META_KEY]
+    if meta_array.dtype.kind != "U" or meta_array.ndim != 0:
+        raise DataError(f"{path}: its metadata is not one JSON string")
+    text = str(meta_array)
     try:
         meta = json.loads(text)
     except json.JSONDecodeError:
         raise DataError(f"{path}: its metadata is not valid JSON") from None
+    except RecursionError:
+        raise DataError(f"{path}: its metadata is nested too deeply to be a weights record") from None
     if not isinstance(meta, dict) or meta.get("schema") != WEIGHTS_SCHEMA:
         raise DataError(f"{path}: metadata of an unknown kind (expected schema {WEIGHTS_SCHEMA})")
+    if problem := _metadata_problem(meta):
+        raise DataError(f"{path}: damaged metadata ({problem})")
     return meta
+
+
+# The fields ``ctxembed train`` records and their types: metadata of the right schema that lacks one
+# or holds another type was edited or damaged, and is refused in one line instead of failing later.
+_NUMBER = (int, float)
+_META_FIELDS = {
+    "vectors": {"name": str, "dim": int, "fingerprint": str},
+    "settings": {"attention": dict},
+    "init": {"seed": int, "fix_values": bool},
+    "options": {},
+    "corpus": {"sha256": str, "tokens": int},
+    "learned": list,
+    "steps": int,
+    "losses": {"train": _NUMBER, "held_out": _NUMBER, "held_out_initial": _NUMBER},
+}
+
+
+def _metadata_problem(meta: dict) -> str | None:
+    def kind(types) -> str:
+        return "/".join(t.__name__ for t in types) if isinstance(types, tuple) else types.__name__
+
+    for field, spec in _META_FIELDS.items():
+        value = meta.get(field)
+        if isinstance(spec, dict):
+            if not isinstance(value, dict):
+                return f"{field!r} is {_shown(value)}, not an object"
+            for key, types in spec.items():
+                inner = value.get(key)
+                ok = isinstance(inner, types) and not (types in (int, _NUMBER) and isinstance(inner, bool))
+                if not ok and not (field == "losses" and inner is None):
+                    return f"{field}.{key} is {_shown(inner)}, not {kind(types)}"
+        elif not isinstance(value, spec) or isinstance(value, bool):
+            return f"{field!r} is {_shown(value)}, not {kind(spec)}"
+    if not all(isinstance(name, str) for name in meta["learned"]):
+        return "'learned' holds something other than array names"
+    if meta["vectors"]["dim"] < 1:
+        return f"vectors.dim is {meta['vectors']['dim']}"
+    return None
+
+
+def _shown(value) -> str:
+    return "missing" if value is None else f"a {type(value).__name__}"
 
 
 def check_vectors(path: str | PathLike, meta: dict, store) -> None:
@@ -166,8 +213,19 @@ def check_trained_weights(settings, store) -> None:
 
 def read_training_arrays(path: str | PathLike) -> dict[str, np.ndarray]:
     """The ``train.*`` arrays of a weights file or checkpoint, without their prefix."""
-    with np.load(path, allow_pickle=False) as archive:
-        return {name[len(TRAIN_PREFIX) :]: archive[name] for name in archive.files if name.startswith(TRAIN_PREFIX)}
+    try:
+        arrays = read_npz(path, only=lambda name: name.startswith(TRAIN_PREFIX))
+    except (ValueError, OSError) as exc:
+        raise DataError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
+    return {name[len(TRAIN_PREFIX) :]: value for name, value in arrays.items()}
+
+
+def read_projection_arrays(path: str | PathLike) -> dict[str, np.ndarray]:
+    """The projection arrays (``l*``) of a weights file or checkpoint, as stored."""
+    try:
+        return read_npz(path, only=lambda name: name.startswith("l"))
+    except (ValueError, OSError) as exc:
+        raise DataError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def write_weights(
@@ -258,8 +316,6 @@ def _training_record(name: str) -> bool:
 def _read_npz(path: str | PathLike) -> dict[str, np.ndarray]:
     """The named arrays of an .npz file; ValueError (with the reason) for anything else: a bare
     .npy array, a truncated or damaged archive, pickled objects, a FIFO or a directory."""
-    import zipfile
-
     from ctxembed.errors import DataError
     from ctxembed.vectors.sources import regular_file
 
@@ -269,25 +325,90 @@ def _read_npz(path: str | PathLike) -> dict[str, np.ndarray]:
         if "no such file" in exc.message:
             raise FileNotFoundError(path) from None
         raise ValueError(exc.message.split(": ", 1)[-1]) from None
+    return read_npz(path)
+
+
+NPZ_BUDGET = 1 << 30  # bytes: the most an .npz may expand to; weights for 300-d vectors take a few MB
+
+
+def read_npz(path: str | PathLike, only=None, budget: int = NPZ_BUDGET) -> dict[str, np.ndarray]:
+    """The named arrays of an .npz archive (those in ``only``, a collection of names or a test on
+    them, when given). Every member's header (shape, dtype) is read first and the declared sizes
+    are added up: an archive declaring more than ``budget`` bytes, or an object (pickle) array, is
+    refused before anything is expanded, so a deflated 3 MB file declaring 3 GB costs nothing.
+    ValueError (with the reason) for a bare .npy, a damaged archive or pickled objects."""
+    import zipfile
+
+    def wanted(name: str) -> bool:
+        return only is None or (only(name) if callable(only) else name in only)
+
     try:
-        loaded = np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        if "pickle" in str(exc):
-            raise ValueError("holds pickled objects, which are never loaded; save plain arrays") from None
-        raise ValueError(f"not a NumPy .npz archive ({exc})") from None
-    except (zipfile.BadZipFile, EOFError) as exc:
+        with open(path, "rb") as fh:
+            magic = fh.read(6)
+        if magic == b"\x93NUMPY":
+            raise ValueError("is a single .npy array, expected an .npz archive of named arrays (l0.h0.W_query, ...)")
+        with zipfile.ZipFile(path) as archive:
+            members = {
+                info.filename.removesuffix(".npy"): info
+                for info in archive.infolist()
+                if info.filename.endswith(".npy") and wanted(info.filename.removesuffix(".npy"))
+            }
+            headers = {name: _member_header(archive, info) for name, info in members.items()}
+            declared = sum(_declared_bytes(shape, dtype) for shape, _, dtype in headers.values())
+            if declared > budget:
+                biggest = max(headers, key=lambda name: _declared_bytes(headers[name][0], headers[name][2]))
+                shape, _, dtype = headers[biggest]
+                raise ValueError(
+                    f"declares {declared:,} bytes of arrays ({biggest} is {shape} {dtype}), past the "
+                    f"{budget:,}-byte budget; nothing was expanded"
+                )
+            return {name: _member_array(archive, members[name], *headers[name]) for name in members}
+    except zipfile.BadZipFile as exc:
+        if not magic.startswith(b"PK"):
+            raise ValueError("not a NumPy .npz archive (it is not a zip file)") from None
         raise ValueError(f"truncated or damaged .npz archive ({exc})") from None
-    if not isinstance(loaded, np.lib.npyio.NpzFile):
-        raise ValueError("is a single .npy array, expected an .npz archive of named arrays (l0.h0.W_query, ...)")
-    try:
-        with loaded as archive:
-            return {name: archive[name] for name in archive.files}
-    except ValueError as exc:
-        if "pickle" in str(exc):
-            raise ValueError("holds pickled objects, which are never loaded; save plain arrays") from None
-        raise ValueError(f"damaged .npz archive ({exc})") from None
-    except (zipfile.BadZipFile, EOFError, OSError, KeyError) as exc:
+    except (EOFError, KeyError, zlib.error, struct.error, NotImplementedError, RuntimeError) as exc:
         raise ValueError(f"truncated or damaged .npz archive ({exc or type(exc).__name__})") from None
+
+
+def _declared_bytes(shape: tuple, dtype: np.dtype) -> int:
+    return math.prod(shape) * dtype.itemsize
+
+
+def _member_header(archive, info) -> tuple[tuple, bool, np.dtype]:
+    """(shape, fortran order, dtype) from a member's .npy header, without reading its data."""
+    with archive.open(info) as member:
+        try:
+            shape, fortran, dtype = _read_header(member)
+        except (ValueError, EOFError, SyntaxError, TypeError) as exc:
+            raise ValueError(f"member {info.filename} is not a NumPy array ({exc})") from None
+    if dtype.hasobject:
+        raise ValueError("holds pickled objects, which are never loaded; save plain arrays")
+    if not all(isinstance(n, int) and n >= 0 for n in shape):
+        raise ValueError(f"member {info.filename} declares the shape {shape}")
+    return shape, fortran, dtype
+
+
+def _read_header(member) -> tuple[tuple, bool, np.dtype]:
+    version = np.lib.format.read_magic(member)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(member)
+    return np.lib.format.read_array_header_2_0(member)
+
+
+def _member_array(archive, info, shape: tuple, fortran: bool, dtype: np.dtype) -> np.ndarray:
+    """A member's data, read into exactly the bytes its header declares (never more)."""
+    nbytes = _declared_bytes(shape, dtype)
+    with archive.open(info) as member:
+        _read_header(member)
+        data, got = bytearray(nbytes), 0
+        while got < nbytes and (piece := member.read(min(nbytes - got, 1 << 24))):
+            data[got : got + len(piece)] = piece
+            got += len(piece)
+    if got < nbytes:
+        raise ValueError(f"truncated .npz archive ({info.filename} holds {got:,} of {nbytes:,} bytes)")
+    array = np.frombuffer(data, dtype=dtype)
+    return array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
 
 
 def _check_values(name: str, value: np.ndarray) -> None:
