@@ -312,6 +312,9 @@ class Contextualized:
         return row_cosines(self.inputs, self.contextual)
 
 
+MAX_MIXED = 1e15  # largest |value| of a mixed vector: its squared norm stays inside float32 (3.4e38)
+
+
 def _non_finite(x: np.ndarray, *, masked: bool = False) -> bool:
     """True when ``x`` holds NaN or infinity; with ``masked``, -inf (a masked score) is allowed."""
     if masked:
@@ -647,7 +650,14 @@ class Engine:
         top, contextual = None, result.contextual  # (B, T, d_out)
         if self.mix is not None:  # h0 is the word itself: the input without positions
             layers = np.stack([inputs, *result.layer_outputs])  # (L + 1, B, T, d)
-            top, contextual = contextual, self.mix.apply(layers)  # (B, T, d)
+            with np.errstate(all="ignore"):
+                top, contextual = contextual, self.mix.apply(layers)  # (B, T, d)
+            if not np.isfinite(contextual).all() or np.abs(contextual).max(initial=0.0) > MAX_MIXED:
+                raise DataError(
+                    f"{{mix}} {self.mix.formula()} gives values past {MAX_MIXED:g}, whose "
+                    "similarities cannot be computed: use a smaller gamma",
+                    "mix",
+                )
         return GroupArrays(sentences, members, static, inputs, contextual, kept, layer_inputs, top, result.steps)
 
     def _bad_stage(self, inputs: np.ndarray, lengths: np.ndarray | None, bias) -> str:

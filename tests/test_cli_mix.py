@@ -95,3 +95,32 @@ def test_fit_mix_by_default_writes_the_learned_mix(tmp_path):
 def test_fit_mix_errors():
     assert "no labelled split 'test'" in fails(2, "eval", "fit-mix", FIXTURES / "wic", "--split", "test")
     assert "not an SCWS-style file" in fails(1, "eval", "fit-mix", FIXTURES / "wordpairs_tiny.tsv")
+
+
+# ------------------------------------------------------------------------------ mix files that would overflow
+def _mix_file(tmp_path, gamma, weights=(0.5, 0.5)) -> str:
+    path = tmp_path / "mix.json"
+    path.write_text(json.dumps({"schema": "ctxembed.mix-fit/1", "weights": list(weights), "gamma": gamma}))
+    return str(path)
+
+
+@pytest.mark.parametrize("command", [("compare", *BANKS, "--word", "bank"), ("neighbors", BANKS[0], "--word", "bank")])
+def test_a_gamma_of_1e308_is_refused_in_one_line(tmp_path, command):
+    line = fails(1, *command, "--mix", _mix_file(tmp_path, 1e308), "--json")
+    assert "'gamma' must be a number > 0 and at most 1e+06" in line
+
+
+def test_a_gamma_that_overflows_these_vectors_is_refused(tmp_path):
+    """Within the bound, but the vectors are large (1e12, accepted): the mixed vectors pass 1e15."""
+    vectors = tmp_path / "big.txt"
+    vectors.write_text("3 2\nthe 1e12 2e12\nriver 3e12 1e12\nbank 2e12 2e12\n")
+    line = fails(
+        1, "attend", "the river bank", "--vectors", vectors, "--abtt", "0", "--mix", _mix_file(tmp_path, 1e6), "--json"
+    )
+    assert "gives values past 1e+15" in line and "smaller gamma" in line and "--mix" in line
+
+
+def test_a_mix_file_nested_deeply_is_one_line(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    assert "nested too deeply" in fails(1, "compare", *BANKS, "--mix", path)

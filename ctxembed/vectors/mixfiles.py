@@ -16,6 +16,8 @@ from ctxembed.output import atomic_file, dumps
 from ctxembed.vectors.cache import cache_dir
 
 MIX_SCHEMA = "ctxembed.mix-fit/1"
+MAX_MIX_FILE = 1 << 20  # bytes: a mix file is a few hundred
+MAX_GAMMA = 1e6  # eval fit-mix finds a few units; far larger scales only overflow the mixed vectors
 
 
 def learned_path() -> Path:
@@ -46,21 +48,27 @@ def resolve_mix(spec: str | None, layers: int) -> LayerMix | None:
 def read_mix_file(path: Path) -> tuple[tuple[float, ...], float]:
     """The weights and γ of a ``ctxembed.mix-fit/1`` file; DataError naming the file otherwise."""
     try:
-        doc = json.loads(path.read_bytes().decode("utf-8"))
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_MIX_FILE + 1)
+        if len(data) > MAX_MIX_FILE:
+            raise DataError(f"{{mix}} {path}: not a mix file (longer than {MAX_MIX_FILE:,} bytes)", "mix")
+        doc = json.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise DataError(
             f"{{mix}} {path}: no such file (give weights such as 0.2,0.8, off, learned or a file)", "mix"
         ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{{mix}} {path}: not a mix file ({exc})", "mix") from None
+        raise DataError(f"{{mix}} {path}: not a mix file ({getattr(exc, 'strerror', None) or exc})", "mix") from None
+    except RecursionError:
+        raise DataError(f"{{mix}} {path}: not a mix file (JSON nested too deeply)", "mix") from None
     if not isinstance(doc, dict) or doc.get("schema") != MIX_SCHEMA:
         raise DataError(f"{{mix}} {path}: not a mix file (expected a JSON document with schema {MIX_SCHEMA})", "mix")
     weights, gamma = doc.get("weights"), doc.get("gamma")
     numbers = isinstance(weights, list) and len(weights) >= 2 and all(_finite(w) and w >= 0 for w in weights)
     if not numbers or not abs(sum(weights) - 1) < 1e-6:
         raise DataError(f"{{mix}} {path}: 'weights' must be 2 or more numbers >= 0 that sum to 1", "mix")
-    if not (_finite(gamma) and gamma > 0):
-        raise DataError(f"{{mix}} {path}: 'gamma' must be a finite number > 0", "mix")
+    if not (_finite(gamma) and 0 < gamma <= MAX_GAMMA):
+        raise DataError(f"{{mix}} {path}: 'gamma' must be a number > 0 and at most {MAX_GAMMA:g}", "mix")
     return tuple(float(w) for w in weights), float(gamma)
 
 
