@@ -45,6 +45,8 @@ class _OneLineErrors(FullSummaryGroup):
         except OSError as exc:
             if exc.errno == errno.EPIPE:
                 raise OutputClosed() from None
+            if exc.errno in _DISK_FULL:
+                raise OutputFailed(exc.strerror) from None
             raise
 
     def main(self, *args, standalone_mode: bool = True, **kwargs):
@@ -58,6 +60,10 @@ class _OneLineErrors(FullSummaryGroup):
             if not standalone_mode:
                 raise
             _exit_output_closed()
+        except OutputFailed as exc:
+            if not standalone_mode:
+                raise
+            _exit_output_failed(exc)
         except _ClickException as exc:
             if not standalone_mode:
                 raise
@@ -182,7 +188,7 @@ def _exit_interrupted(exc: Interrupted) -> None:
     sys.exit(exc.exit_code)
 
 
-def _exit_output_closed() -> None:
+def _exit_output_closed(code: int = 0) -> None:
     """The reader left (``| head``): not an error of ours. Later writes and the final flush go to
     /dev/null, so Python does not complain about the closed pipe at exit."""
     try:
@@ -190,7 +196,22 @@ def _exit_output_closed() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):
         pass
-    sys.exit(0)
+    sys.exit(code)
+
+
+# A write to stdout that fails because the disk or device is full (``> /dev/full``) or a file is too big
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+class OutputFailed(Exception):
+    """stdout could not be written (disk full): one error line, exit 1."""
+
+
+def _exit_output_failed(exc: OutputFailed) -> None:
+    """Say why stdout failed, then point it at /dev/null so the final flush of what is still buffered
+    does not fail again (Python would print 'Exception ignored' at exit)."""
+    say(f"ctxembed: error: cannot write the output: {exc}")
+    _exit_output_closed(code=1)
 
 
 def _terminate(signum, frame) -> None:
@@ -248,6 +269,12 @@ def main() -> None:
         _exit_interrupted(Interrupted(signal.SIGINT))
     except (BrokenPipeError, OutputClosed):
         _exit_output_closed()
+    except OutputFailed as exc:
+        _exit_output_failed(exc)
+    except OSError as exc:
+        if exc.errno not in _DISK_FULL or os.environ.get("CTXEMBED_DEBUG"):
+            raise
+        _exit_output_failed(OutputFailed(exc.strerror))
     except MemoryError:
         say("ctxembed: error: out of memory (try fewer tokens or a smaller --limit)")
         sys.exit(1)
