@@ -26,7 +26,7 @@ from ctxembed.errors import DataError, UsageError
 from ctxembed.output import atomic_file, dumps
 from ctxembed.views.figures import View, build_figure
 from ctxembed.views.png import figure_png, require_matplotlib
-from ctxembed.views.svg import figure_svg
+from ctxembed.views.svg import figure_svg, json_markup_safe, markup_safe
 
 FORMATS = (".svg", ".html", ".png", ".json")
 
@@ -89,7 +89,7 @@ def _asset(name: str) -> str:
 
 def _script_json(doc: dict) -> str:
     """The document as JSON that is safe inside a <script> element."""
-    return dumps(doc).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return json_markup_safe(dumps(doc)).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def html_fragment(doc: dict, view: View | None = None) -> str:
@@ -117,6 +117,7 @@ def html_page(doc: dict, view: View | None = None) -> str:
     title = {"ctxembed.attend/2": "attention", "ctxembed.compare/2": "compare", "ctxembed.neighbors/2": "neighbours"}
     name = title.get(doc.get("schema"), str(doc.get("schema")))
     subject = doc.get("text") or doc.get("word") or ""
+    subject = markup_safe(str(subject))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -7,6 +7,7 @@ Every number cell carries a ``<title>`` (its exact value, shown on hover by brow
 from __future__ import annotations
 
 import math
+import re
 from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
@@ -229,8 +230,37 @@ def figure_svg(figure: Figure) -> str:
         width = max(width, margin * 2 + text_width(note, 11))
         y += 16
     height = y + margin
-    return (
+    return markup_safe(
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
         f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="{FONT}">'
         f'<rect width="100%" height="100%" fill="#fff"/>{"".join(body)}</svg>'
     )
+
+
+# Code points XML 1.0 forbids (C0 controls but tab, newline and return; U+FFFE, U+FFFF; surrogates)
+# and those HTML5 calls parse errors (DEL, C1 controls, the noncharacters of every plane). Our own
+# markup never contains them, so they can only come from text (tokens, sentences, labels).
+_NOT_IN_MARKUP = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufdd0-\ufdef"
+    + "".join(f"{chr(plane * 0x10000 + 0xFFFE)}{chr(plane * 0x10000 + 0xFFFF)}" for plane in range(17))
+    + "]"
+)
+
+
+def markup_safe(text: str) -> str:
+    """``text`` without the code points XML and HTML forbid (see :data:`_NOT_IN_MARKUP`): a sentence
+    holding ``\\x01`` or U+FFFE still gives a well-formed SVG and an HTML page without parse errors."""
+    return _NOT_IN_MARKUP.sub("", text)
+
+
+def json_markup_safe(text: str) -> str:
+    """JSON text with those code points written as ``\\uXXXX`` escapes (they can only be inside
+    strings there), so the data keeps them and the page holding it stays valid."""
+    return _NOT_IN_MARKUP.sub(lambda match: _json_escape(ord(match[0])), text)
+
+
+def _json_escape(code: int) -> str:
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # past the BMP: JSON writes a surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
