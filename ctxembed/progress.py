@@ -182,9 +182,9 @@ class Training:
         if entry["loss"] is None:
             line = f"epoch {entry['epoch']}/{entry['epochs']} done (no held-out sentences)"
         else:
-            change = entry["loss"] / entry["initial"] - 1
             line = f"epoch {entry['epoch']}/{entry['epochs']}: held-out loss {entry['loss']:.4f}"
-            line += f" ({change:+.1%} from step 0)"
+            if entry["initial"]:
+                line += f" ({entry['loss'] / entry['initial'] - 1:+.1%} from step 0)"
         if self.bar is not None:
             self.bar.console.print(line, highlight=False)
         else:

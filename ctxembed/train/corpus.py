@@ -95,12 +95,12 @@ def read_corpus(source: str | Path, store, *, max_tokens: int = 128, name: str |
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise DataError(f"{source}: cannot read the corpus ({exc})") from None
     label = name or str(source)
+    # mostly binary: refused even when a few lines happen to decode (random bytes give a word or two)
+    if stats["invalid_lines"] and stats["invalid_lines"] * 2 >= stats["lines"]:
+        raise DataError(
+            f"{label}: does not look like text ({stats['invalid_lines']} of {stats['lines']} lines are not UTF-8 text)"
+        )
     if not sentences:
-        if stats["invalid_lines"] and stats["invalid_lines"] * 2 >= stats["lines"]:
-            raise DataError(
-                f"{label}: does not look like text ({stats['invalid_lines']} of {stats['lines']} lines "
-                "are not UTF-8 text)"
-            )
         raise DataError(f"{label}: no sentence with an in-vocabulary word ({stats['lines']} lines read)")
     vocabulary = np.array(list(ids), dtype=np.int64)  # (V,) in order of first appearance
     counts = np.bincount(np.concatenate(sentences), minlength=len(ids))  # (V,)

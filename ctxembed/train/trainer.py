@@ -239,6 +239,11 @@ class Trainer:
         self.store, self.corpus, self.settings, self.options = store, corpus, settings, options
         self.corpus_name = corpus_name
         self.dim = store.dim
+        if len(corpus.vocabulary) < 2:  # nothing to choose between: every loss would be 0
+            raise DataError(
+                f"{corpus_name or 'the corpus'}: every token is the same word "
+                f"({store.words[int(corpus.vocabulary[0])]!r}); masked-word prediction needs at least 2 distinct words"
+            )
         # the attention inputs of the corpus words: static vectors, after all-but-the-top when on
         plain = replace(settings.attention, heads=1, layers=1)  # only the input ingredients matter here
         engine = Engine(store, replace(settings, projection="identity", weights_file=None, attention=plain))
