@@ -112,6 +112,34 @@ def emit_json(document: dict) -> None:
     sys.stdout.flush()
 
 
+def check_output_path(path: str | os.PathLike, setting: str) -> Path:
+    """Refuse, before any long work, an output file that could not be written: a directory, a missing
+    or non-folder parent, a folder where no file can be made (read-only, no permission) or a full
+    disk. Every command that writes a file runs it first, so minutes of work are never lost to a typo.
+    DataError names the path and ``setting`` (``{out}``, shown by the CLI as its flag)."""
+    from ctxembed.errors import DataError
+
+    path = Path(path)
+    where = f"{{{setting}}} {path}"
+    if path.is_dir():
+        raise DataError(f"{where}: is a directory; give a file name", setting)
+    parent = path.parent
+    if not parent.exists():
+        raise DataError(f"{where}: no such folder {str(parent)!r}", setting)
+    if not parent.is_dir():
+        raise DataError(f"{where}: {str(parent)!r} is not a folder", setting)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+        free = os.statvfs(parent).f_bavail if hasattr(os, "statvfs") else None
+    except OSError as exc:
+        raise DataError(f"{where}: cannot write in {str(parent)!r} ({exc.strerror or exc})", setting) from None
+    if free == 0:
+        raise DataError(f"{where}: cannot write in {str(parent)!r} (no space left on the device)", setting)
+    return path
+
+
 @contextmanager
 def atomic_file(path: Path) -> Iterator:
     """Open a temporary file beside ``path`` for binary writing; on success it is synced and renamed

@@ -214,7 +214,7 @@ _IN_ORDER = sorted(SETTINGS.values(), key=lambda spec: spec.order)  # stable: de
 # Options that are not settings: where the vectors come from, and the preset.
 _OTHER_FLAGS = {
     "vectors": "--vectors", "limit": "--limit", "trust": "--trust", "preset": "--preset", "layer": "--layer",
-    "head": "--head", "out": "--out", "checkpoint": "--checkpoint", "resume": "--resume",
+    "head": "--head", "out": "--out", "checkpoint": "--checkpoint", "resume": "--resume", "save": "--save",
 }  # fmt: skip
 
 

@@ -116,7 +116,7 @@ def test_info_on_a_missing_file_is_a_data_error(tmp_path):
 
 
 def test_convert_into_a_directory_is_a_usage_error(gensim_file, tmp_path):
-    assert "is a directory" in fails(2, "vectors", "convert", gensim_file, tmp_path)
+    assert "is a directory" in fails(1, "vectors", "convert", gensim_file, tmp_path)
 
 
 def test_vectors_without_subcommand_shows_help_not_an_error():

@@ -28,6 +28,7 @@ from ctxembed.evaluation.evaluate import (
     resolve_pairs_file,
 )
 from ctxembed.evaluation.mixfit import fit_document, read_labelled
+from ctxembed.output import check_output_path
 from ctxembed.progress import enabled, steps
 from ctxembed.senses.wsi import contextual_vectors, evaluate_baselines, read_wsi, score_clusters
 from ctxembed.settings import SenseOptions, Settings
@@ -206,6 +207,8 @@ def fit_mix(
     (WiC folders and/or SCWS-style files, each weighing the same) and write it to ``out`` (default: the
     cache folder, which ``mix="learned"`` reads). Returns the ``ctxembed.mix-fit/1`` document."""
     note = on_note or _quiet
+    if out is not None:
+        check_output_path(out, "out")  # before the fit, not after it
     labelled = [read_labelled(str(source), split) for source in sources]
     note(f"fitting the layer mix on {', '.join(s.path for s in labelled)} ...")
     doc = fit_document(store, settings, labelled, vectors)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxembed.errors import SettingError, UsageError
-from ctxembed.output import as_json, say
+from ctxembed.output import as_json, check_output_path, say
 from ctxembed.progress import Training
 from ctxembed.settings import SETTINGS, TRAIN_OPTIONS, TrainOptions
 from ctxembed.train.checkpoint import read_checkpoint, write_checkpoint, write_trained
@@ -59,6 +59,8 @@ def train_weights(
         raise UsageError("{checkpoint} must differ from {out}", "checkpoint", "out")
     if str(corpus) == "-" and resume:
         raise UsageError("{resume} needs the corpus as a file (stdin cannot be read again)", "resume")
+    check_output_path(out, "out")
+    check_output_path(checkpoint, "checkpoint")
     settings = training_settings(seed=options.seed, **architecture)
     store = open_vectors(vectors, limit=limit, trust=trust, on_convert=note)
     initial_params(settings, store.dim, options.fix_values)  # an impossible architecture fails before reading

@@ -29,6 +29,7 @@ from ctxembed.errors import DataError, UsageError
 # Opening a store is on every attend/compare path; converting a foreign file or fetching a gensim-data
 # model is not. What only those need is imported inside them (measured on top of the CLI and the
 # engine: gensim over 1 s, filelock 21 ms, vectors.formats 9 ms, logging 1.5 ms).
+from ctxembed.output import check_output_path  # noqa: I001 - beside reading(), both cheap
 from ctxembed.progress import reading
 from ctxembed.vectors.cache import _fingerprint, cache_dir, cache_path
 from ctxembed.vectors.shipped import shipped_path
@@ -360,8 +361,7 @@ def convert_to_store(spec: str, out: Path, *, limit: int | None, trust: bool, qu
     out = Path(out)
     resolved = resolve(spec)
     fmt = "ctxembed-store" if resolved.kind == "default" else detect_format(resolved.path)
-    if out.exists() and out.is_dir():
-        raise UsageError(f"{out}: is a directory; give a file name for the store")
+    check_output_path(out, "OUT")
     if fmt == "ctxembed-store":
         whole = VectorStore.open(resolved.path)
         store = _limited(whole, limit)

@@ -33,7 +33,8 @@ FORMATS = (".svg", ".html", ".png", ".json")
 
 def check_path(path: str | Path) -> str:
     """The format of ``path`` (its suffix); UsageError for an unknown one, DataError when the PNG extra
-    is missing or the folder does not exist. Cheap: run it before any work."""
+    is missing or the file could not be written (:func:`ctxembed.output.check_output_path`). Cheap:
+    run it before any work."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".htm":
@@ -43,11 +44,9 @@ def check_path(path: str | Path) -> str:
         raise UsageError(f"--save {path}: {shown}; use one of {', '.join(FORMATS)}")
     if suffix == ".png":
         require_matplotlib()
-    if path.exists() and path.is_dir():
-        raise DataError(f"--save {path}: is a directory")
-    parent = path.parent
-    if not parent.is_dir():
-        raise DataError(f"--save {path}: no such folder {str(parent)!r}")
+    from ctxembed.output import check_output_path
+
+    check_output_path(path, "save")
     return suffix
 
 
