@@ -166,3 +166,20 @@ def test_eval_wsi_table_lists_the_baselines_beside_the_configuration(tmp_path):
     names = [line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│")]
     assert names == ["one-cluster", "bag-of-words", "default"]
     assert "2 words, 12 occurrences" in out and "-0.000" not in out
+
+
+def test_identical_lines_give_no_library_warning_and_say_why_fewer_senses_than_k(tmp_path):
+    same = tmp_path / "same.txt"
+    same.write_text("we sat on the river bank and watched the water\n" * 20)
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:  # pytest would otherwise swallow them
+        warnings.simplefilter("always")
+        auto = invoke("senses", "bank", same)
+        given = invoke("senses", "bank", same, "-k", "3")
+    assert [str(w.message) for w in caught] == []  # scikit-learn's ConvergenceWarning, 14 times before
+    assert auto.exit_code == 0 and auto.stderr == "", auto.stderr
+    assert given.exit_code == 0 and given.stderr == "", given.stderr
+    assert "1 sense (k given, but the occurrences have only 1 distinct context)" in given.stdout
+    doc = run_json("senses", "bank", same, "-k", "3", "--json")
+    assert doc["words"][0]["k"] == 1 and doc["words"][0]["chosen_by"] == "fewer distinct contexts than k given"

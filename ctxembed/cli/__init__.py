@@ -255,6 +255,9 @@ def main() -> None:
     # numpy's RuntimeWarnings are not for users: a NaN or overflow that matters is an error naming
     # its stage (Engine.run), never a warning on stderr
     warnings.filterwarnings("ignore", category=RuntimeWarning)
+    # nor are the libraries' own warnings (scikit-learn's ConvergenceWarning, gensim's notes): what
+    # matters to a user is turned into a ctxembed note or error where the library is called
+    warnings.filterwarnings("ignore", module=r"(sklearn|gensim|scipy|numpy|smart_open|joblib)(\..*)?$")
     try:
         check_arguments(sys.argv[1:])
     except UsageError as exc:

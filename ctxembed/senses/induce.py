@@ -20,6 +20,7 @@ imported here only.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,7 +58,7 @@ class OccurrenceVectors:
 class Clustering:
     labels: np.ndarray  # (n,) sense of each occurrence, 0 = the largest sense
     k: int
-    chosen_by: str  # "given", "silhouette", or "too few occurrences"
+    chosen_by: str  # "given", FEWER_THAN_GIVEN, "silhouette", "too few occurrences", "no split with ..."
     silhouette: float | None  # mean silhouette (cosine) of the result; None for one cluster
     tried: list[dict] = field(default_factory=list)  # -k auto: {k, silhouette, smallest_share}
 
@@ -126,6 +127,9 @@ def target_vectors(engine: Engine, prepared: list, rows: list[int], *, drop_own:
     return vectors
 
 
+FEWER_THAN_GIVEN = "fewer distinct contexts than k given"
+
+
 def smallest_cluster(n: int, min_share: float) -> int:
     return max(2, math.ceil(min_share * n))
 
@@ -146,7 +150,9 @@ def _cluster(unit: np.ndarray, k: int | None, *, k_max: int, min_share: float, s
         if n < k:
             raise DataError(f"{n} occurrence(s), fewer than the {k} senses asked for")
         labels = _kmeans(unit, k, seed)
-        return Clustering(*_relabel(labels), "given", _silhouette(unit, labels))
+        labels, found = _relabel(labels)
+        how = "given" if found == k else FEWER_THAN_GIVEN  # identical contexts cannot be split
+        return Clustering(labels, found, how, _silhouette(unit, labels))
     floor = smallest_cluster(n, min_share)
     tried = []
     best: tuple[float, np.ndarray] | None = None
@@ -170,10 +176,14 @@ def _cluster(unit: np.ndarray, k: int | None, *, k_max: int, min_share: float, s
 def _kmeans(unit: np.ndarray, k: int, seed: int) -> np.ndarray:
     from sklearn.cluster import KMeans  # scikit-learn takes over a second: imported when clustering starts
 
+    # k-means cannot find more clusters than distinct points (scikit-learn warns, once per fit)
+    k = min(k, len(np.unique(unit.round(6), axis=0)))
     if k == 1:
         return np.zeros(len(unit), dtype=np.int64)
     model = KMeans(n_clusters=k, n_init=N_INIT, random_state=seed)
-    return model.fit_predict(unit.astype(np.float64)).astype(np.int64)  # (n,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scikit-learn's warnings are not for our users
+        return model.fit_predict(unit.astype(np.float64)).astype(np.int64)  # (n,)
 
 
 def _silhouette(unit: np.ndarray, labels: np.ndarray) -> float | None:
@@ -205,13 +215,15 @@ def centroids(unit: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
 
 def pca_map(unit: np.ndarray) -> tuple[np.ndarray, list[float]]:
     """(n, 2) coordinates of the first two principal components, and their explained variance ratios."""
-    if len(unit) < 3:
+    if len(unit) < 3 or np.abs(unit - unit.mean(axis=0)).max() < 1e-9:  # identical points: no variance to explain
         return np.zeros((len(unit), 2)), [0.0, 0.0]
     from sklearn.decomposition import PCA
 
     model = PCA(n_components=2, random_state=0)
-    points = model.fit_transform(unit.astype(np.float64))  # (n, 2)
-    return points, [float(x) for x in model.explained_variance_ratio_]
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        points = model.fit_transform(unit.astype(np.float64))  # (n, 2)
+    return points, [float(x) if np.isfinite(x) else 0.0 for x in model.explained_variance_ratio_]
 
 
 def sense_labels(engine: Engine, centres: np.ndarray, *, k: int, exclude: set[str]) -> list[list[tuple[str, float]]]:

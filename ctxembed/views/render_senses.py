@@ -49,7 +49,12 @@ def render_senses(console: Console, doc: dict) -> None:
             else ""
         )
         quality = entry["quality"]["silhouette"]
-        how = {"silhouette": "k by silhouette", "given": "k given"}.get(entry["chosen_by"], entry["chosen_by"])
+        how = {
+            "silhouette": "k by silhouette",
+            "given": "k given",
+            "fewer distinct contexts than k given": f"k given, but the occurrences have only {entry['k']} distinct "
+            f"context{'s' if entry['k'] > 1 else ''}",
+        }.get(entry["chosen_by"], entry["chosen_by"])
         title = Text(entry["word"], style="bold")
         title.append(
             f"  {entry['occurrences_found']:,} occurrences ({', '.join(entry['forms'])}){sampled}, "
