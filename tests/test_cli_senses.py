@@ -146,6 +146,32 @@ def test_eval_wsi_bad_files(tmp_path):
     assert "no such file" in fails(1, "eval", "wsi", tmp_path / "none.tsv")
 
 
+def test_eval_wsi_refuses_a_token_that_is_not_the_word(tmp_path):
+    """A word column that disagrees with the token at index would be scored for a word it does not hold."""
+    bad = tmp_path / "bad.tsv"
+    good = "bank\triver\t5\twe sat on the river bank\nbank\tmoney\t3\tI paid into banks today\n"
+    bad.write_text(good + "bank\triver\t4\twe sat on the river bank\n", encoding="utf-8")
+    line = fails(1, "eval", "wsi", bad, "-c", "static")
+    assert "line 3: the token at index 4 is 'river', not a form of 'bank'" in line
+
+
+def test_eval_wsi_refuses_a_10_mb_line_quickly_in_little_memory(tmp_path):
+    big = tmp_path / "big.tsv"
+    with open(big, "w", encoding="utf-8") as fh:
+        fh.write("bank\triver\t5\twe sat on the river bank\n")
+        fh.write("bank\triver\t0\tbank " + "water " * 1_750_000 + "\n")  # 10.5 MB
+    measure = (
+        "import resource, subprocess, sys\n"
+        "run = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "print(run.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, run.stderr.strip())\n"
+    )
+    command = [sys.executable, "-m", "ctxembed", "eval", "wsi", str(big), "-c", "static"]
+    out = subprocess.run([sys.executable, "-c", measure, *command], capture_output=True, text=True, timeout=60)
+    code, peak_kib, message = out.stdout.split(" ", 2)
+    assert code == "1" and "line 2: longer than 65,536 bytes" in message, out.stdout
+    assert int(peak_kib) < 200 * 1024  # the line is never kept whole
+
+
 def test_plain_commands_never_import_scikit_learn():
     code = (
         "import sys; from ctxembed.cli import app\n"

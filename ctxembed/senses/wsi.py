@@ -37,38 +37,65 @@ class LabelledOccurrence:
     words: list[str]
 
 
+MAX_WSI_LINE_BYTES = 1 << 16  # a labelled sentence, not a document: a longer line is refused unread
+
+
 def read_wsi(path: str | Path) -> list[LabelledOccurrence]:
+    """The labelled occurrences of a TSV file (format in the module doc). Read line by line, each line
+    bounded, so a 10 MB line costs nothing; the token at ``index`` must be a form of ``word`` (the
+    word itself or one of its inflections), or the line is refused: it would be scored for a word it
+    does not hold."""
+    from ctxembed.senses.occurrences import inflections
+
     path = Path(path)
+    items = []
     try:
         with open_file(path, "a sense-labelled TSV file") as fh:
-            text = fh.read().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+            for number, raw in enumerate(iter(lambda: fh.readline(MAX_WSI_LINE_BYTES + 1), b""), start=1):
+                if len(raw) > MAX_WSI_LINE_BYTES:
+                    raise DataError(
+                        f"{path}: line {number}: longer than {MAX_WSI_LINE_BYTES:,} bytes; a line holds one "
+                        "labelled sentence"
+                    )
+                try:
+                    line = raw.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as exc:
+                    raise DataError(f"{path}: line {number}: not valid UTF-8 (byte {exc.start})") from None
+                item = _parse_line(path, number, line, inflections)
+                if item is not None:
+                    items.append(item)
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror})") from None
-    items = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.startswith("#") or (number == 1 and line.split("\t")[0].strip() == "word"):
-            continue
-        fields = line.split("\t")
-        if len(fields) != 4:
-            raise DataError(
-                f"{path}: line {number}: expected word<TAB>sense<TAB>index<TAB>sentence, got {len(fields)} fields"
-            )
-        word, sense, index, sentence = (f.strip() for f in fields)
-        words = sentence.split(" ")
-        try:
-            position = int(index)
-        except ValueError:
-            raise DataError(f"{path}: line {number}: token index {index!r} is not a number") from None
-        if not 0 <= position < len(words):
-            raise DataError(f"{path}: line {number}: token index {position} outside the {len(words)} tokens")
-        if not word or not sense:
-            raise DataError(f"{path}: line {number}: empty word or sense")
-        items.append(LabelledOccurrence(word, sense, position, words))
     if not items:
         raise DataError(f"{path}: no labelled occurrences")
     return items
+
+
+def _parse_line(path: Path, number: int, line: str, inflections) -> LabelledOccurrence | None:
+    if not line.strip() or line.startswith("#") or (number == 1 and line.split("\t")[0].strip() == "word"):
+        return None
+    fields = line.split("\t")
+    if len(fields) != 4:
+        raise DataError(
+            f"{path}: line {number}: expected word<TAB>sense<TAB>index<TAB>sentence, got {len(fields)} fields"
+        )
+    word, sense, index, sentence = (f.strip() for f in fields)
+    words = sentence.split(" ")
+    try:
+        position = int(index)
+    except ValueError:
+        raise DataError(f"{path}: line {number}: token index {index!r} is not a number") from None
+    if not 0 <= position < len(words):
+        raise DataError(f"{path}: line {number}: token index {position} outside the {len(words)} tokens")
+    if not word or not sense:
+        raise DataError(f"{path}: line {number}: empty word or sense")
+    token = words[position]
+    if token.lower() != word.lower() and token.lower() not in inflections(word):
+        raise DataError(
+            f"{path}: line {number}: the token at index {position} is {token!r}, not a form of {word!r} "
+            "(indices count space-separated tokens from 0)"
+        )
+    return LabelledOccurrence(word, sense, position, words)
 
 
 def _by_word(items: list[LabelledOccurrence]) -> dict[str, list[int]]:
