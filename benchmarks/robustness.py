@@ -150,4 +150,59 @@ def robustness(ctxembed: str, env: dict, cache: Path, repo: Path, repeat: int) -
         f"first lookup of a sentence {sums['first_lookup']:.1f} ms",
         "checks ≪ open", sums["open_checks"] < sums["open"] / 2,
     ))  # fmt: skip
+    rows += exports(ctxembed, env, cache, repo, repeat, details)
+    rows += hostile_files(ctxembed, env, cache, repo, details)
     return rows, details
+
+
+def sentence_of(path: Path, tokens: int, seed: int = 0) -> Path:
+    """One line of ``tokens`` common words (each one token), for the export budget rows."""
+    if not path.exists():
+        words = "the river bank money water we sat on and paid into a of to in is was for that with".split()
+        rng = random.Random(seed)
+        path.write_text(" ".join(rng.choice(words) for _ in range(tokens)) + "\n", encoding="utf-8")
+    return path
+
+
+def exports(ctxembed: str, env: dict, cache: Path, repo: Path, repeat: int, details: dict) -> list[tuple]:
+    """attend --save at 512 tokens (the default limit) and 2,048: time, peak RSS and file size of the
+    SVG and the HTML page, against the export budget of docs/robustness.md (≤ 10 MB, ≤ 1 GB)."""
+    import statistics
+
+    rows, details["exports"] = [], {}
+    for tokens in (512, 2048):
+        sentence = sentence_of(cache / f"sentence-{tokens}.txt", tokens)
+        for suffix in (".svg", ".html"):
+            out = cache / f"export-{tokens}{suffix}"
+            cmd = ["sh", "-c", f'exec "$0" attend - --max-tokens {tokens} --save "$1" < "$2" > /dev/null']
+            cmd += [ctxembed, str(out), str(sentence)]
+            samples = [run_fresh(cmd, env, repo) for _ in range(max(1, repeat // 2))]
+            size = out.stat().st_size / 1e6 if out.exists() else float("nan")
+            details["exports"][f"{tokens}{suffix}"] = {"samples": samples, "megabytes": size}
+            wall = statistics.median(s["wall"] for s in samples)
+            peak = statistics.median(s["peak_rss_largest_mb"] for s in samples)
+            failed = next((s["failed"] for s in samples if s["failed"]), None)
+            rows.append((
+                f"attend --save {suffix[1:]}, {tokens:,} tokens: time, peak RSS, file size",
+                f"{wall:.1f} s, {peak:.0f} MB, {size:.1f} MB" if not failed else f"failed ({failed[:120]})",
+                "issue 24: 512 tokens 17 s, 956 MB, a 91 MB SVG" if tokens == 512 and suffix == ".svg" else "—",
+                "—", "≤ 10 MB file, ≤ 1 GB", not failed and size <= 10 and peak <= 1024,
+            ))  # fmt: skip
+    return rows
+
+
+def hostile_files(ctxembed: str, env: dict, cache: Path, repo: Path, details: dict) -> list[tuple]:
+    """A 3 MB deflated weights file declaring a (20000, 20000) float64 array: refused, peak RSS."""
+    sys.path.insert(0, str(repo))
+    from tests.npz_bomb import write_npz_bomb
+
+    bomb = write_npz_bomb(cache / "bomb.npz")
+    cmd = [ctxembed, "attend", "the river bank", "--projection", "file", "--weights", str(bomb)]
+    sample = run_fresh(cmd, env, repo)
+    details["npz_bomb"] = sample
+    refused = (sample["failed"] or "").startswith("exit 1:") and "budget" in sample["failed"]
+    return [(
+        "weights .npz declaring 3.2 GB (3 MB deflated): refused from its headers",
+        f"{sample['wall']:.2f} s, {sample['peak_rss_largest_mb']:.0f} MB peak",
+        "issue 24: 55 s, 9.4 GB", "—", "refused, < 200 MB", refused and sample["peak_rss_largest_mb"] < 200,
+    )]  # fmt: skip

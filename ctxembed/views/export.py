@@ -96,12 +96,17 @@ def html_fragment(doc: dict, view: View | None = None) -> str:
     a notebook's ``_repr_html_``. Several fragments can live on one page."""
     view = view or View()
     root = f"ctxembed-{secrets.token_hex(6)}"
-    if doc.get("schema") == "ctxembed.attend/2":
+    interactive = doc.get("schema") == "ctxembed.attend/2"
+    too_big = interactive and _weight_count(doc) > PAGE_WEIGHTS
+    if interactive and not too_big:
         body = '<div class="app"></div>'
     else:
         body = '<div class="readout">hover or click a cell to read its exact value</div>' + figure_svg(
             build_figure(doc, view)
         )
+    if too_big:  # past the budget the page is the static figure (its heatmap one image), without the weights
+        doc = {key: value for key, value in doc.items() if key != "weights"}
+        doc["weights_dropped"] = f"more than {PAGE_WEIGHTS:,} attention weights: shown as the figure"
     settings = {"layer": view.layer, "head": view.head, "all_heads": view.all_heads}
     return (
         f'<div class="ctxembed-view" id="{root}" data-view="{html.escape(json.dumps(settings))}">'
@@ -109,6 +114,23 @@ def html_fragment(doc: dict, view: View | None = None) -> str:
         f'<script type="application/json" class="ctxembed-data">{_script_json(doc)}</script>'
         f"{body}<script>{_asset('view.js')}\nctxembedView(document.getElementById({json.dumps(root)}));</script></div>"
     )
+
+
+# Size budget of a page: an attend document with more attention weights than this (layers x heads x
+# tokens x tokens; 512 tokens in one head is 262,144) is shown as the static figure, without the
+# weights in the page, so a 4,096-token page is a few MB instead of 237 MB (docs/robustness.md).
+PAGE_WEIGHTS = 1 << 20
+
+
+def _weight_count(doc: dict) -> int:
+    """How many numbers ``doc["weights"]`` holds (nested lists or an array)."""
+    level, count = doc.get("weights"), 1
+    while isinstance(level, list | tuple):
+        if not level:
+            return 0
+        count *= len(level)
+        level = level[0]
+    return count * int(getattr(level, "size", 1)) if doc.get("weights") is not None else 0
 
 
 def html_page(doc: dict, view: View | None = None) -> str:

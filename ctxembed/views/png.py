@@ -67,9 +67,15 @@ def _wrap(texts, width_inches: float, *, fontsize: float) -> list[str]:
     return [piece for text in texts for piece in textwrap.wrap(text, per_line, subsequent_indent="    ") or [""]]
 
 
+# Size budget of a PNG: a heatmap panel is at most MAX_PANEL inches wide, labelled by at most
+# MAX_TICKS of its tokens (docs/robustness.md)
+MAX_PANEL = 24.0
+MAX_TICKS = 70
+
+
 def _panel_size(panel) -> float:
-    if isinstance(panel, Heatmap):
-        return 1.5 + 0.32 * max(len(panel.rows), len(panel.columns))
+    if isinstance(panel, Heatmap):  # at most MAX_PANEL inches: 512 tokens would ask for 165 (a 1 GB bitmap)
+        return min(MAX_PANEL, 1.5 + 0.32 * max(len(panel.rows), len(panel.columns)))
     if isinstance(panel, Bars):
         return 1.5 + 0.3 * len(panel.labels)
     return 4.0
@@ -80,8 +86,10 @@ def _heatmap(ax, panel: Heatmap) -> None:
     cmap = "RdBu" if panel.diverging else "Blues"
     image = ax.imshow(values, cmap=cmap, vmin=panel.low, vmax=panel.high)
     ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    ax.set_xticks(range(len(panel.columns)), panel.columns, rotation=55, ha="right", fontsize=7)
-    ax.set_yticks(range(len(panel.rows)), panel.rows, fontsize=7)
+    step = max(1, math.ceil(max(len(panel.rows), len(panel.columns)) / MAX_TICKS))  # every step-th label
+    columns, rows = range(0, len(panel.columns), step), range(0, len(panel.rows), step)
+    ax.set_xticks(columns, [panel.columns[j] for j in columns], rotation=55, ha="right", fontsize=7)
+    ax.set_yticks(rows, [panel.rows[i] for i in rows], fontsize=7)
     ax.set_title(panel.title, fontsize=9)
     if max(len(panel.rows), len(panel.columns)) <= 16:
         for i in range(len(panel.rows)):

@@ -77,6 +77,12 @@ def _share(value: float, low: float, high: float) -> float:
 
 
 # ------------------------------------------------------------------------------ panels: (width, height, svg)
+# Size budget: a heatmap of more cells than this is drawn as one embedded image of its cells (no
+# per-cell number, hover title or data attributes), so a 512-token attention map stays a few MB
+# instead of 90 MB. Labels are kept. See docs/robustness.md.
+DETAILED_CELLS = 64 * 64
+
+
 def _heatmap(panel: Heatmap) -> tuple[float, float, str]:
     n_rows, n_cols = len(panel.rows), len(panel.columns)
     size = 11
@@ -90,6 +96,11 @@ def _heatmap(panel: Heatmap) -> tuple[float, float, str]:
     for j, label in enumerate(panel.columns):
         x, y = left + j * CELL + CELL / 2, top - 6
         parts.append(_text(x, y, label, size, extra=f' transform="rotate(-55 {x:.1f} {y:.1f})"'))
+    if n_rows * n_cols > DETAILED_CELLS:
+        for i, label in enumerate(panel.rows):
+            parts.append(_text(left - 6, top + i * CELL + CELL / 2 + 4, label, size, anchor="end"))
+        parts.append(_cells_image(panel, left, top))
+        return width, height, "".join(parts)
     for i, label in enumerate(panel.rows):
         parts.append(_text(left - 6, top + i * CELL + CELL / 2 + 4, label, size, anchor="end"))
         for j in range(n_cols):
@@ -114,6 +125,54 @@ def _heatmap(panel: Heatmap) -> tuple[float, float, str]:
                 + "</g>"
             )
     return width, height, "".join(parts)
+
+
+def _cells_image(panel: Heatmap, left: float, top: float) -> str:
+    """The cells of a large heatmap as one PNG (a pixel a cell, scaled up without smoothing)."""
+    import base64
+
+    rgb = colours(panel.values, panel.low, panel.high, panel.diverging)  # (rows, columns, 3) uint8
+    if panel.masked is not None:
+        rgb[np.asarray(panel.masked, dtype=bool)] = (240, 240, 240)
+    data = base64.b64encode(png_bytes(rgb)).decode("ascii")
+    n_rows, n_cols = rgb.shape[:2]
+    return (
+        f'<image x="{left:.1f}" y="{top:.1f}" width="{n_cols * CELL}" height="{n_rows * CELL}" '
+        f'preserveAspectRatio="none" style="image-rendering:pixelated" href="data:image/png;base64,{data}">'
+        f"<title>{escape(panel.label)}: {n_rows} x {n_cols} cells, drawn without per-cell values "
+        f"past {DETAILED_CELLS:,} cells</title></image>"
+    )
+
+
+def colours(values: np.ndarray, low: float, high: float, diverging: bool) -> np.ndarray:
+    """(..., 3) uint8: :func:`colour` of every value's share of [low, high], at once."""
+    stops = _DIVERGING if diverging else _SEQUENTIAL
+    span = high - low
+    share = np.zeros(values.shape) if span <= 0 else np.clip((np.asarray(values, np.float64) - low) / span, 0, 1)
+    share = np.nan_to_num(share)
+    positions = [p for p, _ in stops]
+    channels = [np.interp(share, positions, [c[k] for _, c in stops]) for k in range(3)]
+    return np.rint(np.stack(channels, axis=-1)).astype(np.uint8)
+
+
+def png_bytes(rgb: np.ndarray) -> bytes:
+    """A PNG file of an (h, w, 3) uint8 image: the standard library's zlib and CRC-32 suffice."""
+    import struct
+    import zlib
+
+    h, w = rgb.shape[:2]
+    raw = np.concatenate([np.zeros((h, 1), np.uint8), rgb.reshape(h, w * 3)], axis=1)  # filter 0 per row
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)  # 8-bit RGB
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw.tobytes(), 6))
+        + chunk(b"IEND", b"")
+    )
 
 
 def _short(value: float, digits: int) -> str:

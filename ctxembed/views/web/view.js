@@ -19,7 +19,7 @@ window.ctxembedView = function (root, given, givenView) {
     return "rgb(" + [0, 1, 2].map(function (c) { return Math.round(a[c] + (b[c] - a[c]) * t); }).join(",") + ")";
   }
 
-  if (/^ctxembed\.attend\/\d+$/.test(doc.schema)) attention(); else generic();
+  if (/^ctxembed\.attend\/\d+$/.test(doc.schema) && doc.weights) attention(); else generic();
 
   /* ------------------------------------------------------------------ any figure: hover or click a cell */
   function generic() {
