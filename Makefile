@@ -53,10 +53,12 @@ browser:
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check ctxembed tests scripts benchmarks
 
-# A longer fuzz run of batch than `make test` does: many more hypothesis examples, then the real
-# command on random files of good and bad lines (prints its figures as JSON; exit 1 if any is off).
+# A longer fuzz run than `make test` does: many more hypothesis examples for batch and for input files
+# (weights, --mix files, sense-labelled TSVs), then the real batch command on random files of good and
+# bad lines (prints its figures as JSON; exit 1 if any is off).
 fuzz: $(VENV)/.installed-dev
 	CTXEMBED_FUZZ_EXAMPLES=2000 $(BIN)/python -m pytest -q tests/test_batch_fuzz.py tests/test_fast_paths.py
+	CTXEMBED_FUZZ_EXAMPLES=500 $(BIN)/python -m pytest -q tests/test_input_fuzz.py
 	$(BIN)/python scripts/fuzz_batch.py --rounds 40 --lines 500
 
 bench: $(VENV)/.installed-dev
