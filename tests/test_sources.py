@@ -153,12 +153,16 @@ def test_cached_open_does_not_import_gensim(glove_file, isolated_env):
     assert out.stdout.split() == ["4", "False", "False"]
 
 
-def test_unwritable_cache_is_a_clear_data_error(glove_file, monkeypatch, tmp_path):
+def test_an_unwritable_cache_reads_the_vectors_without_one_and_says_so(glove_file, monkeypatch, tmp_path):
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("a file where the cache folder should be")
     monkeypatch.setenv("CTXEMBED_CACHE_DIR", str(blocked))
-    with pytest.raises(DataError, match="cannot write the store .*CTXEMBED_CACHE_DIR"):
-        open_vectors(str(glove_file))
+    notes = []
+    store = open_vectors(str(glove_file), on_convert=notes.append)
+    assert len(store) == 4 and store.vector(store.words[0]).shape == (store.dim,)
+    assert len(notes) == 1 and "cannot be written" in notes[0] and "without a cache" in notes[0]
+    assert "CTXEMBED_CACHE_DIR" in notes[0] and blocked.read_text().startswith("a file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["not-a-dir", glove_file.name]  # nothing left behind
 
 
 def test_info_reads_sizes_from_the_header_without_converting(tmp_path, isolated_env):

@@ -218,6 +218,13 @@ def open_vectors(
                 return _limited(_open_cache(cached, source.path), limit)
             if state == "damaged" and cache_limit == limit:
                 damaged = cached
+        if (problem := _unwritable(target.parent)) is not None:
+            if on_convert is not None:
+                on_convert(
+                    f"the cache folder {target.parent} cannot be written ({problem}): reading {source.path} "
+                    "without a cache, again at every run (set CTXEMBED_CACHE_DIR to a writable folder)"
+                )
+            return _limited(_uncached(source.path, fmt, target.name, limit, trust), limit)
         if on_convert is not None:
             if damaged is not None:
                 on_convert(f"the cache {damaged} is damaged; rebuilding it from {source.path}")
@@ -225,6 +232,29 @@ def open_vectors(
                 on_convert(f"converting {source.path} ({fmt}) once into the cache {target}")
         convert(source.path, fmt, target, limit=limit, trust=trust)
         return _open_cache(target, source.path)
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Why no file can be made in ``folder`` (created if missing), or None when one can."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".probe.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def _uncached(path: Path, fmt: str, name: str, limit: int | None, trust: bool) -> VectorStore:
+    """The vectors of ``path`` converted into a temporary store that is mapped, then deleted: the
+    mapping keeps its pages, so the store works for this run without a writable cache."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ctxembed-") as folder:
+        return VectorStore.open(convert(path, fmt, Path(folder) / name, limit=limit, trust=trust))
 
 
 def open_shipped(path: Path) -> VectorStore:
