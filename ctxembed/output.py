@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ctxembed.errors import OutputClosed
+from ctxembed.errors import DataError, OutputClosed
 
 if TYPE_CHECKING:  # rich costs ~15 ms to import; JSON output never needs it
     from rich.console import Console
@@ -117,8 +117,6 @@ def check_output_path(path: str | os.PathLike, setting: str) -> Path:
     or non-folder parent, a folder where no file can be made (read-only, no permission) or a full
     disk. Every command that writes a file runs it first, so minutes of work are never lost to a typo.
     DataError names the path and ``setting`` (``{out}``, shown by the CLI as its flag)."""
-    from ctxembed.errors import DataError
-
     path = Path(path)
     where = f"{{{setting}}} {path}"
     if path.is_dir():

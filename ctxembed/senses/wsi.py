@@ -24,6 +24,7 @@ from ctxembed.core.similarity import unit_rows
 from ctxembed.engine import Engine
 from ctxembed.errors import DataError
 from ctxembed.senses.induce import cluster, target_vectors
+from ctxembed.senses.occurrences import inflections
 from ctxembed.settings import Settings, build_settings
 from ctxembed.vectors.corpus import open_file
 from ctxembed.vectors.store import VectorStore
@@ -45,8 +46,6 @@ def read_wsi(path: str | Path) -> list[LabelledOccurrence]:
     bounded, so a 10 MB line costs nothing; the token at ``index`` must be a form of ``word`` (the
     word itself or one of its inflections), or the line is refused: it would be scored for a word it
     does not hold."""
-    from ctxembed.senses.occurrences import inflections
-
     path = Path(path)
     items = []
     try:

@@ -20,6 +20,7 @@ import os
 import re
 import stat
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from ctxembed.errors import DataError, UsageError
 # Opening a store is on every attend/compare path; converting a foreign file or fetching a gensim-data
 # model is not. What only those need is imported inside them (measured on top of the CLI and the
 # engine: gensim over 1 s, filelock 21 ms, vectors.formats 9 ms, logging 1.5 ms).
-from ctxembed.output import check_output_path  # noqa: I001 - beside reading(), both cheap
+from ctxembed.output import check_output_path, say
 from ctxembed.progress import reading
 from ctxembed.vectors.cache import _fingerprint, cache_dir, cache_path
 from ctxembed.vectors.shipped import shipped_path
@@ -236,8 +237,6 @@ def open_vectors(
 
 def _unwritable(folder: Path) -> str | None:
     """Why no file can be made in ``folder`` (created if missing), or None when one can."""
-    import tempfile
-
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".probe.", dir=folder)
@@ -251,8 +250,6 @@ def _unwritable(folder: Path) -> str | None:
 def _uncached(path: Path, fmt: str, name: str, limit: int | None, trust: bool) -> VectorStore:
     """The vectors of ``path`` converted into a temporary store that is mapped, then deleted: the
     mapping keeps its pages, so the store works for this run without a writable cache."""
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="ctxembed-") as folder:
         return VectorStore.open(convert(path, fmt, Path(folder) / name, limit=limit, trust=trust))
 
@@ -300,8 +297,6 @@ class _conversion_lock:
             try:
                 self.lock.acquire(timeout=min(1.0, LOCK_TIMEOUT))
             except Timeout:
-                from ctxembed.output import say
-
                 say(f"waiting for another ctxembed process converting into {self.target}")
                 self.lock.acquire(timeout=max(LOCK_TIMEOUT - 1.0, 0.0))
         except Timeout:

@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from ctxembed.errors import DataError, UsageError
-from ctxembed.output import atomic_file, dumps
+from ctxembed.output import atomic_file, check_output_path, dumps
 from ctxembed.views.figures import View, build_figure
 from ctxembed.views.png import figure_png, require_matplotlib
 from ctxembed.views.svg import figure_svg, json_markup_safe, markup_safe
@@ -44,8 +44,6 @@ def check_path(path: str | Path) -> str:
         raise UsageError(f"--save {path}: {shown}; use one of {', '.join(FORMATS)}")
     if suffix == ".png":
         require_matplotlib()
-    from ctxembed.output import check_output_path
-
     check_output_path(path, "save")
     return suffix
 

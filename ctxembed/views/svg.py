@@ -6,8 +6,11 @@ Every number cell carries a ``<title>`` (its exact value, shown on hover by brow
 
 from __future__ import annotations
 
+import base64
 import math
 import re
+import struct
+import zlib
 from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
@@ -129,8 +132,6 @@ def _heatmap(panel: Heatmap) -> tuple[float, float, str]:
 
 def _cells_image(panel: Heatmap, left: float, top: float) -> str:
     """The cells of a large heatmap as one PNG (a pixel a cell, scaled up without smoothing)."""
-    import base64
-
     rgb = colours(panel.values, panel.low, panel.high, panel.diverging)  # (rows, columns, 3) uint8
     if panel.masked is not None:
         rgb[np.asarray(panel.masked, dtype=bool)] = (240, 240, 240)
@@ -157,9 +158,6 @@ def colours(values: np.ndarray, low: float, high: float, diverging: bool) -> np.
 
 def png_bytes(rgb: np.ndarray) -> bytes:
     """A PNG file of an (h, w, 3) uint8 image: the standard library's zlib and CRC-32 suffice."""
-    import struct
-    import zlib
-
     h, w = rgb.shape[:2]
     raw = np.concatenate([np.zeros((h, 1), np.uint8), rgb.reshape(h, w * 3)], axis=1)  # filter 0 per row
 
