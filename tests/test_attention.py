@@ -477,6 +477,26 @@ def test_positions_are_added_to_the_input(toy):
     np.testing.assert_allclose(encode(repeated, AttentionConfig()).contextual, repeated)
 
 
+def test_query_key_positions_steer_but_are_not_carried(toy):
+    """position_mode query-key adds the positions to the queries' and keys' input only: with queries and
+    keys that ignore their input (W = 0, uniform weights) the output is the same as without positions."""
+    from ctxembed.core.projections import HeadProjection, LayerParams
+
+    zero, eye = np.zeros((3, 3)), np.eye(3)
+    blind = [LayerParams([HeadProjection(zero, zero, eye)], None, None)]  # W_query = W_key = 0, W_value = I
+    config = AttentionConfig(positions=True, position_mode="query-key", residual=True)
+    plain = encode(toy, AttentionConfig(residual=True), blind).contextual
+    np.testing.assert_allclose(encode(toy, config, blind).contextual, plain, rtol=1e-12)
+    carried = encode(toy, AttentionConfig(positions=True, residual=True), blind).contextual
+    assert not np.allclose(carried, plain)
+    # with the identity projection the positions change the scores, so the weights, not the values
+    steered = encode(toy, AttentionConfig(positions=True, position_mode="query-key"))
+    shifted = toy + sinusoidal_positions(4, 3)
+    context, weights = attention(shifted, shifted, toy)
+    np.testing.assert_allclose(steered.contextual, context, rtol=1e-12)
+    np.testing.assert_allclose(steered.weights[0, 0], weights, rtol=1e-12)  # layer 0, head 0
+
+
 def test_random_params_are_xavier_uniform():
     params = random_params(300, 64, AttentionConfig(heads=2), seed=0, bias=True, output_projection=True)
     limit = math.sqrt(6 / (300 + 64))

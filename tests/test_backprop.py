@@ -19,7 +19,17 @@ from ctxembed.train.trainer import Model, batch_loss, initial_params
 B, T, D, V, K = 3, 6, 8, 20, 7  # sentences, tokens, dimension, corpus words, negatives
 
 
-def make_case(layers, heads, output_projection, residual, fix_values, masking, layer_norm=False, positions=True):
+def make_case(
+    layers,
+    heads,
+    output_projection,
+    residual,
+    fix_values,
+    masking,
+    layer_norm=False,
+    positions=True,
+    position_mode="input",
+):
     """A model in float64 and one batch: padding, masked tokens, and with ``masking`` exclude-self + causal."""
     rng = np.random.default_rng(layers * 100 + heads * 10 + output_projection)
     settings = build_settings(
@@ -31,6 +41,7 @@ def make_case(layers, heads, output_projection, residual, fix_values, masking, l
         residual=residual,
         layer_norm=layer_norm,
         positions=positions,
+        position_mode=position_mode,
         exclude_self=masking,
         causal=masking,
         seed=3,
@@ -52,7 +63,14 @@ def make_case(layers, heads, output_projection, residual, fix_values, masking, l
 
 COMBINATIONS = [
     dict(
-        layers=L, heads=h, output_projection=wo, residual=res, fix_values=fix, masking=mask, layer_norm=(L + h) % 2 == 0
+        layers=L,
+        heads=h,
+        output_projection=wo,
+        residual=res,
+        fix_values=fix,
+        masking=mask,
+        layer_norm=(L + h) % 2 == 0,
+        position_mode="query-key" if (L + h + wo + res + fix + mask) % 2 else "input",
     )
     for L, h, wo, res, fix, mask in itertools.product(
         [1, 2], [1, 2, 4], [False, True], [False, True], [False, True], [False, True]
@@ -62,6 +80,7 @@ COMBINATIONS = [
 
 def case_id(case: dict) -> str:
     flags = [k for k in ("output_projection", "residual", "fix_values", "masking", "layer_norm") if case[k]]
+    flags += ["qk-positions"] if case["position_mode"] == "query-key" else []
     return f"L{case['layers']}h{case['heads']}" + ("-" + "-".join(flags) if flags else "")
 
 
@@ -133,12 +152,16 @@ def torch_loss(model: Model, batch: Batch, embeddings, key_bias, tensors: dict):
     masked = torch.from_numpy(batch.masked)
     E = torch.from_numpy(embeddings)
     x = torch.where(masked[:, :, None], tensors["mask"], E[ids])  # (B, T, D)
+    steering = torch.zeros(T, D, dtype=torch.float64)  # what every layer adds to its queries' and keys' input
     if a.positions:
         position = torch.arange(T, dtype=torch.float64)[:, None]
         angle = position / 10000.0 ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
         pe = torch.zeros(T, D, dtype=torch.float64)
         pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle[:, : D // 2])
-        x = x + pe
+        if a.position_mode == "input":
+            x = x + pe
+        else:
+            steering = pe
     bias = torch.where(masked, 0.0, torch.from_numpy(key_bias)[ids])  # (B, T)
     allowed = real[:, None, :, None] & real[:, None, None, :]  # (B, 1, T, T)
     if a.exclude_self:
@@ -148,8 +171,8 @@ def torch_loss(model: Model, batch: Batch, embeddings, key_bias, tensors: dict):
     for layer in range(a.layers):
         heads = []
         for h in range(a.heads):
-            q = x @ tensors[f"l{layer}.h{h}.W_query"]
-            k = x @ tensors[f"l{layer}.h{h}.W_key"]
+            q = (x + steering) @ tensors[f"l{layer}.h{h}.W_query"]
+            k = (x + steering) @ tensors[f"l{layer}.h{h}.W_key"]
             v = x @ tensors[f"l{layer}.h{h}.W_value"]
             scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + bias[:, None, :]  # (B, T, T)
             rows = allowed[:, 0]  # (B, T, T)

@@ -54,7 +54,7 @@ def test_eval_pairs_scws_and_word_pairs():
     assert scws.exit_code == 0, scws.stderr
     doc = json.loads(scws.stdout)
     names = [c["name"] for c in doc["configs"]]
-    assert doc["layout"] == "scws" and names == ["static", "textbook", "previous-default", "default"]
+    assert doc["layout"] == "scws" and names == ["static", "textbook", "previous-default", "default", "learned"]
     pairs = runner.invoke(app, ["eval", "pairs", str(FIXTURES / "wordpairs_tiny.tsv")])
     assert pairs.exit_code == 0 and "Pearson" in pairs.stdout and "Spearman" in pairs.stdout
     wordsim = runner.invoke(app, ["eval", "pairs", "wordsim353", "--json"])

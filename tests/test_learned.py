@@ -36,7 +36,9 @@ def test_learned_attention_differs_from_default():
 def test_weights_flag_takes_the_architecture_from_the_file():
     settings = build_settings("default", weights_file=str(learned_weights_path()))
     assert settings.attention == PRESETS["learned"].attention
-    assert settings.abtt == 0 and settings.sif == 0  # the default preset's ingredients are not trained with
+    # the ingredients and the read-out the file was trained with, not the default preset's (mix 0.2,0.8)
+    assert (settings.abtt, settings.sif, settings.mix, settings.mix_norm) == (3, 1e-4, "0.5,0.5", True)
+    assert settings.attention.position_mode == "query-key"
     assert settings.values() == PRESETS["learned"].values()  # nothing of the default preset leaks in (e.g. mix)
     assert build_settings("default", weights_file=str(learned_weights_path()), heads=4).attention.heads == 4
 
@@ -49,7 +51,8 @@ def test_before_after_shows_initial_and_trained_attention():
     initial = strict_json(
         succeeds(
             "attend", SENTENCE, "--preset", "textbook", "--projection", "random", "--seed", str(doc["init"]["seed"]),
-            "--layers", "2", "--heads", "4", "--residual", "--positions", "--output-projection", "--json",
+            "--layers", "2", "--heads", "4", "--residual", "--positions", "--position-mode", "query-key",
+            "--output-projection", "--exclude-self", "--abtt", "3", "--sif", "1e-4", "--json",
         ).stdout
     )  # fmt: skip
     np.testing.assert_allclose(before, np.asarray(initial["weights"]), atol=1e-6)

@@ -51,6 +51,13 @@ def test_mix_is_the_weighted_sum_times_gamma():
     assert mix.LayerMix(np.array([0.0, 1.0])).formula() == "1·h1"
 
 
+def test_a_normalised_mix_scales_every_layer_to_length_one_first():
+    layers = np.array([[[3.0, 4.0], [0.0, 0.0]], [[0.0, 40.0], [2.0, 0.0]]])  # (K=2, T=2, d=2)
+    mixed = mix.mix_layers(layers, np.array([0.5, 0.5]), normalize=True)  # (T, d)
+    np.testing.assert_allclose(mixed, [[0.3, 0.9], [0.5, 0.0]])  # a zero vector stays 0
+    assert mix.LayerMix(np.array([0.5, 0.5]), normalize=True).formula() == "0.5·h0/|h0| + 0.5·h1/|h1|"
+
+
 # ------------------------------------------------------------------------------ fitting maths
 def _pairs(rng, n=60, K=3, d=5):
     return rng.normal(size=(n, K, d)), rng.normal(size=(n, K, d))
@@ -119,6 +126,14 @@ def test_the_previous_default_is_the_mix_point_one(store):
         new.run([new.prepare("the bank approved the loan")]),
     )
     assert np.allclose(a.contextual * 0.9, b.contextual, atol=1e-5)
+
+
+def test_mix_norm_weighs_unit_layers(store):
+    engine = Engine(store, build_settings("default", mix="0.5,0.5", mix_norm=True))
+    [result] = engine.run([engine.prepare("we sat on the river bank")])
+    unit = lambda v: v / np.linalg.norm(v, axis=-1, keepdims=True)  # noqa: E731
+    assert np.allclose(result.contextual, 0.5 * unit(result.inputs) + 0.5 * unit(result.top), atol=1e-6)
+    assert "layers scaled to length 1" in engine.settings.summary()
 
 
 def test_mix_off_gives_the_last_layer(store):

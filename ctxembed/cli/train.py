@@ -27,7 +27,7 @@ from ctxembed.settings import MODEL_PANEL, TRAIN_DEFAULTS, TRAIN_OPTIONS, TRAINI
 # with training's own defaults (settings.TRAIN_DEFAULTS) shown in the help.
 _MODEL_SETTINGS = (
     "layers", "heads", "d_out", "output_projection", "residual",
-    "layer_norm", "positions", "exclude_self", "abtt", "sif",
+    "layer_norm", "positions", "position_mode", "exclude_self", "abtt", "sif", "mix", "mix_norm",
 )  # fmt: skip
 
 # `ctxembed` builds every command, so it loads every CLI module: the library modules a command

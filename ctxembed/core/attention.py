@@ -59,6 +59,7 @@ __all__ = [
     "build_mask",
     "encode",
     "identity_params",
+    "input_positions",
     "layer_norm",
     "normalize",
     "project_heads",
@@ -343,6 +344,18 @@ def sinusoidal_positions(T: int, d: int, dtype: np.dtype | type = np.float64) ->
     return encoding.astype(dtype)
 
 
+def input_positions(x: np.ndarray, config: AttentionConfig) -> tuple[np.ndarray, np.ndarray | None]:
+    """Where ``config.positions`` go: x (B, T, d) -> (the first layer's input (B, T, d), the positions
+    every layer adds to its query and key inputs (T, d), or None). ``position_mode`` input adds them to
+    x (the Transformer); query-key leaves x as it is and returns them for the queries and keys."""
+    if not config.positions:
+        return x, None
+    positions = sinusoidal_positions(x.shape[-2], x.shape[-1], x.dtype)  # (T, d)
+    if config.position_mode == "input":
+        return x + positions, None  # (B, T, d) + (T, d)
+    return x, positions
+
+
 def layer_norm(x: np.ndarray, eps: float = 1e-5) -> np.ndarray:
     """Normalise each vector (..., d) to mean 0 and variance 1 over its d components; no learned gain/bias."""
     mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
@@ -399,14 +412,20 @@ def layer_steps(
     *,
     keep: bool = True,
     values: bool = True,
+    positions: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, AttentionSteps, np.ndarray | None]:
     """Multi-head attention of one layer, before residual and norm: x (B, T, d) -> q, k, v (B, h, T, d_k),
     the attention steps (weights (B, h, T, T)) and the merged output (B, T, d_model): heads concatenated
     (h * d_v), then W_out if present. ``allowed`` masks padding and self; ``config.causal`` is applied here.
-    ``values=False`` stops at the weights: v, the context and the merged output are None.
+    ``values=False`` stops at the weights: v, the context and the merged output are None. ``positions``
+    (T, d), when given, is added to the queries' and keys' input only (``position_mode`` query-key).
     """
     B, T, _ = x.shape
-    q, k, v = project_heads(x, layer, config.heads, values=values)  # (B, h, T, d_k), (B, h, T, d_k), (B, h, T, d_v)
+    if positions is None:
+        q, k, v = project_heads(x, layer, config.heads, values=values)  # (B,h,T,d_k), (B,h,T,d_k), (B,h,T,d_v)
+    else:
+        q, k, _ = project_heads(x + positions, layer, config.heads, values=False)  # (B, h, T, d_k) each
+        v = project_heads(x, layer, config.heads)[2] if values else None  # (B, h, T, d_v)
     steps = attention_steps(
         q,
         k,
@@ -501,14 +520,16 @@ def encode(
     allowed = build_mask(T, token_mask=real, exclude_self=config.exclude_self)  # (B or 1, 1, T, T)
     keep = None if real is None else real[:, :, None]  # (B, T, 1): the real tokens, whose rows are kept
 
-    hidden = x + sinusoidal_positions(T, d, x.dtype) if config.positions else x  # (B, T, d) + (T, d)
+    hidden, steering = input_positions(x, config)  # (B, T, d), (T, d) or None
     layer_outputs, layer_weights, traced = [], [], []
     for number, layer in enumerate(params):
         if not outputs and number == len(params) - 1:
-            *_, steps, _ = layer_steps(hidden, layer, config, allowed, key_bias, keep=False, values=False)
+            *_, steps, _ = layer_steps(
+                hidden, layer, config, allowed, key_bias, keep=False, values=False, positions=steering
+            )
             layer_weights.append(steps.weights)  # (B, h, T, T)
             break
-        q, k, v, steps, merged = layer_steps(hidden, layer, config, allowed, key_bias, keep=trace)
+        q, k, v, steps, merged = layer_steps(hidden, layer, config, allowed, key_bias, keep=trace, positions=steering)
         output = merged  # (B, T, d')
         if config.residual:
             output = config.residual_scale * hidden + output  # (B, T, d); sizes checked by validate_params

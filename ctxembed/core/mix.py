@@ -85,8 +85,18 @@ def layer_weights(weights: tuple[float, ...] | np.ndarray, layers: int) -> np.nd
     raise ValueError(f"the mix has {len(given)} weights but there are {layers + 1} layers (0 to {layers})")
 
 
-def mix_layers(layers: np.ndarray, weights: np.ndarray, gamma: float = 1.0) -> np.ndarray:
-    """γ Σ_j s_j h_j: layers (K, ..., d), weights (K,) -> (..., d), in the layers' dtype."""
+def unit_layers(layers: np.ndarray) -> np.ndarray:
+    """Every vector of layers (K, ..., d) scaled to length 1 (a zero vector stays 0)."""
+    lengths = np.linalg.norm(layers, axis=-1, keepdims=True)  # (K, ..., 1)
+    return np.divide(layers, lengths, out=np.zeros_like(layers), where=lengths > 0)  # (K, ..., d)
+
+
+def mix_layers(layers: np.ndarray, weights: np.ndarray, gamma: float = 1.0, *, normalize: bool = False) -> np.ndarray:
+    """γ Σ_j s_j h_j: layers (K, ..., d), weights (K,) -> (..., d), in the layers' dtype. ``normalize``
+    scales every h_j to length 1 first (AllenNLP's ScalarMix with ``do_layer_norm``), so s_j, not the
+    lengths the layers happen to have, sets how much each counts."""
+    if normalize:
+        layers = unit_layers(layers)  # (K, ..., d)
     s = np.asarray(weights, dtype=layers.dtype)  # (K,)
     return (gamma * np.tensordot(s, layers, axes=1)).astype(layers.dtype)  # (K,) . (K, ..., d) -> (..., d)
 
@@ -98,14 +108,17 @@ class LayerMix:
     weights: np.ndarray  # (L + 1,) s_j >= 0, summing to 1
     gamma: float = 1.0
     source: str = ""  # what named it: the weights as given, "learned", or a file
+    normalize: bool = False  # each layer's vectors scaled to length 1 before the sum (--mix-norm)
 
     def apply(self, layers: np.ndarray) -> np.ndarray:
         """Layers (L + 1, ..., d) -> the mixed vectors (..., d)."""
-        return mix_layers(layers, self.weights, self.gamma)
+        return mix_layers(layers, self.weights, self.gamma, normalize=self.normalize)
 
     def formula(self) -> str:
-        """The mix as a person reads it, e.g. ``0.2·h0 + 0.8·h1`` (layers with weight 0 left out)."""
-        terms = " + ".join(f"{s:.3g}·h{j}" for j, s in enumerate(self.weights) if s > 0)
+        """The mix as a person reads it, e.g. ``0.2·h0 + 0.8·h1`` or, normalised, ``0.5·h0/|h0| + 0.5·h2/|h2|``
+        (layers with weight 0 left out)."""
+        layer = "h{j}/|h{j}|" if self.normalize else "h{j}"
+        terms = " + ".join(f"{s:.3g}·" + layer.format(j=j) for j, s in enumerate(self.weights) if s > 0)
         return terms if self.gamma == 1 else f"{self.gamma:.3g}·({terms})"
 
 

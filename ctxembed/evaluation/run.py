@@ -37,8 +37,8 @@ from ctxembed.vectors.store import VectorStore
 from ctxembed.vectors.weights import fits_learned_weights
 
 Note = Callable[[str], None]
-# eval pairs on SCWS: the default with and without the layer mix
-PAIRS_LADDER = ("static", "textbook", "previous-default", "default")
+# eval pairs on SCWS: the default with and without the layer mix, and the projections `ctxembed train` learned
+PAIRS_LADDER = ("static", "textbook", "previous-default", "default", "learned")
 WSI_LADDER = ("static", "textbook", "default")
 
 

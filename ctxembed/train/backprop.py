@@ -31,9 +31,9 @@ from ctxembed.core.attention import (
     add_key_bias,
     attention_scores,
     build_mask,
+    input_positions,
     layer_norm,
     normalize,
-    sinusoidal_positions,
 )
 from ctxembed.core.projections import HeadProjection, LayerParams, project_heads
 
@@ -45,6 +45,7 @@ class LayerCache:
     """What one layer's forward pass keeps for its backward pass."""
 
     x: np.ndarray  # (B, T, d_in) the layer input
+    x_steering: np.ndarray  # (B, T, d_in) the queries' and keys' input: x, plus positions with query-key
     q: np.ndarray  # (B, h, T, d_k)
     k: np.ndarray  # (B, h, T, d_k)
     v: np.ndarray  # (B, h, T, d_v)
@@ -72,15 +73,19 @@ def layer_forward(
     config: AttentionConfig,
     allowed: np.ndarray,
     key_bias: np.ndarray | None,
+    positions: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, LayerCache]:
     """One layer as ``encode`` runs it: x (B, T, d_in) -> (output (B, T, d_model), weights (B, h, T, T), cache).
 
+    ``positions`` (T, d_in), when given, is added to the queries' and keys' input only (query-key).
     The result is the layer's output before padding rows are zeroed (``encode_forward`` does that).
     """
     if config.normalization != "softmax":
         raise ValueError("training differentiates the softmax normalisation only")
     B, T, _ = x.shape
-    q, k, v = project_heads(x, layer, config.heads)  # (B, h, T, d_k), (B, h, T, d_k), (B, h, T, d_v)
+    steering = x if positions is None else x + positions  # (B, T, d_in) + (T, d_in)
+    q, k, _ = project_heads(steering, layer, config.heads, values=False)  # (B, h, T, d_k) each
+    v = project_heads(x, layer, config.heads)[2]  # (B, h, T, d_v)
     scores = attention_scores(q, k, scale=config.scale, temperature=config.temperature)  # (B, h, T, T)
     scores = add_key_bias(scores, key_bias)  # (B, h, T, T)
     weights = normalize(
@@ -101,7 +106,7 @@ def layer_forward(
         inv_std = 1.0 / np.sqrt(variance + LAYER_NORM_EPS)  # (B, T, 1)
         output = normed = layer_norm(output, LAYER_NORM_EPS)  # (B, T, d_model)
     divisor = (math.sqrt(q.shape[-1]) if config.scale else 1.0) * config.temperature
-    return output, weights, LayerCache(x, q, k, v, weights, merged, normed, inv_std, divisor)
+    return output, weights, LayerCache(x, steering, q, k, v, weights, merged, normed, inv_std, divisor)
 
 
 def encode_forward(
@@ -116,10 +121,10 @@ def encode_forward(
     B, T, d = x.shape
     allowed = build_mask(T, token_mask=real, exclude_self=config.exclude_self)  # (B, 1, T, T)
     keep = real[:, :, None]  # (B, T, 1)
-    hidden = x + sinusoidal_positions(T, d, x.dtype) if config.positions else x  # (B, T, d) + (T, d)
+    hidden, steering = input_positions(x, config)  # (B, T, d), (T, d) or None
     caches, layer_weights = [], []
     for layer in params:
-        output, weights, cache = layer_forward(hidden, layer, config, allowed, key_bias)  # (B,T,d'), (B,h,T,T)
+        output, weights, cache = layer_forward(hidden, layer, config, allowed, key_bias, steering)  # (B,T,d'), ...
         hidden = np.where(keep, output, 0)  # (B, T, d'); padding positions stay 0 in every layer
         caches.append(cache)
         layer_weights.append(weights)
@@ -238,9 +243,11 @@ def layer_backward(
     d_weights, d_v_heads = weighted_sum_backward(d_context, cache.weights, cache.v)  # (B,h,T,T), (B,h,T,d_v)
     d_scores = softmax_backward(d_weights, cache.weights)  # (B, h, T, T)
     d_q, d_k = scores_backward(d_scores, cache.q, cache.k, cache.divisor)  # (B, h, T, d_k) each
-    for kind, d_projected in (("query", d_q), ("key", d_k), ("value", d_v_heads)):
+    # positions are a constant added to the queries' and keys' input: dL/dx is the same, dL/dW sees x + positions
+    sources = (("query", d_q, cache.x_steering), ("key", d_k, cache.x_steering), ("value", d_v_heads, cache.x))
+    for kind, d_projected, source in sources:
         W = np.stack([getattr(head, f"W_{kind}") for head in layer.heads]).astype(cache.x.dtype)  # (h, d_in, d_k)
-        d_x_kind, d_W, d_b = projection_backward(d_projected, cache.x, W, rows)  # (B,T,d_in), (h,d_in,d_k), (h,d_k)
+        d_x_kind, d_W, d_b = projection_backward(d_projected, source, W, rows)  # (B,T,d_in), (h,d_in,d_k), (h,d_k)
         d_x = d_x + d_x_kind  # (B, T, d_in) or (n_rows, d_in)
         for head, projection in enumerate(layer.heads):
             grads[f"l{index}.h{head}.W_{kind}"] = d_W[head]  # (d_in, d_k)
