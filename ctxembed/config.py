@@ -360,7 +360,9 @@ class ReadOptions:
     oov: str = setting(
         Oov,
         "skip",
-        "Out-of-vocabulary tokens: skip them (listed as skipped), use a zero vector, or refuse the sentence.",
+        "Tokens without a vocabulary vector: where the vectors have character n-grams (fastText) they get a "
+        "subword vector (source 'subword'); the rest (source 'none') are skipped (listed as skipped), given a "
+        "zero vector, or refuse the sentence.",
         panel=INPUT_PANEL,
     )
     # One layer and head keep T² float32 weights: 4096 tokens are 64 MB; the product with

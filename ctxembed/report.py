@@ -270,6 +270,7 @@ def explain_steps(result: Contextualized, settings: Settings, *, layer: int, hea
         "heads": a.heads,
         "last_layer": layer == a.layers - 1,
         "tokens": [t.text for t in result.used_tokens()],
+        "sources": [result.prepared.sources()[p] for p in result.prepared.used],  # per row: its vector's source
         "inputs": s.inputs,  # (T, d_l)
         "positions": a.positions and layer == 0,
         "shared_projection": settings.abtt > 0 and layer == 0,

@@ -11,6 +11,8 @@ preset of that commit out as flags (--preset textbook --abtt 3 --sif 0.0001 --ex
 --residual --residual-scale 1/9), since the default preset has been retuned since.
 The cases with all-but-the-top were regenerated when it became low-rank, (x - mu) - ((x - mu) U) Uᵀ
 instead of a (d, d) product: float32 last digits moved, by at most 1.2e-6 (maxtok_positions).
+Every case was regenerated when records gained "sources" (each token's vector source), after
+checking that the new output with that field removed is the old output, byte for byte.
 
 Bytes are a property of the code *and* of the BLAS kernel. The golden bytes were written on AVX2
 machines, where numpy's OpenBLAS runs its Haswell sgemm kernel; on an AVX-512 machine it picks

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.cli_helpers import fails, json_lines, succeeds
+from tests.cli_helpers import fails, invoke, json_lines, succeeds
 
 
 def batch(*args, input: bytes | str | None = None) -> list[dict]:
@@ -142,5 +142,21 @@ def test_missing_file_is_a_data_error(tmp_path):
 
 
 def test_invalid_json_error_says_at_once():
-    [record] = json_lines(succeeds("batch", "-", "--no-weights", input='{"text": "the bank\n').stdout)
+    lines = '{"text": "the bank\nthe bank\n'
+    [record, _] = json_lines(succeeds("batch", "-", "--no-weights", input=lines).stdout)
     assert record["error"] == "invalid JSON: Unterminated string starting at column 10"
+
+
+def test_a_batch_of_only_error_records_fails_and_says_so():
+    result = invoke("batch", "-", "--no-weights", input="\n{bad\n")
+    assert result.exit_code == 1
+    assert [r["line"] for r in json_lines(result.stdout)] == [1, 2]  # the records are still written
+    assert result.stderr.startswith("ctxembed: error: no line could be used: all 2 records are errors")
+
+
+def test_some_error_records_and_lines_without_the_word_are_counted_on_stderr():
+    result = invoke("batch", "-", "--no-weights", "--word", "bank", input="the river bank\n\nthe river\n")
+    assert result.exit_code == 0
+    assert [r.get("word") is None for r in json_lines(result.stdout)] == [False, True, True]
+    assert "batch: 1 of 2 sentences lack 'bank'" in result.stderr
+    assert "batch: 1 of 3 lines could not be used" in result.stderr

@@ -11,7 +11,7 @@ import pytest
 
 import ctxembed
 from ctxembed.batch import embed as embed_module
-from tests.cli_helpers import succeeds
+from tests.cli_helpers import invoke, succeeds
 from tests.conftest import FIXTURES
 
 LINES = FIXTURES / "batch" / "lines.txt"
@@ -79,10 +79,9 @@ def test_error_records_name_settings_as_keywords_where_batch_names_flags():
     [record] = ctxembed.embed_lines(["the river bank was wide"], max_tokens=3)
     assert record == {"line": 1, "error": record["error"]}
     assert "more than max_tokens 3" in record["error"]
-    assert (
-        b"more than --max-tokens 3"
-        in succeeds("batch", "-", "--max-tokens", "3", input="the river bank was wide").stdout_bytes
-    )
+    batch = invoke("batch", "-", "--max-tokens", "3", input="the river bank was wide")
+    assert b"more than --max-tokens 3" in batch.stdout_bytes
+    assert batch.exit_code == 1 and "no line could be used" in batch.stderr  # only error records: a failure
 
 
 def test_chunk_size_never_changes_a_byte():

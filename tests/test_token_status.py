@@ -14,7 +14,7 @@ import pytest
 import ctxembed
 from ctxembed.engine import locate, split_word
 from ctxembed.vectors.store import ROW_SOURCES, Subwords, VectorStore, write_store
-from tests.cli_helpers import TOY, fails, run_json, succeeds
+from tests.cli_helpers import TOY, fails, json_lines, run_json, succeeds
 
 WORDS = ["the", "bank", "river", "money", "by", "is", "not", "i", "use", "my"]
 
@@ -118,3 +118,18 @@ def test_attend_word_hash_two_focuses_the_second_occurrence(tmp_path):
     stdout = succeeds("attend", SENTENCE, "--word", "bank#2", "--vectors", path).stdout
     assert "attention of 'bank' (#8, occurrence 2 of 2)" in stdout
     assert "'bank' occurs 2 time(s)" in fails(2, "attend", SENTENCE, "--word", "bank#5", "--vectors", path)
+
+
+def test_explain_batch_and_pictures_carry_the_sources(tmp_path):
+    path = _store(tmp_path, estimated=("river",))
+    doc = run_json("attend", "the river qq bank", "--vectors", path, "--explain", "--json", "--oov", "zero")
+    assert doc["explain"]["sources"] == ["vocabulary", "estimated", "none", "vocabulary"]
+    explained = succeeds("attend", "the river bank", "--vectors", path, "--explain").stdout
+    step_one = explained[explained.index("1. inputs") : explained.index("2. queries")]
+    assert "river°" in step_one and "° vector estimated" in step_one
+    [record] = json_lines(succeeds("batch", "-", "--vectors", path, "--no-weights", input="the river qq\n").stdout)
+    assert record["sources"] == ["vocabulary", "estimated", "none"]
+    svg = tmp_path / "a.svg"
+    succeeds("attend", "the river bank", "--vectors", path, "--save", svg)
+    text = svg.read_text(encoding="utf-8")
+    assert ">river°<" in text and "° vector estimated" in text

@@ -42,6 +42,7 @@ from ctxembed.batch.pool import WorkerPool
 from ctxembed.batch.records import LongLine, error_record, process_chunk
 from ctxembed.engine import Engine
 from ctxembed.errors import CtxembedError, DataError
+from ctxembed.output import say
 from ctxembed.progress import Lines, enabled
 from ctxembed.vectors.corpus import open_file
 
@@ -290,9 +291,13 @@ def run_batch(
     out = Output()
     progress = Lines(total_bytes) if enabled() else None
     written = 0  # counted for the progress bar alone: one record per input line, so at the end it is lines.number
+    errors = lacking = 0
     try:
         for block in _results(engine, lines, options, chunk, workers):
             out.write(block)
+            errors += count_errors(block)
+            if word is not None:
+                lacking += block.count(b',"word":null}\n')  # "word" is a result record's last field
             if progress:
                 written += block.count(b"\n")
                 progress.advance(written, stream)
@@ -301,7 +306,24 @@ def run_batch(
             progress.stop()
         if source != "-":
             stream.close()
+    _summary(lines.number, errors, lacking, word)
     return lines.number
+
+
+def count_errors(block: bytes) -> int:
+    """Error records among a block's records: an error record ends with its "error" string (``"}``),
+    a result record with an array, an object or null, whatever its text holds."""
+    return block.count(b'"}\n')
+
+
+def _summary(lines: int, errors: int, lacking: int, word: str | None) -> None:
+    """What a person would miss in the records, on stderr; a run where no line could be used fails."""
+    if lacking:
+        say(f'batch: {lacking:,} of {lines - errors:,} sentences lack {word!r}: their records have "word": null')
+    if errors and errors == lines:
+        raise DataError(f'no line could be used: all {lines:,} records are errors (each says why in "error")')
+    if errors:
+        say(f'batch: {errors:,} of {lines:,} lines could not be used: their records have an "error"')
 
 
 def _results(engine: Engine, lines: LineSource, options: dict, size: int, workers: int) -> Iterator[bytes]:

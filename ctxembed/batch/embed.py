@@ -10,9 +10,12 @@
 >>> record = next(ctxembed.embed_lines(["apple is the phone"], vectors="notes-toy", preset="notes"))
 >>> record["weights"].shape  # (layers, heads, tokens, tokens), a NumPy array
 (1, 1, 4, 4)
->>> next(ctxembed.embed_lines(["the phone"], start=41, encoded=True, vectors="notes-toy", preset="notes",
+>>> line = next(ctxembed.embed_lines(["the phone"], start=41, encoded=True, vectors="notes-toy", preset="notes",
 ...      weights=False))
-b'{"line":41,"text":"the phone","tokens":["the","phone"],"in_vocab":[true,true],"attended_positions":[0,1]}\\n'
+>>> line[:99]
+b'{"line":41,"text":"the phone","tokens":["the","phone"],"in_vocab":[true,true],"attended_positions":'
+>>> line[99:]
+b'[0,1],"sources":["vocabulary","vocabulary"]}\\n'
 
 Each record is a dict whose arrays (``weights``, ``static``, ``contextual``) are NumPy arrays;
 ``encoded=True`` gives each record as the JSON line ``ctxembed batch`` writes, byte for byte

@@ -197,6 +197,7 @@ def fill_record(record: dict, group, b: int, i: int, options: dict) -> None:
     sentences = group.sentences
     record["text"] = sentences.texts[i]
     record["tokens"], record["in_vocab"], record["attended_positions"] = sentences.columns(i)
+    record["sources"] = sentences.sources(i)  # per token: vocabulary, estimated, subword or none
     if options["weights"]:
         record["weights"] = group.weights[b]  # (L, h, T, T), one contiguous block (orjson needs that)
     if options["with_vectors"]:

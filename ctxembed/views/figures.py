@@ -151,10 +151,32 @@ def attention_view(doc: dict, view: View) -> tuple[str, list[tuple[str, np.ndarr
     return f"layer {layer}", [("", weights[layer, 0])]
 
 
+# How every view marks a token whose vector is not the vocabulary's own (documents' "source"), and
+# the legend that says so; a document from before sources were recorded has none.
+SOURCE_MARKS = {"vocabulary": "", "estimated": "°", "subword": "*", "none": "∅"}
+SOURCE_LEGEND = {
+    "estimated": "° vector estimated (from a smaller model's vector of the word)",
+    "subword": "* vector built from character n-grams (the word is not in the vocabulary)",
+    "none": "∅ no vector (skipped, or a zero vector with --oov zero)",
+}
+
+
+def marked(text: str, source: str | None) -> str:
+    """A token's text with the mark of its source."""
+    return text + SOURCE_MARKS.get(source or "vocabulary", "")
+
+
+def source_notes(sources) -> list[str]:
+    """The legend lines of the marks among ``sources``."""
+    present = set(sources)
+    return [SOURCE_LEGEND[s] for s in ("estimated", "subword", "none") if s in present]
+
+
 def token_labels(doc: dict) -> tuple[list[str], list[int]]:
-    """Texts and positions of the tokens that took part in attention (the rows of every matrix)."""
+    """Texts (with their source's mark) and positions of the tokens that took part in attention
+    (the rows of every matrix)."""
     positions = list(doc["attended_positions"])
-    return [doc["tokens"][p]["text"] for p in positions], positions
+    return [marked(doc["tokens"][p]["text"], doc["tokens"][p].get("source")) for p in positions], positions
 
 
 @figure_for("ctxembed.attend/2")
@@ -173,7 +195,8 @@ def attend_figure(doc: dict, view: View) -> Figure:
         heatmaps,
         notes=[
             f"rows: how much each token attends to each column (rows sum to 1); darkest = {darkest:.3g}"
-            + ("; · masked" if masked.any() else "")
+            + ("; · masked" if masked.any() else ""),
+            *source_notes(doc["tokens"][p].get("source") for p in doc["attended_positions"]),
         ],
         columns=min(4, len(heatmaps)),
     )
@@ -220,7 +243,13 @@ def neighbors_figure(doc: dict, view: View) -> Figure:
         )
         for kind in ("static", "contextual")
     ]
-    return Figure(f"nearest words of {doc['word']!r} in: {doc['text']}", _settings_lines(doc), panels, columns=2)
+    return Figure(
+        f"nearest words of {marked(doc['word'], doc.get('source'))!r} in: {doc['text']}",
+        _settings_lines(doc),
+        panels,
+        notes=source_notes([doc.get("source")]),
+        columns=2,
+    )
 
 
 @figure_for("ctxembed.senses/1")

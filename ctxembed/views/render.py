@@ -13,6 +13,8 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from ctxembed.views.figures import marked, source_notes
+
 
 def render_info(console: Console, info: dict) -> None:
     table = Table(title=f"vectors: {info['source']}", show_header=False, title_justify="left")
@@ -80,23 +82,9 @@ def _print_settings(console: Console, doc: dict) -> None:
         console.print(Text(line), overflow="fold", crop=False)
 
 
-# How a table marks a token whose vector is not the vocabulary's own (documents' "source"), and the
-# legend line that says so; a document from before sources were recorded has none.
-SOURCE_MARKS = {"vocabulary": "", "estimated": "°", "subword": "*", "none": "∅"}
-SOURCE_LEGEND = {
-    "estimated": "° vector estimated (from a smaller model's vector of the word)",
-    "subword": "* vector built from character n-grams (the word is not in the vocabulary)",
-    "none": "∅ no vector (skipped, or a zero vector with --oov zero)",
-}
-
-
-def marked(text: str, source: str | None) -> str:
-    """A token's text with the mark of its source."""
-    return text + SOURCE_MARKS.get(source or "vocabulary", "")
-
-
 def _source_legend(console: Console, sources) -> None:
-    shown = [SOURCE_LEGEND[s] for s in ("estimated", "subword", "none") if s in set(sources)]
+    """The legend of the source marks among ``sources`` (nothing when every vector is the vocabulary's)."""
+    shown = source_notes(sources)
     if shown:
         console.print(Text("; ".join(shown), style="dim"), overflow="fold")
 
@@ -261,7 +249,6 @@ def render_attend(
     table.add_column("cos(static, contextual)", justify="right", overflow="fold")
     moved = doc["static_contextual_cosine"]
     for row, (label, position, tops) in enumerate(zip(labels, positions, doc["top_attended"], strict=True)):
-        label = marked(label, doc["tokens"][position].get("source"))
         listed = ", ".join(f"{t['text']} {t['weight']:.2f}" for t in tops)
         cos = moved[row]
         finite = cos is not None and np.isfinite(cos)
@@ -320,7 +307,9 @@ def render_explain(console: Console, steps: dict) -> None:
         console.print("   (static vectors after the shared projection (x - mean)(I - U Uᵀ): all-but-the-top)")
     if steps["positions"]:
         console.print("   (sinusoidal position encodings added)")
-    _vectors(console, tokens, x)
+    sources = steps.get("sources") or ["vocabulary"] * len(tokens)
+    _vectors(console, [marked(t, source) for t, source in zip(tokens, sources, strict=True)], x)
+    _source_legend(console, sources)
     q = np.asarray(steps["queries"])
     if not steps["projected"]:
         part = "" if steps["heads"] == 1 else f" (head {head}: its slice of {q.shape[1]} dimensions)"

@@ -44,7 +44,7 @@ window.ctxembedView = function (root, given, givenView) {
   function attention() {
     var weights = doc.weights;  /* [layer][head][query][key] */
     var L = weights.length, H = weights[0].length;
-    var tokens = doc.attended_positions.map(function (p) { return doc.tokens[p].text; });
+    var tokens = doc.attended_positions.map(function (p) { return doc.tokens[p].text + ({ estimated: "\u00b0", subword: "*", none: "\u2205" }[doc.tokens[p].source] || ""); });
     var T = tokens.length;
     var state = {
       layer: view.layer === null || view.layer === undefined ? L - 1 : view.layer,
