@@ -31,6 +31,7 @@ from ctxembed.engine import Contextualized, open_engine
 from ctxembed.errors import UsageError
 from ctxembed.output import as_json, dumps, say
 from ctxembed.report import (
+    NEIGHBOURS_AMONG,
     attend_document,
     compare_document,
     explain_steps,
@@ -131,13 +132,27 @@ class Explorer:
         results = self.contextualize(sentences)
         return CompareResult(compare_document(results, word, self.settings, self.vectors))
 
-    def neighbors(self, text: str, word: str, k: int = 10, *, include_context: bool = False) -> NeighborsResult:
+    def neighbors(
+        self, text: str, word: str, k: int = 10, *, include_context: bool = False, among: int | None = None
+    ) -> NeighborsResult:
         """Nearest vocabulary words of ``word``'s contextual vector in ``text``, beside its static ones;
-        the sentence's other words are left out of both lists unless ``include_context``."""
+        the sentence's other words are left out of both lists unless ``include_context``. ``word`` may
+        name an occurrence (``bank#2``) or a position (``#8``). ``among``: search the N most frequent
+        words (default 50,000, words people know; 0: the whole vocabulary)."""
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
             raise UsageError(f"k must be an integer in [1, 1000], not {k!r}")
         [result] = self.contextualize([text])
-        document = neighbors_document(self.engine, result, word, k, self.vectors, include_context=include_context)
+        if among is not None and (isinstance(among, bool) or not isinstance(among, int) or among < 0):
+            raise UsageError(f"among must be a non-negative integer, not {among!r}")
+        document = neighbors_document(
+            self.engine,
+            result,
+            word,
+            k,
+            self.vectors,
+            include_context=include_context,
+            among=NEIGHBOURS_AMONG if among is None else among,
+        )
         return NeighborsResult(document)
 
     def senses(

@@ -194,12 +194,28 @@ def compare_document(results: list[Contextualized], word: str | None, settings: 
     }
 
 
+# Neighbours are searched among this many most frequent words by default: measured on data/senses.tsv
+# (docs/json.md, neighbors), the whole 200,000-word vocabulary puts 2.6% of contextual neighbours
+# (25% on everyday sentences) beyond rank 50,000 ("meenachil", "alaknanda" for a river bank), while
+# the 50,000 most frequent give none and agree with the senses as well or better (0.100 against 0.098);
+# smaller floors agree more but drop words people know (iphone is rank 11,046, smartphone 29,026).
+NEIGHBOURS_AMONG = 50_000
+
+
 def neighbors_document(
-    engine: Engine, result: Contextualized, word: str, k: int, vectors: dict, *, include_context: bool = False
+    engine: Engine,
+    result: Contextualized,
+    word: str,
+    k: int,
+    vectors: dict,
+    *,
+    include_context: bool = False,
+    among: int | None = NEIGHBOURS_AMONG,
 ) -> dict:
     """Nearest words of a word's static and contextual vectors. The sentence's own words are left
     out of both lists unless ``include_context``: the contextual vector leans towards its context,
-    and its neighbours should say what the word means here, not repeat the sentence."""
+    and its neighbours should say what the word means here, not repeat the sentence. ``among``: only
+    the most frequent words are candidates (None or 0: the whole vocabulary)."""
     row, occurrence, occurrences = _locate(result, word, "the sentence")
     token = result.used_tokens()[row]
     contextual = result.contextual[row]
@@ -217,8 +233,9 @@ def neighbors_document(
     exclude = {token.key, *excluded}
     # static vectors against the store as is; contextual ones against the vocabulary after
     # all-but-the-top removal, the space the attention inputs (and so the outputs) live in
-    static_list = nearest(engine.store, result.static[row], k=k, exclude=exclude)
-    contextual_list = nearest(engine.store, contextual, k=k, exclude=exclude, removal=engine.removal)
+    among = min(among, len(engine.store)) if among else len(engine.store)
+    static_list = nearest(engine.store, result.static[row], k=k, exclude=exclude, among=among)
+    contextual_list = nearest(engine.store, contextual, k=k, exclude=exclude, removal=engine.removal, among=among)
     return {
         "schema": "ctxembed.neighbors/2",
         "vectors": vectors,
@@ -236,6 +253,7 @@ def neighbors_document(
         else None,
         "space": "after the shared projection" if engine.removal is not None else "static",
         "excluded": excluded,
+        "among": among,
         "static": [{"word": w, "similarity": s} for w, s in static_list],
         "contextual": [{"word": w, "similarity": s} for w, s in contextual_list],
     }

@@ -133,3 +133,16 @@ def test_explain_batch_and_pictures_carry_the_sources(tmp_path):
     succeeds("attend", "the river bank", "--vectors", path, "--save", svg)
     text = svg.read_text(encoding="utf-8")
     assert ">river°<" in text and "° vector estimated" in text
+
+
+# ------------------------------------------------------------------------------ neighbours people know
+def test_default_neighbours_are_among_the_50000_most_frequent_words():
+    from ctxembed.vectors.sources import open_vectors
+
+    doc = run_json("neighbors", "we sat on the river bank", "--word", "bank", "--json")
+    store = open_vectors(None)
+    ranks = [store.find(n["word"]) for n in doc["static"] + doc["contextual"]]
+    assert doc["among"] == 50_000 and max(ranks) < 50_000, ranks
+    whole = run_json("neighbors", "we sat on the river bank", "--word", "bank", "--json", "--among", "0")
+    assert whole["among"] == len(store)
+    assert max(store.find(n["word"]) for n in whole["contextual"]) >= 50_000  # what the default leaves out

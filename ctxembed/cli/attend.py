@@ -151,6 +151,14 @@ def neighbors(
     include_context: Annotated[
         bool, typer.Option("--include-context", help="Keep the sentence's own words among the neighbours.")
     ] = False,
+    among: Annotated[
+        int,
+        typer.Option(
+            "--among",
+            min=0,
+            help="Search the N most frequent words (words people know); 0: the whole vocabulary, rare names included.",
+        ),
+    ] = 50_000,
     json_out: JsonOpt = False,
     save: SaveOpt = None,
     explorer=None,
@@ -160,7 +168,7 @@ def neighbors(
     The sentence's own words are left out, so the list says what the word means here."""
     text = read_sentence(sentence, "neighbors")
     check_saves(save)
-    doc = explorer().neighbors(text, word, k, include_context=include_context).document()
+    doc = explorer().neighbors(text, word, k, include_context=include_context, among=among).document()
     save_all(doc, save)
     show(doc, json_out, "render_neighbors")
 

@@ -12,15 +12,25 @@ from ctxembed.vectors.store import VectorStore
 
 
 def nearest(
-    store: VectorStore, vector: np.ndarray, *, k: int, exclude: set[str], removal: TopRemoval | None = None
+    store: VectorStore,
+    vector: np.ndarray,
+    *,
+    k: int,
+    exclude: set[str],
+    removal: TopRemoval | None = None,
+    among: int | None = None,
 ) -> list[tuple[str, float]]:
-    """The ``k`` words most cosine-similar to ``vector`` (d,), best first, skipping ``exclude``.
+    """The ``k`` words most cosine-similar to ``vector`` (d,), best first, skipping ``exclude``;
+    with ``among``, only the ``among`` most frequent words (the first rows) are candidates.
 
     With ``removal`` the vocabulary is compared after the same all-but-the-top removal the
     attention inputs went through (where contextual vectors live)."""
-    if removal is None:
-        return store.most_similar(vector, k=k, exclude=exclude)
-    return store.top_words(_removed_cosines(store, vector, removal), k, exclude)
+    scores = store.cosine_to_all(vector) if removal is None else _removed_cosines(store, vector, removal)  # (N,)
+    if among:
+        scores = np.array(scores)  # (N,) a copy: the store's own array is read-only
+        scores[among:] = -np.inf
+        k = min(k, among)
+    return store.top_words(scores, k, exclude)
 
 
 def _removed_cosines(store: VectorStore, vector: np.ndarray, removal: TopRemoval) -> np.ndarray:

@@ -471,7 +471,9 @@ def render_neighbors(console: Console, doc: dict) -> None:
         )
     )
     _source_legend(console, [doc.get("source")])
-    console.print(Text(f"nearest words (contextual neighbours searched {doc['space']})", style="bold"))
+    among = doc.get("among")
+    pool = f" among the {among:,} most frequent (--among 0: all)" if among and among < doc["vectors"]["words"] else ""
+    console.print(Text(f"nearest words{pool} (contextual neighbours searched {doc['space']})", style="bold"))
     if doc["excluded"]:
         console.print(
             Text(f"left out: the sentence's words {', '.join(doc['excluded'])} (--include-context keeps them)")
