@@ -168,7 +168,7 @@ class Explorer:
         the shipped Brown sample): every occurrence, clustered, each sense labelled and shown in context.
         ``options``: ``k`` (None: chosen), ``k_max``, ``min_share``, ``max_occurrences``, ``sample_seed``,
         ``drop_own``, ``examples``, ``label_words`` (:class:`ctxembed.settings.SenseOptions`). Returns the
-        ``ctxembed.senses/1`` document of ``ctxembed senses --json``; a word that cannot be clustered stays
+        ``ctxembed.senses/2`` document of ``ctxembed senses --json``; a word that cannot be clustered stays
         in it without senses, and the reason goes to ``on_note``."""
         from ctxembed.senses.run import senses
 

@@ -297,7 +297,9 @@ class AttentionConfig:
     causal_mode: str = setting(
         CausalMode,
         "before",
-        "Where the causal mask goes: before (-inf, then normalise) or after (normalise, zero, renormalise).",
+        "Where the causal mask goes: before (-inf, then normalise) or after (normalise, zero, renormalise); "
+        "the weights are the same either way (renormalising the past gives what normalising it alone gives), "
+        "the steps --explain shows differ.",
     )
     positions: bool = setting(
         bool,

@@ -108,7 +108,7 @@ class Settings:
     output_projection: bool = setting(
         bool,
         False,
-        "Random W_out from the heads back to d.",
+        "W_out from the heads back to d: random from --seed, or learned by `ctxembed train`.",
         panel=PROJECTION_PANEL,
         requires=("projection", "random"),
     )

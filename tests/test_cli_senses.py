@@ -89,7 +89,7 @@ def test_save_writes_the_document_and_a_map_of_every_occurrence(tmp_path, corpus
     out, picture = tmp_path / "senses.json", tmp_path / "senses.svg"
     result = invoke("senses", "bank", "plant", corpus, "-k", "2", "--save", out, "--save", picture)
     assert result.exit_code == 0 and out.exists()
-    assert '"ctxembed.senses/1"' in out.read_text(encoding="utf-8")
+    assert '"ctxembed.senses/2"' in out.read_text(encoding="utf-8")
     circles = [e for e in ElementTree.parse(picture).iter() if e.tag.endswith("circle")]
     assert len(circles) == 12  # 6 occurrences of each word, one dot each
     assert "2 sense(s), 6 occurrences" in picture.read_text(encoding="utf-8")

@@ -129,7 +129,7 @@ SCHEMA_FILES = {
     "ctxembed.batch/1": "batch.schema.json",
     "ctxembed.vectors-info/1": "vectors-info.schema.json",
     "ctxembed.vectors-convert/1": "vectors-convert.schema.json",
-    "ctxembed.senses/1": "senses.schema.json",
+    "ctxembed.senses/2": "senses.schema.json",
     "ctxembed.eval-wsi/1": "eval-wsi.schema.json",
     "ctxembed.eval-wic/1": "eval-wic.schema.json",
     "ctxembed.eval-senses/1": "eval-senses.schema.json",
@@ -336,7 +336,7 @@ def test_senses_document_matches_schema(tmp_path):
         encoding="utf-8",
     )
     doc = run_json("senses", "bank", "plant", corpus, "--json")
-    assert_valid(doc, "ctxembed.senses/1")
+    assert_valid(doc, "ctxembed.senses/2")
 
 
 def test_eval_wsi_document_matches_schema():

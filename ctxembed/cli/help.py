@@ -21,13 +21,18 @@ class PanelCommand(TyperCommand):
                 title = "Arguments"
             else:
                 panel = getattr(param, "rich_help_panel", None)
-                title = f"{panel} options" if panel else "Options"
+                title = _panel_title(panel) if panel else "Options"
             sections.setdefault(title, []).append(record)
         order = ["Arguments", "Options"]
         for title in order + [t for t in sections if t not in order]:
             if title in sections:
                 with formatter.section(title):
                     formatter.write_dl(sections[title])
+
+
+def _panel_title(panel: str) -> str:
+    """ "Attention options", but "Ingredients of the default preset" (already a title, not a noun)."""
+    return panel if panel.lower().startswith("ingredients") else f"{panel} options"
 
 
 class FullSummaryGroup(TyperGroup):

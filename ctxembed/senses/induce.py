@@ -2,7 +2,7 @@
 
     vectors = occurrence_vectors(engine, scan.occurrences["plant"])      # one row per usable occurrence
     clustering = cluster(vectors.unit, k=None)                           # k chosen by silhouette
-    doc = word_document(engine, vectors, clustering, forms)              # part of ctxembed.senses/1
+    doc = word_document(engine, vectors, clustering, forms)              # part of ctxembed.senses/2
 
 The vector of an occurrence is its contextual vector; with ``drop_own`` the word's own term (see
 :func:`own_term`: the layer-0 share of a layer mix, the residual λ·x) is taken out, leaving what
@@ -252,7 +252,7 @@ def word_document(
     examples: int = 5,
     label_words: int = 8,
 ) -> dict:
-    """One word's part of ``ctxembed.senses/1``: its senses, every occurrence, the quality, the map."""
+    """One word's part of ``ctxembed.senses/2``: its senses, every occurrence, the quality, the map."""
     n = len(found.occurrences)
     entry = {
         "word": word,
@@ -287,7 +287,7 @@ def word_document(
         central = members[np.argsort(-closeness[members], kind="stable")][:examples]
         entry["senses"].append(
             {
-                "sense": sense,
+                "sense": sense + 1,  # numbered from 1, as the tables show them
                 "size": len(members),
                 "share": len(members) / n,
                 "label": [{"word": w, "similarity": s} for w, s in labels[sense]] if labels else [],
@@ -300,7 +300,7 @@ def word_document(
             "start": o.start,
             "end": o.end,
             "form": o.form,
-            "sense": int(label),
+            "sense": int(label) + 1,
             "centrality": float(c),
             "x": float(x),
             "y": float(y),
@@ -342,7 +342,7 @@ def search_forms(store, words: list[str], given: dict[str, list[str]], *, exact:
 def find_senses(
     engine: Engine, forms: dict[str, list[str]], stream, name: str, options: SenseOptions, *, progress=None
 ):
-    """Scan a corpus stream once for every word's forms, then cluster each word: the ``ctxembed.senses/1``
+    """Scan a corpus stream once for every word's forms, then cluster each word: the ``ctxembed.senses/2``
     document (without ``vectors`` and ``settings``) and one message per word that could not be clustered."""
     scan = scan_corpus(
         stream, forms, name=name, max_occurrences=options.max_occurrences, seed=options.sample_seed, progress=progress
@@ -352,7 +352,7 @@ def find_senses(
     with one_thread():
         entries, problems = _each_word(engine, forms, scan, name, options)
     doc = {
-        "schema": "ctxembed.senses/1",
+        "schema": "ctxembed.senses/2",
         "corpus": {
             "name": name,
             "lines": scan.lines,

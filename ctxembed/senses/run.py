@@ -1,4 +1,4 @@
-"""``ctxembed senses`` as a library call: the senses of words across a corpus, as the ``ctxembed.senses/1``
+"""``ctxembed senses`` as a library call: the senses of words across a corpus, as the ``ctxembed.senses/2``
 document its ``--json`` prints (the Python API: ``Explorer.senses``)."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def senses(
     every word's forms, then cluster each word's occurrences. ``forms``: ``"bank:bank,banks"`` strings;
     ``exact``: the word alone, no inflections; ``options``: :class:`ctxembed.settings.SenseOptions`.
 
-    Returns the ``ctxembed.senses/1`` document and one message per word that could not be clustered
+    Returns the ``ctxembed.senses/2`` document and one message per word that could not be clustered
     (it does not occur, or has fewer usable occurrences than ``k``); such a word is still in the
     document, without senses."""
     chosen = SenseOptions(**{k: v for k, v in options.items() if v is not None})

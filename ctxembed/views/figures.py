@@ -252,7 +252,7 @@ def neighbors_figure(doc: dict, view: View) -> Figure:
     )
 
 
-@figure_for("ctxembed.senses/1")
+@figure_for("ctxembed.senses/2")
 def senses_figure(doc: dict, view: View) -> Figure:
     """One map per word: its occurrences on their first two principal components, coloured by sense."""
     panels: list[Panel] = []
@@ -260,8 +260,7 @@ def senses_figure(doc: dict, view: View) -> Figure:
         if not entry["k"]:
             continue
         names = [
-            f"{s['sense'] + 1} ({s['size']}): " + " ".join(item["word"] for item in s["label"][:2])
-            for s in entry["senses"]
+            f"{s['sense']} ({s['size']}): " + " ".join(item["word"] for item in s["label"][:2]) for s in entry["senses"]
         ]
         points = entry["occurrences"]
         explained = entry["map"]["explained_variance"]
@@ -272,7 +271,7 @@ def senses_figure(doc: dict, view: View) -> Figure:
                 [p["x"] for p in points],
                 [p["y"] for p in points],
                 [f"line {p['line']}" if len(points) <= 40 else "" for p in points],  # more: unreadable
-                [names[p["sense"]] for p in points],
+                [names[p["sense"] - 1] for p in points],
             )
         )
     if not panels:

@@ -89,7 +89,7 @@ def _candidate(
         gap = 1
     elif cells == "numbers":
         widths = (max(digits + with_glyph, _numeric_width(cells, with_glyph)),) * count
-        gap = 0 if with_glyph else 1  # the glyph ending each cell separates it from the next
+        gap = 1  # a space between cells: ".00▁.12▅" would run numbers and glyphs together
     else:
         widths, gap = (glyph_width,) * count, 0
     longest = max(text_width(t) for t in shown)

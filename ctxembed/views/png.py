@@ -12,7 +12,10 @@ import numpy as np
 from ctxembed.errors import DataError
 from ctxembed.views.figures import Bars, Curves, Figure, Heatmap, Points
 
-INSTALL_HINT = "PNG needs matplotlib: pip install 'ctxembed[plot]' (or save as .svg or .html)"
+INSTALL_HINT = (
+    "PNG needs matplotlib: pip install 'ctxembed[plot]' (in a checkout: .venv/bin/pip install -e '.[plot]'), "
+    "or save as .svg or .html"
+)
 
 
 def require_matplotlib() -> None:

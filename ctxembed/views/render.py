@@ -68,7 +68,8 @@ def _print_vectors(console: Console, v: dict) -> None:
     """The vectors line, broken only between its name, its size and its source."""
     from ctxembed.views.layout import wrap_parts
 
-    parts = [v["name"], f"({v['words']:,} words, {v['dim']}d,", f"source: {v['source']})"]
+    size = f"{v['words']:,} words, " if f"{v['words']:,} words" not in v["name"] else ""  # the name may say it
+    parts = [v["name"], f"({size}{v['dim']}d,", f"source: {v['source']})"]
     for line in wrap_parts("vectors  ", parts, console.width, separator=" "):
         console.print(Text(line, style="bold"), overflow="fold", crop=False)
 
@@ -113,7 +114,7 @@ def matrix_table(
 ) -> Group:
     """A title line over a labelled matrix; with ``heat`` each cell is shaded by its value; ``masked``
     (bool, same shape) cells print ``·``."""
-    table = Table(show_lines=False, pad_edge=False)
+    table = Table(show_lines=False)
     table.add_column("", style="bold", overflow="fold")
     for col in cols:
         table.add_column(col, justify="right", overflow="fold")  # squeezed cells fold, never end in "…"
@@ -250,6 +251,8 @@ def render_attend(
     moved = doc["static_contextual_cosine"]
     for row, (label, position, tops) in enumerate(zip(labels, positions, doc["top_attended"], strict=True)):
         listed = ", ".join(f"{t['text']} {t['weight']:.2f}" for t in tops)
+        if not tops:  # every key masked: a one-token sentence with the self mask, or the first token, causal
+            listed = "(no token to attend to: every key is masked)" if masked[row].all() else "(no weight above 0)"
         cos = moved[row]
         finite = cos is not None and np.isfinite(cos)
         table.add_row(str(position), label, listed, Text(_fmt(cos, 3), style=_diverging(cos) if finite else ""))
@@ -357,7 +360,7 @@ def render_explain(console: Console, steps: dict) -> None:
         if on
     ]
     if masked.any() or masks:
-        what.append(f"masked keys ({', '.join(masks) or 'none'}) marked ·")
+        what.append(f"· masked keys ({', '.join(masks) or 'none'})")
     if what:
         finite = scores[~masked]
         low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)

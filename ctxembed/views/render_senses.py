@@ -1,4 +1,4 @@
-"""Lay out a ``ctxembed.senses/1`` document for people: per word, each sense with its label and a
+"""Lay out a ``ctxembed.senses/2`` document for people: per word, each sense with its label and a
 keyword-in-context concordance of its most central examples. Reads the document only."""
 
 from __future__ import annotations
@@ -29,8 +29,12 @@ def render_senses(console: Console, doc: dict) -> None:
     from rich.text import Text
 
     corpus = doc["corpus"]
+    from ctxembed.views.layout import wrap_parts
+
+    for line in wrap_parts("", doc["settings_summary"].split(" | "), console.width or 100):
+        console.print(Text(line, style="dim"), overflow="fold", crop=False)  # broken only between settings
     console.print(
-        f"[dim]{doc['settings_summary']}[/dim]\n[dim]corpus {corpus['name']}: {corpus['lines']:,} lines, "
+        f"[dim]corpus {corpus['name']}: {corpus['lines']:,} lines, "
         f"{corpus['candidate_lines']:,} with a form of the words"
         + (f", {corpus['long_lines']:,} too long to read" if corpus["long_lines"] else "")
         + "[/dim]"
@@ -64,7 +68,7 @@ def render_senses(console: Console, doc: dict) -> None:
         )
         console.print(title)
         for sense in entry["senses"]:
-            head = Text(f"  sense {sense['sense'] + 1}", style="bold cyan")
+            head = Text(f"  sense {sense['sense']}", style="bold cyan")
             head.append(f"  {sense['size']:,} ({sense['share']:.0%})  ", style="default")
             label = " ".join(item["word"] for item in sense["label"])
             head.append(label or "(no label: the vectors are not in the vocabulary's space)", style="italic")
