@@ -400,9 +400,12 @@ def test_no_ansi_codes_with_no_color_even_when_forced():
 def test_force_color_shades_heatmap_cells_by_value():
     env = {"FORCE_COLOR": "1", "NO_COLOR": None, "TERM": "xterm-256color", "COLORTERM": "truecolor"}
     stdout = succeeds("attend", "apple phone", *toy("--preset", "textbook", "--temperature", "10"), env=env).stdout
-    # eighths of the largest weight (0.75): 0.75 is level 8 (#fbc93a), 0.25 level 3 (#7e2f8e)
-    assert re.search(r"\x1b\[[0-9;]*48;2;251;201;58m +0\.75\x1b\[0m", stdout)
-    assert re.search(r"\x1b\[[0-9;]*48;2;126;47;142m +0\.25\x1b\[0m", stdout)
+    # eighths of the largest weight (0.75) on the pictures' scale: 0.75 is level 8, 0.25 level 3
+    from ctxembed.views.figures import colour
+
+    for value, level in (("0.75", 8), ("0.25", 3)):
+        red, green, blue = colour(level / 8)
+        assert re.search(rf"\x1b\[[0-9;]*48;2;{red};{green};{blue}m +{value}\x1b\[0m", stdout), (value, stdout)
 
 
 # ------------------------------------------------------------------------------ errors

@@ -160,7 +160,7 @@ def test_attention_config_validates_through_the_declarations():
 def test_help_shows_choices_panels_and_limits():
     out = invoke("attend", "--help").stdout
     assert "[softmax|sum]" in out and "[before|after]" in out and "[identity|random|file]" in out
-    assert "Attention options:" in out and "Ingredients of the default preset options:" in out
+    assert "Attention options:" in out and "Ingredients of the default preset:" in out
     assert "[1<=x<=64]" in out
     assert "Example: ctxembed attend" in out
 

@@ -99,9 +99,11 @@ def html_fragment(doc: dict, view: View | None = None) -> str:
     if interactive and not too_big:
         body = '<div class="app"></div>'
     else:
-        body = '<div class="readout">hover or click a cell to read its exact value</div>' + figure_svg(
-            build_figure(doc, view)
-        )
+        figure = build_figure(doc, view)
+        kinds = {type(panel).__name__ for panel in figure.panels}
+        what = "a bar" if kinds == {"Bars"} else "a point" if kinds == {"Points"} else "a cell"
+        # under the figure, so it never sits between the figure and its title
+        body = figure_svg(figure) + f'<div class="readout">hover or click {what} to read its value</div>'
     if too_big:  # past the budget the page is the static figure (its heatmap one image), without the weights
         doc = {key: value for key, value in doc.items() if key != "weights"}
         doc["weights_dropped"] = f"more than {PAGE_WEIGHTS:,} attention weights: shown as the figure"

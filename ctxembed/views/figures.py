@@ -21,6 +21,82 @@ import numpy as np
 from ctxembed.config import check_view
 from ctxembed.errors import UsageError
 
+# ------------------------------------------------------------------------------ one visual language
+# Every view draws a quantity on the same scale: the terminal's shading, the SVG, the PNG and the HTML
+# page all take their colours from these stops. Weights (0 to the largest shown) are sequential, white
+# to dark blue (matplotlib's "Blues"); cosines (-1 to 1) diverging, red below 0, white at 0, blue above
+# ("RdBu"), so a cosine of 0.4 is the blue a weight at 70% of its scale would be. Masked cells are grey
+# with a "·", never white like a weight of 0.
+SEQUENTIAL = [
+    (0.0, (247, 251, 255)),
+    (0.25, (198, 219, 239)),
+    (0.5, (107, 174, 214)),
+    (0.75, (33, 113, 181)),
+    (1.0, (8, 48, 107)),
+]
+DIVERGING = [
+    (0.0, (178, 24, 43)),
+    (0.25, (239, 138, 98)),
+    (0.5, (247, 247, 247)),
+    (0.75, (103, 169, 207)),
+    (1.0, (33, 102, 172)),
+]
+MASKED_FILL = (200, 200, 200)  # masked cells: grey, with "·"
+MASKED_INK = (80, 80, 80)
+
+
+def colour(share: float, diverging: bool = False) -> tuple[int, int, int]:
+    """The colour of ``share`` in [0, 1] on the sequential (light to dark) or diverging scale."""
+    stops = DIVERGING if diverging else SEQUENTIAL
+    share = min(1.0, max(0.0, float(share))) if share == share else 0.0  # NaN: the lightest
+    for (a, ca), (b, cb) in zip(stops, stops[1:], strict=False):
+        if share <= b:
+            t = (share - a) / (b - a)
+            return tuple(round(x + (y - x) * t) for x, y in zip(ca, cb, strict=True))  # type: ignore[return-value]
+    return stops[-1][1]
+
+
+def ink_on(rgb: tuple[int, int, int]) -> str:
+    """Black or white text, whichever reads better on ``rgb``."""
+    luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
+    return "#000" if luminance > 140 else "#fff"
+
+
+def cell_number(value: float) -> str:
+    """A number inside a cell: two decimals, the leading 0 dropped to fit (.13, -.42, 1.00, 0)."""
+    if value == 0:
+        return "0"
+    text = f"{value:.2f}"
+    return text.replace("0.", ".", 1) if text.lstrip("-").startswith("0.") else text
+
+
+def readout(value: float) -> str:
+    """A number read out for a person (hover text, labels): three decimals."""
+    return f"{value:.3f}"
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> tuple[list[float], int]:
+    """Round tick values covering [low, high] (about ``count``) and the decimals that print them alike."""
+    import math
+
+    span = high - low if high > low else 1.0
+    raw = span / max(1, count - 1)
+    step = 10 ** math.floor(math.log10(raw))
+    for factor in (1, 2, 2.5, 5, 10):
+        if raw <= factor * step:
+            step *= factor
+            break
+    first = math.ceil(low / step - 1e-9) * step
+    ticks = []
+    tick = first
+    while tick <= high + 1e-9 * span:
+        ticks.append(round(tick, 10))
+        tick += step
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9)) if step < 1 else 0
+    if decimals and abs(step * 10**decimals - round(step * 10**decimals)) > 1e-6:
+        decimals += 1  # 0.25 needs two decimals
+    return ticks, decimals
+
 
 @dataclass(frozen=True)
 class View:
@@ -43,6 +119,9 @@ class Heatmap:
     diverging: bool = False  # a scale centred on 0 (cosines) instead of a sequential one
     digits: int = 2
     label: str = "weight"  # what a cell's number is, for hover text
+    x_label: str = ""  # the axes' titles
+    y_label: str = ""
+    symmetric: bool = False  # value(i, j) = value(j, i): a cell names its pair, not a direction
 
 
 @dataclass
@@ -54,6 +133,7 @@ class Bars:
     high: float = 1.0
     digits: int = 3
     label: str = "value"
+    x_label: str = ""
 
 
 @dataclass
@@ -71,6 +151,8 @@ class Points:
     y: Sequence[float]
     labels: list[str]
     groups: list[str] | None = None  # one colour per group
+    x_label: str = ""
+    y_label: str = ""
 
 
 Panel = Heatmap | Bars | Curves | Points
@@ -186,7 +268,16 @@ def attend_figure(doc: dict, view: View) -> Figure:
     masked = attention_masks(doc, len(labels))
     darkest = max(float(np.max(values, initial=0.0)) for _, values in panels) or 1.0
     heatmaps = [
-        Heatmap(panel, labels, labels, values, high=darkest, masked=masked if masked.any() else None)
+        Heatmap(
+            panel,
+            labels,
+            labels,
+            values,
+            high=darkest,
+            masked=masked if masked.any() else None,
+            x_label="key (attended to)",
+            y_label="query (attending)",
+        )
         for panel, values in panels
     ]
     return Figure(
@@ -219,6 +310,9 @@ def compare_figure(doc: dict, view: View) -> Figure:
                     diverging=True,
                     digits=3,
                     label=f"{kind} cosine of {entry['word']!r}",
+                    x_label="sentence",
+                    y_label="sentence",
+                    symmetric=True,
                 )
             )
     return Figure(
@@ -240,6 +334,7 @@ def neighbors_figure(doc: dict, view: View) -> Figure:
             low=0.0,
             high=1.0,
             label=f"cosine to the {kind} {doc['word']!r}",
+            x_label="cosine",
         )
         for kind in ("static", "contextual")
     ]
@@ -272,6 +367,8 @@ def senses_figure(doc: dict, view: View) -> Figure:
                 [p["y"] for p in points],
                 [f"line {p['line']}" if len(points) <= 40 else "" for p in points],  # more: unreadable
                 [names[p["sense"] - 1] for p in points],
+                x_label="first principal component",
+                y_label="second principal component",
             )
         )
     if not panels:

@@ -10,7 +10,19 @@ import textwrap
 import numpy as np
 
 from ctxembed.errors import DataError
-from ctxembed.views.figures import Bars, Curves, Figure, Heatmap, Points
+from ctxembed.views.figures import (
+    DIVERGING,
+    MASKED_FILL,
+    SEQUENTIAL,
+    Bars,
+    Curves,
+    Figure,
+    Heatmap,
+    Points,
+    cell_number,
+    colour,
+    ink_on,
+)
 
 INSTALL_HINT = (
     "PNG needs matplotlib: pip install 'ctxembed[plot]' (in a checkout: .venv/bin/pip install -e '.[plot]'), "
@@ -29,7 +41,7 @@ def figure_png(figure: Figure, dpi: int = 150) -> bytes:
 
     fig = draw(figure)
     out = io.BytesIO()
-    fig.savefig(out, format="png", dpi=dpi)
+    fig.savefig(out, format="png", dpi=dpi, bbox_inches="tight", pad_inches=0.15)  # no empty margins
     plt.close(fig)
     return out.getvalue()
 
@@ -57,10 +69,17 @@ def draw(figure: Figure):
         _DRAW[type(panel)](ax, panel)
     for ax in list(axes.flat)[len(figure.panels) :]:
         ax.axis("off")
-    fig.suptitle("\n".join([figure.title, *lines]), fontsize=9, x=0.01, ha="left")
-    if notes:
-        fig.text(0.01, 0.005, "\n".join(notes), fontsize=7, va="bottom")
     fig.tight_layout(rect=(0, footer / height, 1, 1 - header / height))
+    # The header sits right above the panels, wherever their aspect left them: a square heatmap in a
+    # wide figure would otherwise leave an empty band between the two (the saved picture is cropped).
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    shown = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
+    top = max(ax.get_tightbbox(renderer).y1 for ax in shown) / fig.bbox.height
+    bottom = min(ax.get_tightbbox(renderer).y0 for ax in shown) / fig.bbox.height
+    fig.text(0.01, top + 0.01, "\n".join([figure.title, *lines]), fontsize=9, ha="left", va="bottom")
+    if notes:
+        fig.text(0.01, bottom - 0.01, "\n".join(notes), fontsize=7, va="top")
     return fig
 
 
@@ -81,28 +100,42 @@ def _panel_size(panel) -> float:
         return min(MAX_PANEL, 1.5 + 0.32 * max(len(panel.rows), len(panel.columns)))
     if isinstance(panel, Bars):
         return 1.5 + 0.3 * len(panel.labels)
+    if isinstance(panel, Points):
+        return 5.0
     return 4.0
+
+
+def _colour_map(diverging: bool):
+    """The figures' scale (figures.SEQUENTIAL or DIVERGING) as a matplotlib colour map; masked cells grey."""
+    from matplotlib.colors import LinearSegmentedColormap
+
+    stops = DIVERGING if diverging else SEQUENTIAL
+    cmap = LinearSegmentedColormap.from_list("ctxembed", [(at, tuple(c / 255 for c in rgb)) for at, rgb in stops])
+    cmap.set_bad(tuple(c / 255 for c in MASKED_FILL))
+    return cmap
 
 
 def _heatmap(ax, panel: Heatmap) -> None:
     values = np.ma.masked_array(panel.values, mask=panel.masked) if panel.masked is not None else panel.values
-    cmap = "RdBu" if panel.diverging else "Blues"
-    image = ax.imshow(values, cmap=cmap, vmin=panel.low, vmax=panel.high)
-    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    image = ax.imshow(values, cmap=_colour_map(panel.diverging), vmin=panel.low, vmax=panel.high)
+    bar = ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    bar.ax.tick_params(labelsize=7)
     step = max(1, math.ceil(max(len(panel.rows), len(panel.columns)) / MAX_TICKS))  # every step-th label
     columns, rows = range(0, len(panel.columns), step), range(0, len(panel.rows), step)
     ax.set_xticks(columns, [panel.columns[j] for j in columns], rotation=55, ha="right", fontsize=7)
     ax.set_yticks(rows, [panel.rows[i] for i in rows], fontsize=7)
     ax.set_title(panel.title, fontsize=9)
+    ax.set_xlabel(panel.x_label, fontsize=8)
+    ax.set_ylabel(panel.y_label, fontsize=8)
     if max(len(panel.rows), len(panel.columns)) <= 16:
         for i in range(len(panel.rows)):
             for j in range(len(panel.columns)):
                 masked = panel.masked is not None and panel.masked[i, j]
                 value = float(panel.values[i, j])
                 share = 0 if panel.high <= panel.low else (value - panel.low) / (panel.high - panel.low)
-                dark = share > 0.6 if not panel.diverging else abs(share - 0.5) > 0.35
-                text = "·" if masked else f"{value:.{panel.digits}f}"
-                ax.text(j, i, text, ha="center", va="center", fontsize=6, color="white" if dark else "black")
+                ink = "#000" if masked else ink_on(colour(share, panel.diverging))
+                text = "·" if masked else cell_number(value)
+                ax.text(j, i, text, ha="center", va="center", fontsize=6, color=ink)
 
 
 def _bars(ax, panel: Bars) -> None:
@@ -112,6 +145,9 @@ def _bars(ax, panel: Bars) -> None:
     ax.invert_yaxis()
     ax.set_xlim(panel.low, panel.high)
     ax.set_title(panel.title, fontsize=9)
+    ax.set_xlabel(panel.x_label, fontsize=8)
+    for i, value in enumerate(panel.values):
+        ax.text(value, i, f" {value:.3f}", va="center", fontsize=7)
 
 
 def _curves(ax, panel: Curves) -> None:
@@ -128,11 +164,23 @@ def _points(ax, panel: Points) -> None:
     for group in groups:
         chosen = [i for i in range(len(panel.x)) if not panel.groups or panel.groups[i] == group]
         ax.scatter([panel.x[i] for i in chosen], [panel.y[i] for i in chosen], label=group or None, s=12)
-    for x, y, label in zip(panel.x, panel.y, panel.labels, strict=True):
-        ax.annotate(label, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
-    if panel.groups:
-        ax.legend(fontsize=7)
+    ax.margins(0.05)  # every point inside the frame
     ax.set_title(panel.title, fontsize=9)
+    ax.set_xlabel(panel.x_label, fontsize=8)
+    ax.set_ylabel(panel.y_label, fontsize=8)
+    if panel.groups:  # beside the plot, never over its points
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    ax.figure.canvas.draw()
+    renderer, placed = ax.figure.canvas.get_renderer(), []
+    for x, y, label in zip(panel.x, panel.y, panel.labels, strict=True):
+        if not label:
+            continue
+        note = ax.annotate(label, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+        box = note.get_window_extent(renderer)
+        if any(box.overlaps(other) for other in placed):
+            note.remove()  # a label over another one is left out: hover the SVG or HTML for it
+        else:
+            placed.append(box)
 
 
 _DRAW = {Heatmap: _heatmap, Bars: _bars, Curves: _curves, Points: _points}

@@ -13,7 +13,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from ctxembed.views.figures import marked, source_notes
+from ctxembed.views.figures import colour, ink_on, marked, source_notes
 
 
 def render_info(console: Console, info: dict) -> None:
@@ -49,15 +49,18 @@ def _heat(value: float, low: float = 0.0, high: float = 1.0) -> Style:
     return _SEGMENT_STYLES[f"heat{heat_level(share, 1.0)}"] if share > 0 else Style()
 
 
-_NEGATIVE_BACKGROUNDS = ("#6b1f1f", "#8e2525", "#b22a2a", "#d63a3a")  # dark to bright red, white text
-
-
 def _diverging(value: float) -> Style:
-    """Cosine in [-1, 1]: the heatmap's shading above 0, reds below; near 0 unshaded."""
-    if value >= 0:
-        return _heat(value)
-    level = min(4, int(np.ceil(4 * min(1.0, -value) - 1e-9)))
-    return Style(bgcolor=_NEGATIVE_BACKGROUNDS[level - 1], color="white") if value < -0.125 else Style()
+    """Cosine in [-1, 1] on the pictures' diverging scale (figures.DIVERGING: red below 0, blue above),
+    in eighths of each side; within 1/8 of 0 unshaded."""
+    if not -1.0 <= value <= 1.0 or abs(value) <= 0.125:
+        return Style()
+    level = min(8, int(np.ceil(8 * abs(value) - 1e-9)))  # 2..8
+    share = 0.5 + (level / 16 if value > 0 else -level / 16)  # the middle of the scale is 0
+    return _shade(colour(share, diverging=True))
+
+
+def _shade(rgb: tuple[int, int, int]) -> Style:
+    return Style(bgcolor="#{:02x}{:02x}{:02x}".format(*rgb), color="black" if ink_on(rgb) == "#000" else "white")
 
 
 def _fmt(value: float, digits: int = 2) -> str:
@@ -136,10 +139,10 @@ def _vector_text(vector: np.ndarray, shown: int = 6) -> str:
 
 
 # ------------------------------------------------------------------------------ attend
-# Heat levels 1..8 as backgrounds from indigo to amber with a contrasting foreground: level 0 (a weight
-# of exactly 0) and masked cells keep the terminal's own colours, so they never outshine real weights
-# on a dark or a light terminal.
-_HEAT_BACKGROUNDS = ("#3b2f80", "#5a2d8c", "#7e2f8e", "#a3357f", "#c8456a", "#e6654c", "#f5913a", "#fbc93a")
+# Heat levels 1..8 as backgrounds on the pictures' sequential scale (figures.SEQUENTIAL, white to dark
+# blue) at eighths of the largest weight, with a contrasting foreground: level 0 (a weight of exactly 0),
+# level 1 and masked cells keep the terminal's own colours, so they never outshine real weights on a
+# dark or a light terminal.
 _SEGMENT_STYLES = {
     "label": Style(bold=True),
     "header": Style(bold=True),
@@ -147,10 +150,7 @@ _SEGMENT_STYLES = {
     "masked": Style(dim=True),
     "zero": Style(),
     "": Style(),
-    **{
-        f"heat{level}": Style(bgcolor=bg, color="white" if level <= 5 else "black")
-        for level, bg in enumerate(_HEAT_BACKGROUNDS, start=1)
-    },
+    **{f"heat{level}": _shade(colour(level / 8)) for level in range(1, 9)},
     "heat1": Style(),  # the lowest eighth stays unshaded: near-zero weights do not outshine real ones
 }
 

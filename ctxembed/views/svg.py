@@ -15,48 +15,31 @@ from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
-from ctxembed.views.figures import Bars, Curves, Figure, Heatmap, Points
+from ctxembed.views.figures import (
+    DIVERGING,
+    MASKED_FILL,
+    MASKED_INK,
+    SEQUENTIAL,
+    Bars,
+    Curves,
+    Figure,
+    Heatmap,
+    Points,
+    cell_number,
+    colour,
+    ink_on,
+    nice_ticks,
+    readout,
+)
 
 FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 CELL = 30  # heatmap cell size (px)
 CHAR = 0.62  # width of a character, as a share of the font size (a safe upper estimate)
-# white to dark blue (sequential, matplotlib's "Blues") and red-white-blue (diverging, "RdBu"), as stops
-_SEQUENTIAL = [
-    (0.0, (247, 251, 255)),
-    (0.25, (198, 219, 239)),
-    (0.5, (107, 174, 214)),
-    (0.75, (33, 113, 181)),
-    (1.0, (8, 48, 107)),
-]
-_DIVERGING = [
-    (0.0, (178, 24, 43)),
-    (0.25, (239, 138, 98)),
-    (0.5, (247, 247, 247)),
-    (0.75, (103, 169, 207)),
-    (1.0, (33, 102, 172)),
-]
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
-
-
-def colour(share: float, diverging: bool = False) -> tuple[int, int, int]:
-    """The colour of ``share`` in [0, 1] on the sequential (light to dark) or diverging scale."""
-    stops = _DIVERGING if diverging else _SEQUENTIAL
-    share = float(np.clip(share, 0.0, 1.0))
-    for (a, ca), (b, cb) in zip(stops, stops[1:], strict=False):
-        if share <= b:
-            t = (share - a) / (b - a)
-            return tuple(round(x + (y - x) * t) for x, y in zip(ca, cb, strict=True))  # type: ignore[return-value]
-    return stops[-1][1]
 
 
 def hex_colour(rgb: tuple[int, int, int]) -> str:
     return "#{:02x}{:02x}{:02x}".format(*rgb)
-
-
-def ink_on(rgb: tuple[int, int, int]) -> str:
-    """Black or white text, whichever reads better on ``rgb``."""
-    luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
-    return "#000" if luminance > 140 else "#fff"
 
 
 def text_width(text: str, size: float) -> float:
@@ -89,52 +72,81 @@ DETAILED_CELLS = 64 * 64
 def _heatmap(panel: Heatmap) -> tuple[float, float, str]:
     n_rows, n_cols = len(panel.rows), len(panel.columns)
     size = 11
-    left = max(text_width(r, size) for r in panel.rows) + 8
+    y_title = 16 if panel.y_label else 0  # room for the rotated y-axis title
+    left = y_title + max(text_width(r, size) for r in panel.rows) + 8
     top_labels = max(text_width(c, size) for c in panel.columns) * math.sin(math.radians(55)) + 10
     top = 22 + top_labels
-    width = max(left + n_cols * CELL + 4, text_width(panel.title, 13) + 4)
-    height = top + n_rows * CELL + 4
-    show_numbers = CELL >= 26
+    grid_w, grid_h = n_cols * CELL, n_rows * CELL
     parts = [_text(0, 14, panel.title, 13, weight="bold")]
     for j, label in enumerate(panel.columns):
         x, y = left + j * CELL + CELL / 2, top - 6
         parts.append(_text(x, y, label, size, extra=f' transform="rotate(-55 {x:.1f} {y:.1f})"'))
-    if n_rows * n_cols > DETAILED_CELLS:
-        for i, label in enumerate(panel.rows):
-            parts.append(_text(left - 6, top + i * CELL + CELL / 2 + 4, label, size, anchor="end"))
-        parts.append(_cells_image(panel, left, top))
-        return width, height, "".join(parts)
     for i, label in enumerate(panel.rows):
         parts.append(_text(left - 6, top + i * CELL + CELL / 2 + 4, label, size, anchor="end"))
+    if n_rows * n_cols > DETAILED_CELLS:
+        parts.append(_cells_image(panel, left, top))
+    for i in range(n_rows) if n_rows * n_cols <= DETAILED_CELLS else ():
         for j in range(n_cols):
             x, y = left + j * CELL, top + i * CELL
             value = float(panel.values[i, j])
             masked = panel.masked is not None and bool(panel.masked[i, j])
-            where = f"{panel.rows[i]} → {panel.columns[j]}"
+            where = (
+                f"{panel.rows[i]} and {panel.columns[j]}"
+                if panel.symmetric
+                else f"{panel.rows[i]} → {panel.columns[j]}"
+            )
             if masked:
-                fill, ink, shown, exact = (240, 240, 240), "#888", "·", "masked"
+                fill, ink, shown, said = MASKED_FILL, hex_colour(MASKED_INK), "·", "masked"
             else:
                 fill = colour(_share(value, panel.low, panel.high), panel.diverging)
-                ink, shown, exact = ink_on(fill), _short(value, panel.digits), exact_text(value)
+                ink, shown, said = ink_on(fill), cell_number(value), readout(value)
             attributes = (
                 f' class="cell" data-row="{i}" data-col="{j}" data-label={quoteattr(f"{panel.label}, {where}")}'
-                f" data-value={quoteattr(exact)}"
+                f" data-value={quoteattr(said)}"
             )
             parts.append(
                 f'<g{attributes}><rect x="{x:.1f}" y="{y:.1f}" width="{CELL}" height="{CELL}" '
                 f'fill="{hex_colour(fill)}" stroke="#fff" stroke-width="1"/>'
-                f"<title>{escape(panel.label)}, {escape(where)}: {escape(exact)}</title>"
-                + (_text(x + CELL / 2, y + CELL / 2 + 3.5, shown, 9, anchor="middle", fill=ink) if show_numbers else "")
+                f"<title>{escape(panel.label)}, {escape(where)}: {escape(said)}</title>"
+                + _text(x + CELL / 2, y + CELL / 2 + 3.5, shown, 9, anchor="middle", fill=ink)
                 + "</g>"
             )
-    return width, height, "".join(parts)
+    bottom = top + grid_h + 6
+    if panel.x_label:
+        parts.append(_text(left + grid_w / 2, bottom + 11, panel.x_label, 11, anchor="middle", fill="#444"))
+        bottom += 16
+    if panel.y_label:
+        x, y = 11, top + grid_h / 2
+        parts.append(
+            _text(x, y, panel.y_label, 11, anchor="middle", fill="#444", extra=f' transform="rotate(-90 {x} {y:.1f})"')
+        )
+    key, key_height = _colour_key(panel, left, bottom + 4)
+    parts.append(key)
+    width = max(left + grid_w + 4, text_width(panel.title, 13) + 4, left + 8 * 14 + 90)
+    return width, bottom + 4 + key_height, "".join(parts)
+
+
+def _colour_key(panel: Heatmap, left: float, top: float) -> tuple[str, float]:
+    """A strip of the scale from ``panel.low`` to ``panel.high``, labelled at both ends (and "· masked")."""
+    steps, step = 8, 14
+    parts = [_text(left, top + 9, readout(panel.low), 9, anchor="end", fill="#444", extra=' dx="-4"')]
+    for k in range(steps):
+        fill = hex_colour(colour((k + 0.5) / steps, panel.diverging))
+        parts.append(f'<rect x="{left + k * step:.1f}" y="{top:.1f}" width="{step}" height="10" fill="{fill}"/>')
+    end = left + steps * step
+    parts.append(_text(end + 4, top + 9, readout(panel.high), 9, fill="#444"))
+    if panel.masked is not None and panel.masked.any():
+        x = end + 8 + text_width(readout(panel.high), 9)
+        parts.append(f'<rect x="{x:.1f}" y="{top:.1f}" width="{step}" height="10" fill="{hex_colour(MASKED_FILL)}"/>')
+        parts.append(_text(x + step + 4, top + 9, "masked", 9, fill="#444"))
+    return "".join(parts), 14
 
 
 def _cells_image(panel: Heatmap, left: float, top: float) -> str:
     """The cells of a large heatmap as one PNG (a pixel a cell, scaled up without smoothing)."""
     rgb = colours(panel.values, panel.low, panel.high, panel.diverging)  # (rows, columns, 3) uint8
     if panel.masked is not None:
-        rgb[np.asarray(panel.masked, dtype=bool)] = (240, 240, 240)
+        rgb[np.asarray(panel.masked, dtype=bool)] = MASKED_FILL
     data = base64.b64encode(png_bytes(rgb)).decode("ascii")
     n_rows, n_cols = rgb.shape[:2]
     return (
@@ -147,7 +159,7 @@ def _cells_image(panel: Heatmap, left: float, top: float) -> str:
 
 def colours(values: np.ndarray, low: float, high: float, diverging: bool) -> np.ndarray:
     """(..., 3) uint8: :func:`colour` of every value's share of [low, high], at once."""
-    stops = _DIVERGING if diverging else _SEQUENTIAL
+    stops = DIVERGING if diverging else SEQUENTIAL
     span = high - low
     share = np.zeros(values.shape) if span <= 0 else np.clip((np.asarray(values, np.float64) - low) / span, 0, 1)
     share = np.nan_to_num(share)
@@ -173,14 +185,6 @@ def png_bytes(rgb: np.ndarray) -> bytes:
     )
 
 
-def _short(value: float, digits: int) -> str:
-    """A cell's number in few characters: .13, -.42, 1.00, 0."""
-    if value == 0:
-        return "0"
-    text = f"{value:.{min(digits, 2)}f}"  # two decimals fit a cell
-    return text.replace("0.", ".", 1) if text.lstrip("-").startswith("0.") else text
-
-
 def _bars(panel: Bars) -> tuple[float, float, str]:
     size, row, bar = 11, 20, 160
     left = max([text_width(label, size) for label in panel.labels] + [10]) + 8
@@ -192,33 +196,50 @@ def _bars(panel: Bars) -> tuple[float, float, str]:
         share = float(np.clip(_share(value, panel.low, panel.high), 0, 1))
         parts.append(
             f'<g class="cell" data-row="{i}" data-label={quoteattr(f"{panel.label}: {label}")} '
-            f"data-value={quoteattr(exact_text(value))}>"
+            f"data-value={quoteattr(readout(value))}>"
             + _text(left - 6, y + 14, label, size, anchor="end")
             + f'<rect x="{left:.1f}" y="{y + 3:.1f}" width="{bar * share:.1f}" height="{row - 6}" '
             f'fill="{hex_colour(colour(0.35 + 0.5 * share))}"/>'
-            + _text(left + bar * share + 4, y + 14, f"{value:.{panel.digits}f}", 10)
-            + f"<title>{escape(label)}: {exact_text(value)}</title></g>"
+            + _text(left + bar * share + 4, y + 14, readout(value), 10)
+            + f"<title>{escape(label)}: {readout(value)}</title></g>"
         )
-    return width, top + len(panel.labels) * row + 4, "".join(parts)
+    height = top + len(panel.labels) * row + 4
+    if panel.x_label:
+        title = f"{panel.x_label} ({readout(panel.low)} to {readout(panel.high)})"
+        parts.append(_text(left + bar / 2, height + 12, title, 11, anchor="middle", fill="#444"))
+        height += 18
+    return width, height, "".join(parts)
 
 
-def _axes(x_values, y_values, width, height, left, top):
+def _axes(x_values, y_values, width, height, left, top, *, pad: float = 0.0):
+    """A frame, round ticks printed alike on each axis, and ``place(x, y)`` -> pixels; ``pad`` widens
+    the data's range by that share on each side, so marks drawn at the extremes stay inside."""
     x_low, x_high = float(min(x_values)), float(max(x_values))
     y_low, y_high = float(min(y_values)), float(max(y_values))
     x_high = x_high if x_high > x_low else x_low + 1
     y_high = y_high if y_high > y_low else y_low + 1
+    x_pad, y_pad = pad * (x_high - x_low), pad * (y_high - y_low)
+    x_low, x_high, y_low, y_high = x_low - x_pad, x_high + x_pad, y_low - y_pad, y_high + y_pad
 
     def place(x, y):
         return left + (x - x_low) / (x_high - x_low) * width, top + height - (y - y_low) / (y_high - y_low) * height
 
-    frame = (
-        f'<rect x="{left}" y="{top}" width="{width}" height="{height}" fill="none" stroke="#999"/>'
-        + _text(left, top + height + 14, f"{x_low:g}", 10)
-        + _text(left + width, top + height + 14, f"{x_high:g}", 10, anchor="end")
-        + _text(left - 4, top + height, f"{y_low:.3g}", 10, anchor="end")
-        + _text(left - 4, top + 10, f"{y_high:.3g}", 10, anchor="end")
-    )
-    return place, frame
+    parts = [f'<rect x="{left}" y="{top}" width="{width}" height="{height}" fill="none" stroke="#999"/>']
+    ticks, decimals = nice_ticks(x_low, x_high)
+    for tick in ticks:
+        px, _ = place(tick, y_low)
+        parts.append(f'<line x1="{px:.1f}" y1="{top + height}" x2="{px:.1f}" y2="{top + height + 4}" stroke="#999"/>')
+        parts.append(_text(px, top + height + 15, f"{tick:.{decimals}f}", 10, anchor="middle"))
+    ticks, decimals = nice_ticks(y_low, y_high)
+    for tick in ticks:
+        _, py = place(x_low, tick)
+        parts.append(f'<line x1="{left - 4}" y1="{py:.1f}" x2="{left}" y2="{py:.1f}" stroke="#999"/>')
+        parts.append(_text(left - 6, py + 3.5, f"{tick:.{decimals}f}", 10, anchor="end"))
+    return place, "".join(parts)
+
+
+def _boxes_overlap(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def _curves(panel: Curves) -> tuple[float, float, str]:
@@ -238,24 +259,36 @@ def _curves(panel: Curves) -> tuple[float, float, str]:
 
 
 def _points(panel: Points) -> tuple[float, float, str]:
-    left, top, plot_w, plot_h = 40, 24, 360, 260
-    place, frame = _axes(panel.x, panel.y, plot_w, plot_h, left, top)
+    left, top, plot_w, plot_h = 62, 24, 360, 260
+    place, frame = _axes(panel.x, panel.y, plot_w, plot_h, left, top, pad=0.05)
     groups = sorted(set(panel.groups or [])) if panel.groups else []
     parts = [_text(0, 14, panel.title, 13, weight="bold"), frame]
+    placed = []  # boxes of the labels drawn so far: a label that would overlap one is left out
     for i, (x, y, label) in enumerate(zip(panel.x, panel.y, panel.labels, strict=True)):
         group = panel.groups[i] if panel.groups else ""
         fill = PALETTE[groups.index(group) % 10] if groups else PALETTE[0]
         px, py = place(x, y)
+        box = (px + 6, py - 5, px + 6 + text_width(label, 9), py + 4)
+        fits = label and box[2] <= left + plot_w and not any(_boxes_overlap(box, other) for other in placed)
+        if fits:
+            placed.append(box)
         parts.append(
-            f'<g class="cell" data-label={quoteattr(label)} data-value={quoteattr(group)}>'
+            f'<g class="cell" data-label={quoteattr(label or group)} data-value={quoteattr(group)}>'
             f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="{fill}"/>'
-            + _text(px + 6, py + 4, label, 9)
+            + (_text(px + 6, py + 4, label, 9) if fits else "")
             + f"<title>{escape(label)} {escape(group)}</title></g>"
         )
-    width = left + plot_w + 120
+    if panel.x_label:
+        parts.append(_text(left + plot_w / 2, top + plot_h + 32, panel.x_label, 11, anchor="middle", fill="#444"))
+    if panel.y_label:
+        x, y = 11, top + plot_h / 2
+        parts.append(
+            _text(x, y, panel.y_label, 11, anchor="middle", fill="#444", extra=f' transform="rotate(-90 {x} {y:.1f})"')
+        )
+    names = max([text_width(g, 10) for g in groups] + [0])
     for k, group in enumerate(groups):
         parts.append(_text(left + plot_w + 10, top + 12 + 14 * k, group, 10, fill=PALETTE[k % 10]))
-    return width, top + plot_h + 10, "".join(parts)
+    return left + plot_w + 16 + names, top + plot_h + 40, "".join(parts)
 
 
 _DRAW = {Heatmap: _heatmap, Bars: _bars, Curves: _curves, Points: _points}

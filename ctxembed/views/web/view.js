@@ -12,7 +12,7 @@ window.ctxembedView = function (root, given, givenView) {
     if (text !== undefined && text !== null) node.textContent = text;
     return node;
   }
-  function blue(share) {  /* white to dark blue, as the SVG's sequential scale */
+  function blue(share) {  /* white to dark blue: figures.SEQUENTIAL, the scale of every view */
     var stops = [[247, 251, 255], [198, 219, 239], [107, 174, 214], [33, 113, 181], [8, 48, 107]];
     share = Math.max(0, Math.min(1, share)) * 4;
     var i = Math.min(3, Math.floor(share)), t = share - i, a = stops[i], b = stops[i + 1];
@@ -185,7 +185,7 @@ window.ctxembedView = function (root, given, givenView) {
         var q = state.side === "q" ? i : j, k = state.side === "q" ? j : i, v = w[q][k];
         var tr = table.appendChild(el("tr", { "data-j": j }));
         tr.appendChild(el("td", { "class": "t" }, tokens[j]));
-        tr.appendChild(el("td", { "class": "w" }, masked(q, k) ? "masked" : String(v)));
+        tr.appendChild(el("td", { "class": "w" }, masked(q, k) ? "masked" : v.toFixed(3)));
         var bar = tr.appendChild(el("td", { "class": "bar" }));
         bar.appendChild(el("span", { style: "width:" + Math.round(120 * v) + "px" }));
       }
@@ -207,8 +207,8 @@ window.ctxembedView = function (root, given, givenView) {
         for (var j = 0; j < T; j++) {
           var v = w[i][j], share = v / top;
           var td = tr.appendChild(el("td", {
-            title: tokens[i] + " \u2192 " + tokens[j] + ": " + (masked(i, j) ? "masked" : String(v)),
-            style: "background:" + (masked(i, j) ? "#eee" : blue(share)) + ";color:" + (share > 0.6 ? "#fff" : "#222")
+            title: tokens[i] + " \u2192 " + tokens[j] + ": " + (masked(i, j) ? "masked" : v.toFixed(3)),
+            style: "background:" + (masked(i, j) ? "rgb(200,200,200)" : blue(share)) + ";color:" + (share > 0.6 ? "#fff" : "#222")
           }, masked(i, j) ? "\u00b7" : (v === 0 ? "0" : v.toFixed(2).replace(/^0/, ""))));
           if ((state.side === "q" && i === state.index) || (state.side === "k" && j === state.index)) td.className = "sel";
         }
