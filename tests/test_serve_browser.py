@@ -76,7 +76,7 @@ def test_typing_a_sentence_redraws_the_matrix_with_its_tokens(page, server, tmp_
     assert page.locator("svg.lines text.tok.q").all_text_contents() == tokens
     # a cell's title carries the exact weight of the JSON document (one head: the mean is the head)
     title = page.locator("table.matrix tr").nth(1).locator("td").nth(2).get_attribute("title")
-    assert title == f"Apple \u2192 phones: {doc['weights'][-1][0][0][2]}"
+    assert title == f"Apple \u2192 phones: {doc['weights'][-1][0][0][2]:.3f}"  # read out with three decimals
     assert page.locator("#view .meta").nth(1).text_content() == "settings: " + doc["settings_summary"]
     # the command line shown prints the document drawn
     assert the_command(page) == ["attend", "Apple makes phones"]
@@ -135,10 +135,11 @@ def test_compare_the_bank_sentences_and_read_the_values(page, server, tmp_path):
     assert cells.count() == 2 * n * n  # static and contextual, side by side
     cells.nth(n * n + 2).hover()  # contextual, S1 against S3: the river bank against the money bank
     readout = page.locator("#view .readout").text_content()
-    assert readout.startswith("contextual cosine of 'bank', S1 → S3: ")
-    assert float(readout.rsplit(": ", 1)[1]) == doc["contextual_similarity"][0][2]
+    assert readout.startswith("contextual cosine of 'bank', S1 and S3: ")  # a symmetric cosine: no arrow
+    assert readout.rsplit(": ", 1)[1] == f"{doc['contextual_similarity'][0][2]:.3f}"
     cells.nth(2).hover()
-    assert float(page.locator("#view .readout").text_content().rsplit(": ", 1)[1]) == doc["static_similarity"][0][2]
+    static = page.locator("#view .readout").text_content().rsplit(": ", 1)[1]
+    assert static == f"{doc['static_similarity'][0][2]:.3f}"
     screenshot(page, "live-compare.png", tmp_path)
 
 

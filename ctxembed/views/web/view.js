@@ -197,6 +197,7 @@ window.ctxembedView = function (root, given, givenView) {
           "this sentence has " + T + ": hover or click the tokens above"));
         return;
       }
+      matrix.appendChild(el("caption", {}, "rows: the attending token (query); columns: the token attended to (key)"));
       var head = matrix.appendChild(el("tr"));
       head.appendChild(el("th"));
       tokens.forEach(function (t) { head.appendChild(el("th", { "class": "col" }, t)); });
