@@ -13,7 +13,7 @@ import pytest
 
 import ctxembed
 from ctxembed.engine import locate, split_word
-from ctxembed.vectors.store import ROW_SOURCES, Subwords, VectorStore, write_store
+from ctxembed.vectors.store import ROW_SOURCE_SECTION, ROW_SOURCES, Subwords, VectorStore, write_store
 from tests.cli_helpers import TOY, fails, json_lines, run_json, succeeds
 
 WORDS = ["the", "bank", "river", "money", "by", "is", "not", "i", "use", "my"]
@@ -26,7 +26,7 @@ def _store(tmp_path, *, estimated=(), subwords=False) -> str:
     if estimated:
         codes = np.zeros(len(WORDS), np.uint8)
         codes[[WORDS.index(w) for w in estimated]] = ROW_SOURCES.index("estimated")
-        sections = {"row_sources": {"codes": codes}}
+        sections = {ROW_SOURCE_SECTION: {"estimated": codes}}
     ngrams = Subwords(rng.normal(size=(64, 8)).astype(np.float32), 3, 4) if subwords else None
     return str(write_store(tmp_path / "s.ctxv", WORDS, matrix, sections=sections, subwords=ngrams))
 
@@ -146,3 +146,10 @@ def test_default_neighbours_are_among_the_50000_most_frequent_words():
     whole = run_json("neighbors", "we sat on the river bank", "--word", "bank", "--json", "--among", "0")
     assert whole["among"] == len(store)
     assert max(store.find(n["word"]) for n in whole["contextual"]) >= 50_000  # what the default leaves out
+
+
+def test_a_row_source_section_of_the_wrong_shape_is_a_data_error(tmp_path):
+    matrix = np.ones((len(WORDS), 8), np.float32)
+    sections = {ROW_SOURCE_SECTION: {"estimated": np.zeros(3, np.uint8)}}
+    path = write_store(tmp_path / "bad.ctxv", WORDS, matrix, sections=sections)
+    assert "row_source" in fails(1, "attend", "the river bank", "--vectors", path)

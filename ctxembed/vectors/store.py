@@ -84,9 +84,11 @@ def quantize_int8(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scales
 
 
-# Where a row's vector came from, by the code a store's "row_sources" section holds per row: the
-# source's own vector, or one estimated from another (e.g. a 100-d vector from the 50-d one).
+# Where a row's vector came from, by the code a store's ROW_SOURCE_SECTION holds per row (array
+# "estimated", (N,) uint8): the source's own vector (0), or one estimated from another source (1),
+# e.g. a 100-d vector from the 50-d one. A store without that section has only its source's own.
 ROW_SOURCES = ("vocabulary", "estimated")
+ROW_SOURCE_SECTION = "row_source"
 
 
 class VectorStore:
@@ -330,17 +332,17 @@ class VectorStore:
     @property
     def row_sources(self) -> np.ndarray | None:
         """(N,) uint8 per row: where its vector came from, an index into :data:`ROW_SOURCES`; None for
-        a store without the "row_sources" section (every row is the source's own vector).
+        a store without :data:`ROW_SOURCE_SECTION` (every row is the source's own vector).
 
-        A store writer adds it as ``write_store(..., sections={"row_sources": {"codes": codes}})``."""
-        section = self.section("row_sources")
+        A store writer adds it as ``write_store(..., sections={ROW_SOURCE_SECTION: {"estimated": codes}})``."""
+        section = self.section(ROW_SOURCE_SECTION)
         if section is None:
             return None
-        codes = section["codes"]
-        if codes.dtype != np.uint8 or codes.shape[:1] != (len(self._offsets) - 1,) or codes.ndim != 1:
-            raise DataError(f"{self.path}: store is corrupt (section 'row_sources' is not one uint8 code per word)")
+        codes = section.get("estimated")
+        if codes is None or codes.dtype != np.uint8 or codes.shape != (len(self._offsets) - 1,):
+            raise DataError(f"{self.path}: store is corrupt (section {ROW_SOURCE_SECTION!r} is not one code a row)")
         if codes.size and int(codes.max()) >= len(ROW_SOURCES):
-            raise DataError(f"{self.path}: store is corrupt (section 'row_sources' holds an unknown code)")
+            raise DataError(f"{self.path}: store is corrupt (section {ROW_SOURCE_SECTION!r} holds an unknown code)")
         return codes[: self.count]
 
     def section(self, name: str) -> dict[str, np.ndarray] | None:
