@@ -154,3 +154,12 @@ def test_a_text_file_as_weights_is_not_said_to_hold_pickles(tmp_path):
     path.write_text("these are not weights\n")
     line = fails(1, *ARGS, path)
     assert "pickle" not in line and "not a NumPy .npz archive" in line, line
+
+
+def test_a_header_numpy_cannot_tokenize_is_one_line(tmp_path):
+    """Found by tests/test_input_fuzz.py: a damaged .npy header made numpy raise tokenize.TokenError."""
+    path = tmp_path / "w.npz"
+    np.savez(path, **{"l0.h0.W_query": np.zeros((100, 25), np.float32)})
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"'shape': (100, 25)", b"'shape': (100, 25("))
+    assert "is not a NumPy array" in fails(1, *ARGS, path)

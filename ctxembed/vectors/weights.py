@@ -32,6 +32,7 @@ import json
 import math
 import re
 import struct
+import tokenize
 import zlib
 from os import PathLike
 from pathlib import Path
@@ -375,12 +376,17 @@ def _declared_bytes(shape: tuple, dtype: np.dtype) -> int:
     return math.prod(shape) * dtype.itemsize
 
 
+# What numpy's .npy header parser raises on a damaged header (it evaluates the header's text, and
+# for old versions re-tokenizes it first)
+_HEADER_ERRORS = (ValueError, EOFError, SyntaxError, TypeError, tokenize.TokenError, RecursionError, MemoryError)
+
+
 def _member_header(archive, info) -> tuple[tuple, bool, np.dtype]:
     """(shape, fortran order, dtype) from a member's .npy header, without reading its data."""
     with archive.open(info) as member:
         try:
             shape, fortran, dtype = _read_header(member)
-        except (ValueError, EOFError, SyntaxError, TypeError) as exc:
+        except _HEADER_ERRORS as exc:
             raise ValueError(f"member {info.filename} is not a NumPy array ({exc})") from None
     if dtype.hasobject:
         raise ValueError("holds pickled objects, which are never loaded; save plain arrays")
