@@ -38,3 +38,21 @@ def test_senses_and_train_share_it_and_its_exit_code(tmp_path):
     for args in (["senses", "bank", "--corpus", str(folder)], ["train", str(folder), "--out", str(tmp_path / "w.npz")]):
         result = invoke(*args)
         assert result.exit_code == 1 and "is a directory, not a corpus file" in result.stderr, args
+
+
+def test_binary_input_is_refused_the_same_way_by_senses_and_train(tmp_path):
+    """One sniff of the first bytes (vectors/corpus.looks_binary) for every corpus reader."""
+    import random
+
+    from tests.cli_helpers import fails, invoke
+
+    data = tmp_path / "g.bin"
+    data.write_bytes(random.Random(0).randbytes(200_000))
+    expected = "does not look like text (binary data"
+    assert expected in fails(1, "senses", "bank", data)
+    trained = invoke("train", data, "--out", tmp_path / "g.npz", "--epochs", "1")
+    assert trained.exit_code == 1 and expected in trained.stderr.splitlines()[-1]
+    assert not (tmp_path / "g.npz").exists()
+    latin1 = tmp_path / "latin1.txt"  # text in another encoding is not binary: its lines are judged one by one
+    latin1.write_bytes("the river bank\nle café près de la banque\n".encode("latin-1") * 50)
+    assert expected not in fails(1, "senses", "bank", latin1)  # senses then wants UTF-8, as before

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import io
 import sys
+import zlib
 from pathlib import Path
 
 from ctxembed.errors import DataError
@@ -41,5 +42,26 @@ def open_corpus(source: str | Path) -> tuple[io.BufferedIOBase, str]:
         name = str(path)
     stream = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)
     if stream.peek(2)[:2] == _GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=stream, mode="rb"), name  # type: ignore[return-value]
+        stream = gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[assignment]
+    try:
+        start = stream.peek(SNIFF_BYTES)[:SNIFF_BYTES]  # what is buffered: never waits for more input
+    except (OSError, EOFError, zlib.error) as exc:
+        stream.close()
+        raise DataError(f"{name}: cannot read the corpus ({exc})") from None
+    if looks_binary(start):
+        stream.close()
+        raise DataError(f"{name}: does not look like text (binary data: NUL or control bytes in its first bytes)")
     return stream, name
+
+
+SNIFF_BYTES = 1 << 16
+
+
+def looks_binary(sample: bytes) -> bool:
+    """Whether the first bytes of a file are binary data: a NUL byte, or more than 1% of control
+    characters (text, in any encoding, has tab, newline and return only; raw numbers have many).
+    Shared by corpora (senses, train) and vector files (format detection)."""
+    if not sample:
+        return False
+    controls = sum(1 for b in sample if b < 32 and b not in (9, 10, 13))
+    return b"\0" in sample or controls > len(sample) // 100

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxembed.errors import DataError, UsageError
+from ctxembed.vectors.corpus import looks_binary
 from ctxembed.vectors.store import MAGIC, Subwords
 
 FASTTEXT_MAGIC = 793712314  # first int32 of a Facebook fastText .bin file
@@ -75,14 +76,6 @@ def _is_count_dim_header(line: bytes) -> bool:
     return len(parts) == 2 and all(p.isdigit() for p in parts)
 
 
-def _looks_binary(sample: bytes) -> bool:
-    """Raw float32 bytes are full of control characters that text vector files never contain."""
-    if not sample:
-        return False
-    controls = sum(1 for b in sample if b < 32 and b not in (9, 10, 13))
-    return b"\0" in sample or controls > len(sample) // 100
-
-
 def detect_format(path: Path) -> str:
     """Name the format of a vector file by its content (the suffix only separates .vec and .kv)."""
     try:
@@ -105,13 +98,13 @@ def detect_format(path: Path) -> str:
         return "gensim-native"
     first_line, _, rest = head.partition(b"\n")
     if _is_count_dim_header(first_line):
-        if _looks_binary(rest[:4096]):
+        if looks_binary(rest[:4096]):
             return "word2vec-binary"
         return "fasttext-vec" if _plain_suffix(path) == ".vec" else "word2vec-text"
     try:
         fields = first_line.decode("utf-8").rstrip().split(" ")
     except UnicodeDecodeError:
-        if _looks_binary(head[:4096]):
+        if looks_binary(head[:4096]):
             raise DataError(f"{path}: unknown format (binary data without a word2vec header)") from None
         raise DataError(f"{path}: line 1: the word is not valid UTF-8") from None
     try:
