@@ -43,6 +43,7 @@ from ctxembed.vectors.sources import open_vectors
 from ctxembed.vectors.statistics import statistics
 from ctxembed.vectors.store import ROW_SOURCES, VectorStore
 from ctxembed.vectors.tokenize import WINDOW, Token, pretokenized, token_pieces, token_strings, tokenize, vocabulary_key
+from ctxembed.vectors.tokentable import TokenTable
 from ctxembed.vectors.weights import check_trained_weights, load_projections
 
 # Floats one group of sentences holds at once in each of its arrays (512 KB of float32): a group's
@@ -172,46 +173,65 @@ def token_sources(
 class Sentences:
     """Many sentences ready for attention, column by column: what :meth:`Engine.arrays` reads.
 
-    A usual sentence (every token a vocabulary word, all of them attended) is its text, its tokens
-    and a slice of the flat ``rows`` and ``keys``, with no object of its own; any other sentence
-    keeps its :class:`Prepared` in ``prepared`` (its own in_vocab, attended positions and vectors
-    built from subwords), and a text that could not be prepared its error in ``errors``.
-    :meth:`sentence` gives any of them as a :class:`Prepared`, the same as :meth:`Engine.prepare`."""
+    A sentence of the fast path is its text, its tokens, a slice of the flat ``pieces`` (ids into
+    ``table``, which knows each token's key, vector and status) and a slice of the flat ``rows``
+    (its attended tokens' store rows), with no object of its own; any other sentence keeps its
+    :class:`Prepared` in ``prepared``, and a text that could not be prepared its error in
+    ``errors``. :meth:`sentence` gives any of them as a :class:`Prepared`, the same as
+    :meth:`Engine.prepare`."""
 
     texts: list[str]
-    tokens: list[list[str]]  # per sentence: its tokens as written (a usual one's; see ``prepared`` otherwise)
+    tokens: list[list[str]]  # per sentence: its tokens as written
     lengths: np.ndarray  # (n,) int64 tokens that enter attention; -1 for a text in ``errors``
     starts: np.ndarray  # (n,) int64 where each sentence's rows begin in ``rows``
     rows: np.ndarray  # (total,) int64 store rows, -1 for a vector that is no store row
-    keys: list[str]  # the usual sentences' lookup keys, flat: a usual sentence's are keys[start:start + length]
-    prepared: dict[int, Prepared]  # sentence -> its Prepared, when it is not a usual one
+    vectors: np.ndarray  # (total,) int64 row of ``table.vectors`` for such a vector, else -1
+    pieces: np.ndarray  # (P,) int64 the fast path's tokens as piece ids of ``table``, text after text
+    piece_starts: np.ndarray  # (n,) int64 where each sentence's tokens begin in ``pieces``
+    plain: np.ndarray  # (n,) bool every token of the sentence has a vector and is attended
+    table: TokenTable | None
+    prepared: dict[int, Prepared]  # sentence -> its Prepared, when it is not on the fast path
     errors: dict[int, DataError]  # text -> why it could not be prepared
     store: VectorStore = field(repr=False)
 
     @classmethod
     def of(cls, sentences: Sequence[Prepared]) -> Sentences:
         """Prepared sentences as columns (each keeps its Prepared: results point back to it)."""
-        lengths = np.fromiter(map(len, (s.used for s in sentences)), np.int64, len(sentences))  # (n,)
-        starts = np.zeros(len(sentences), np.int64)  # (n,)
+        n = len(sentences)
+        lengths = np.fromiter(map(len, (s.used for s in sentences)), np.int64, n)  # (n,)
+        starts = np.zeros(n, np.int64)  # (n,)
         np.cumsum(lengths[:-1], out=starts[1:])
-        rows = np.fromiter(itertools.chain.from_iterable(s.rows for s in sentences), np.int64, int(lengths.sum()))
+        total = int(lengths.sum())
+        rows = np.fromiter(itertools.chain.from_iterable(s.rows for s in sentences), np.int64, total)
         store = sentences[0].store if sentences else None
-        texts, tokens = [s.text for s in sentences], [s.texts for s in sentences]
-        return cls(texts, tokens, lengths, starts, rows, [], dict(enumerate(sentences)), {}, store)
+        texts, tokens, none = [s.text for s in sentences], [s.texts for s in sentences], np.zeros(n, np.int64)
+        return cls(
+            texts, tokens, lengths, starts, rows, np.full(total, -1), none[:0], none, none.astype(bool), None,
+            dict(enumerate(sentences)), {}, store,
+        )  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.texts)
 
+    def _pieces(self, i: int) -> np.ndarray:
+        start = int(self.piece_starts[i])
+        return self.pieces[start : start + len(self.tokens[i])]  # (tokens,)
+
     def sentence(self, i: int) -> Prepared:
-        """Sentence ``i`` as a :class:`Prepared` (built now for a usual one)."""
+        """Sentence ``i`` as a :class:`Prepared` (built now for one of the fast path)."""
         given = self.prepared.get(i)
         if given is not None:
             return given
         if i in self.errors:
             raise self.errors[i]
+        table, pieces = self.table, self._pieces(i).tolist()
         start, n = int(self.starts[i]), int(self.lengths[i])
-        keys, rows = self.keys[start : start + n], self.rows[start : start + n].tolist()
-        return Prepared(self.texts[i], self.tokens[i], keys, [True] * n, list(range(n)), rows, keys, {}, self.store)
+        _, in_vocab, used = self.columns(i)
+        vectors = self.vectors[start : start + n].tolist()
+        extra = {at: table.vectors[v] for at, v in enumerate(vectors) if v >= 0}
+        token_keys, keys = [table.keys[p] for p in pieces], [table.words[p] for p in pieces]
+        rows = self.rows[start : start + n].tolist()
+        return Prepared(self.texts[i], self.tokens[i], token_keys, in_vocab, used, rows, keys, extra, self.store)
 
     def sources(self, i: int) -> list[str]:
         """:meth:`Prepared.sources` of sentence ``i``."""
@@ -228,16 +248,20 @@ class Sentences:
         given = self.prepared.get(i)
         if given is not None:
             return given.texts, given.in_vocab, given.used
-        n = int(self.lengths[i])
-        return self.tokens[i], [True] * n, list(range(n))
+        tokens = self.tokens[i]
+        if self.plain[i]:
+            return tokens, [True] * len(tokens), list(range(len(tokens)))
+        pieces = self._pieces(i)
+        return tokens, self.table.known[pieces].tolist(), np.flatnonzero(self.table.used[pieces]).tolist()
 
     def index_of(self, i: int, word: str) -> int | None:
         """:meth:`Prepared.index_of` of sentence ``i``."""
         given = self.prepared.get(i)
         if given is not None:
             return given.index_of(word)
-        start, n = int(self.starts[i]), int(self.lengths[i])
-        return first_match(word, self.tokens[i], self.keys[start : start + n], range(n))
+        tokens, _, used = self.columns(i)
+        keys = [self.table.keys[p] for p in self._pieces(i).tolist()]
+        return first_match(word, tokens, keys, used)
 
 
 @dataclass
@@ -365,6 +389,7 @@ class Engine:
         self.label = label  # how error messages name a setting (the CLI: by its flag)
         self.dim = store.dim
         self.words = WordLookup(store)  # word -> store row
+        self._table: TokenTable | None = None  # token -> pieces, for many sentences (token_table())
         self.removal = top_removal(store, settings)  # all-but-the-top, or None
         check_trained_weights(settings, store)
         self.params = projection_params(settings, self.dim)
@@ -413,52 +438,64 @@ class Engine:
         """:meth:`prepare` of many texts, as columns (:class:`Sentences`); a text that cannot be
         prepared has its DataError in ``errors`` (not raised).
 
-        The usual texts (words of letters and digits between spaces, every word in the vocabulary,
-        within ``max_tokens``) are tokenised, looked up and checked together, in a few calls over all
-        of them, with no object per sentence; any other text goes through :meth:`prepare`.
-        ``sentences.sentence(i)`` equals ``prepare(texts[i])`` either way (tests/test_fast_paths.py)."""
-        lowercase, most = self.store.lowercase, self.max_tokens
-        words = [text.split() for text in texts]  # per text: its tokens when it is a usual one
-        n_texts = len(texts)
-        lengths = np.fromiter(map(len, words), np.int64, n_texts)  # (n,) tokens per text
-        starts = np.zeros(n_texts, np.int64)  # (n,) where each text's tokens begin in the flat lists
-        np.cumsum(lengths[:-1], out=starts[1:])
-        flat = list(itertools.chain.from_iterable(words))  # every token, text after text
-        joined = "\n".join(texts)  # lower() never makes or removes white space: its split() is the texts'
-        lowered = joined.lower() if lowercase else joined
-        keys = flat if lowered == joined else lowered.split()  # every token's key, flat
-        usual = (lengths > 0) & (lengths <= most)  # (n,)
-        usual &= np.fromiter(map(len, texts), np.int64, n_texts) <= WINDOW
-        # per text, over its tokens: reduceat sums [starts[i], starts[i + 1]); one neutral element
-        # after the last token keeps every start inside the array (an empty text is not usual anyway)
-        if n_texts and not joined.replace(" ", "").replace("\n", "").isalnum():  # else all letters and digits
-            alnum = np.fromiter(map(str.isalnum, flat), bool, len(flat))  # (tokens,)
-            usual &= np.logical_and.reduceat(np.append(alnum, True), starts)
-        if usual.all():
-            rows = self.words.rows(keys)  # (tokens,) store rows, -1: not in the vocabulary
-        else:  # only the words of texts still usual: the others go through prepare(), which looks up its own
-            wanted = np.repeat(usual, lengths)  # (tokens,)
-            rows = np.full(len(keys), -1, np.int64)  # (tokens,)
-            rows[wanted] = self.words.rows(list(itertools.compress(keys, wanted.tolist())))
-        if n_texts:
-            usual &= np.minimum.reduceat(np.append(rows, 0), starts) >= 0  # every word in the vocabulary
+        Texts are tokenised and looked up together through the engine's :class:`TokenTable` (split
+        at white space, one dict lookup per word, each distinct word tokenised and looked up once)
+        and checked with whole-chunk NumPy calls, with no object per sentence. Only a text with a
+        problem goes through :meth:`prepare` alone: one it refuses (no token with a vector, too many
+        tokens, --oov error), or one longer than the tokenizer's window (which prepare refuses
+        without tokenising it whole). ``sentences.sentence(i)`` equals ``prepare(texts[i])`` either
+        way (tests/test_fast_paths.py)."""
+        n = len(texts)
+        table = self.token_table()
+        fast = np.fromiter(map(len, texts), np.int64, n) <= WINDOW  # (n,)
+        short = texts if fast.all() else [text if ok else "" for text, ok in zip(texts, fast.tolist(), strict=True)]
+        pieces, piece_starts = table.chunk(short)
+        count = np.diff(piece_starts)  # (n,) tokens per text
+        used, known = table.used[pieces], table.known[pieces]  # (P,)
+        used_before = np.zeros(len(pieces) + 1, np.int64)  # (P + 1,) attended tokens before each piece
+        np.cumsum(used, out=used_before[1:])
+        known_before = np.zeros(len(pieces) + 1, np.int64)
+        np.cumsum(known, out=known_before[1:])
+        lengths = np.diff(used_before[piece_starts])  # (n,) tokens that enter attention
+        n_known = np.diff(known_before[piece_starts])  # (n,) tokens with a vector
+        a = self.settings.attention
+        fast &= (n_known > 0) & (lengths <= self.max_tokens)  # else prepare() says what is wrong
+        fast &= a.layers * a.heads * lengths**2 * 4 <= WEIGHTS_BUDGET
+        if self.oov == "error":
+            fast &= n_known == count
+        starts = used_before[piece_starts[:-1]]  # (n,) where each text's rows begin
+        rows, vectors = table.row[pieces[used]], table.vector[pieces[used]]  # (total,)
+        flat = list(map(table.texts.__getitem__, pieces.tolist()))  # every token as written
+        bounds = piece_starts.tolist()
+        tokens = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
         prepared: dict[int, Prepared] = {}
         errors: dict[int, DataError] = {}
         extra_rows: list[int] = []  # the other texts' rows, one after the other
-        total = len(keys)
-        for i in np.flatnonzero(~usual).tolist():  # the rest, one by one, as one sentence alone
+        total = len(rows)
+        for i in np.flatnonzero(~fast).tolist():  # the rest, one by one, as one sentence alone
             try:
                 sentence = prepared[i] = self.prepare(texts[i])
             except DataError as exc:
                 errors[i] = exc
                 lengths[i] = -1
                 continue
-            lengths[i], starts[i] = len(sentence.used), total
+            lengths[i], starts[i], tokens[i] = len(sentence.used), total, sentence.texts
             extra_rows += sentence.rows
             total += len(sentence.used)
         if extra_rows:
             rows = np.concatenate([rows, np.array(extra_rows, dtype=np.int64)])
-        return Sentences(list(texts), words, lengths, starts, rows, keys, prepared, errors, self.store)
+            vectors = np.concatenate([vectors, np.full(len(extra_rows), -1, np.int64)])
+        plain = fast & (n_known == count)  # (n,)
+        return Sentences(
+            list(texts), tokens, lengths, starts, rows, vectors, pieces, piece_starts[:-1], plain, table,
+            prepared, errors, self.store,
+        )  # fmt: skip
+
+    def token_table(self) -> TokenTable:
+        """The engine's :class:`TokenTable` (a new one when it is full)."""
+        if self._table is None or self._table.full:
+            self._table = TokenTable(self.store, oov=self.oov)
+        return self._table
 
     def prepare(self, text: str, *, words: Sequence[str] | None = None) -> Prepared:
         """Tokenise and look up a sentence (or pre-split ``words``); raise DataError when it is unusable.
@@ -619,6 +656,9 @@ class Engine:
         at = sentences.starts[members][:, None] + np.arange(T)  # (B, T) positions in sentences.rows
         ranks = sentences.rows[at]  # (B, T)
         static = self.store.rows(np.maximum(ranks, 0).ravel()).reshape(B, T, self.dim)  # (B, T, d)
+        built = sentences.vectors[at]  # (B, T) rows of table.vectors: subwords, --oov zero
+        if (built >= 0).any():
+            static[built >= 0] = sentences.table.vectors[built[built >= 0]]
         if sentences.prepared:  # vectors that are no store row: subwords, --oov zero
             for b, i in enumerate(members):
                 given = sentences.prepared.get(i)

@@ -17,21 +17,80 @@ from ctxembed.batch.pool import read_frame, write_frame
 from ctxembed.batch.records import LongLine
 from ctxembed.core.attention import AttentionConfig, encode, random_params
 from ctxembed.errors import DataError
+from tests.conftest import FIXTURES
 
 EXAMPLES = int(os.environ.get("CTXEMBED_FUZZ_EXAMPLES", "60"))
 # words of the shipped vocabulary, and texts that must leave the fast path for prepare()
 WORDS = ["the", "river", "bank", "money", "İstanbul", "ΣΟΦΟΣ", "u.s.", "don't", "co-founder", "xyzzyq", "3.5", "naïve"]
-ODD = ["", "   ", "\ufeffthe bank", "the\u2019s bank", "the\x1cbank", "the\tbank\u2028money", "a" * 5000, "the , bank"]
+# real text: capitals, punctuation stuck to words, clitics (straight, curly and modifier-letter apostrophes)
+PROSE = [
+    "The",
+    "Bank's",
+    "river,",
+    '"no',
+    'evidence"',
+    "isn\u2019t",
+    "it's.",
+    "(1961)",
+    "U.S.",
+    "Jr..",
+    "rock\u02bcn\u02bcroll",
+    "Can't",
+    "bankers'",
+    "--",
+    "'s",
+    "DON'T",
+    "e.g.",
+    "naïve;",
+    "ΣΟΦΟΣ'",
+    "\u2018hello\u2019",
+    "_x_",
+    "ﬁne",
+]
+ODD = [
+    "",
+    "   ",
+    "\ufeffthe bank",
+    "the\u2019s bank",
+    "the\x1cbank",
+    "the\tbank\u2028money",
+    "a" * 5000,
+    "the , bank",
+    "the\nbank",
+    "the " * 7,
+    "xyzzyq ,",
+]
 
 
 @pytest.fixture(scope="module")
-def engines():
+def engines(tmp_path_factory):
     from ctxembed.engine import Engine
     from ctxembed.settings import build_settings
     from ctxembed.vectors.sources import open_vectors
 
     store = open_vectors()
-    return [Engine(store, build_settings("default"), max_tokens=6).bulk(), Engine(store, build_settings("textbook"))]
+    cased = open_vectors(str(FIXTURES / "batch" / "cased.txt"))  # case-sensitive, with clitic entries
+    textbook = build_settings("textbook")
+    return [
+        Engine(store, build_settings("default"), max_tokens=6).bulk(),
+        Engine(store, textbook),
+        Engine(store, textbook, oov="zero").bulk(),
+        Engine(store, textbook, oov="error"),
+        Engine(cased, textbook, oov="zero"),
+        Engine(cased, textbook).bulk(),
+        Engine(subword_store(tmp_path_factory.mktemp("subwords")), textbook),
+    ]
+
+
+def subword_store(folder):
+    """A small store with a fastText n-gram table: unknown words get vectors built from subwords."""
+    from ctxembed.vectors.store import Subwords, VectorStore, write_store
+
+    rng = np.random.default_rng(3)
+    words = ["the", "river", "bank", "money", "'s", "n't"]
+    ngrams = Subwords(rng.standard_normal((64, 8)).astype(np.float32), 2, 4)
+    path = write_store(folder / "sub.ctxv", words, rng.standard_normal((6, 8)).astype(np.float32), subwords=ngrams)
+    return VectorStore.open(path)
 
 
 def _same(a, b) -> None:
@@ -57,6 +116,7 @@ def _one_by_one(engine, texts):
 texts = st.lists(
     st.one_of(
         st.lists(st.sampled_from(WORDS), min_size=0, max_size=8).map(" ".join),
+        st.lists(st.sampled_from(WORDS + PROSE), min_size=0, max_size=8).map(" ".join),
         st.sampled_from(ODD),
         st.text(max_size=30),
     ),
@@ -77,18 +137,38 @@ def test_prepare_many_is_prepare_one_by_one(engines, batch):
                 assert sentences.columns(i) == (expected.texts, expected.in_vocab, expected.used)
                 start, n = sentences.starts[i], sentences.lengths[i]
                 assert sentences.rows[start : start + n].tolist() == expected.rows
-                for word in ("bank", "İstanbul", "the", "u.s."):
+                for word in ("bank", "İstanbul", "the", "u.s.", "'s", "n't", "The"):
                     assert sentences.index_of(i, word) == expected.index_of(word)
 
 
 def test_prepare_many_takes_the_fast_path_for_usual_text(engines, monkeypatch):
     engine = engines[1]
+    prose = 'The Bank\u2019s river, "xyzzyq" (isn\'t it?)'
+    expected = engine.prepare(prose)
     monkeypatch.setattr(engine, "prepare", lambda text: pytest.fail(f"prepare() called for {text!r}"))
-    sentences = engine.prepare_many(["the river bank"])
-    assert not sentences.prepared and not sentences.errors  # no Prepared made: the usual path
+    sentences = engine.prepare_many(["the river bank", prose])
+    assert not sentences.prepared and not sentences.errors  # no Prepared made: the fast path, real text too
     sentence = sentences.sentence(0)
     assert sentence.texts == ["the", "river", "bank"]
     assert sentence.rows == [engine.store.find(w) for w in sentence.texts]
+    tokens, in_vocab, used = sentences.columns(1)
+    assert tokens == ["The", "Bank", "\u2019s", "river", ",", '"', "xyzzyq", '"', "(", "is", "n't", "it", "?", ")"]
+    assert (tokens, in_vocab, used) == (expected.texts, expected.in_vocab, expected.used)
+    assert 6 not in used  # xyzzyq: no vector, skipped
+
+
+def test_each_distinct_word_is_tokenised_and_looked_up_once(engines, monkeypatch):
+    from ctxembed.engine import Engine
+    from ctxembed.vectors import tokentable
+
+    engine = Engine(engines[1].store, engines[1].settings)
+    seen = []
+    real = tokentable.word_pieces
+    monkeypatch.setattr(tokentable, "word_pieces", lambda word: seen.append(word) or real(word))
+    first = engine.prepare_many(["Zebras, zebras and ZEBRAS!", "zebras, Zebras"])
+    second = engine.prepare_many(["ZEBRAS! zebras"])
+    assert sorted(seen) == sorted(["Zebras,", "zebras", "and", "ZEBRAS!", "zebras,", "Zebras"])
+    assert second.columns(0)[0] == ["ZEBRAS", "!", "zebras"] and first.columns(1)[0] == ["zebras", ",", "Zebras"]
 
 
 def _reference_lines(data: bytes, limit: int) -> list:

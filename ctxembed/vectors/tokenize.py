@@ -76,6 +76,18 @@ def token_strings(sentence: str, *, lowercase: bool = True) -> tuple[list[str], 
     return texts, ([text.lower() for text in texts] if lowercase else texts)
 
 
+def word_pieces(word: str) -> list[tuple[str, str]]:
+    """The tokens :func:`token_strings` cuts one word (no white space in it) into, clitics split off:
+    (text as written, the same with straight apostrophes) per token. A sentence's tokens are its
+    words' (no token spans white space), so batch works them out once per distinct word."""
+    if "\u2019" in word or "\u2018" in word or "\u02bc" in word:  # ("\u02bc" is even alphanumeric)
+        normalised = word.translate(_APOSTROPHES)  # same length: offsets stay valid
+        return [(word[a:b], normalised[a:b]) for a, b in _spans(normalised, 0, len(normalised))]
+    if word.isalnum():  # the regex's [^\W_]+ is exactly str.isalnum
+        return [(word, word)]
+    return [(token, token) for token in _word_tokens(word)]
+
+
 def token_pieces(
     sentence: str, *, lowercase: bool = True, window: int = WINDOW
 ) -> Iterator[tuple[list[str], list[str], bool]]:
