@@ -4,7 +4,8 @@ softmax(Q Kᵀ / sqrt(d)) V with Q = K = V = X, float32, over padded (B, T, d) b
 arithmetic every attention tool has to do, with nothing around it (no tokenising, no JSON, no
 projection, no per-sentence objects). Sentences are grouped by length, 256 per batch, as
 ``ctxembed batch`` does. The timed part gathers each batch's vectors from the store (int8 rows
-times their scales) and runs attention; turning text into token ids happens before the clock.
+times their scales) and runs attention; turning text into token ids (batch's own rows, from
+Engine.prepare_many) happens before the clock. One BLAS thread, as in each of batch's workers.
 
     python benchmarks/bare_kernel.py benchmarks/results/cache/sentences-20000.txt   # prints JSON
 """
@@ -36,17 +37,20 @@ def attention(x: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def token_ids(lines: list[str]) -> list[np.ndarray]:
-    """Each sentence's store rows, through ctxembed's tokenizer (out-of-vocabulary tokens dropped)."""
+    """Each sentence's store rows, the ones batch attends over (Engine.prepare_many, default
+    settings: out-of-vocabulary tokens skipped); a line batch refuses (no known token) is left out."""
     sys.path.insert(0, str(REPO))
+    from ctxembed.engine import Engine
+    from ctxembed.settings import build_settings
     from ctxembed.vectors.sources import open_vectors
-    from ctxembed.vectors.tokenize import tokenize
 
-    store = open_vectors(None)
-    index = store.index
+    engine = Engine(open_vectors(None), build_settings("default")).bulk()
     ids = []
-    for line in lines:
-        rows = [index[t.key] for t in tokenize(line, lowercase=store.lowercase) if t.key in index]
-        ids.append(np.array(rows, dtype=np.int64))
+    for first in range(0, len(lines), 1024):
+        sentences = engine.prepare_many(lines[first : first + 1024])
+        for start, n in zip(sentences.starts.tolist(), sentences.lengths.tolist(), strict=True):
+            if n > 0:
+                ids.append(sentences.rows[start : start + n])
     return ids
 
 
@@ -73,6 +77,11 @@ def main() -> None:
     from ctxembed.vectors.sources import open_vectors
 
     store = open_vectors(None)
+    from threadpoolctl import threadpool_limits
+
+    # One BLAS thread, as each batch worker runs: OpenBLAS's own threads spin against other
+    # processes on a shared machine (Brown's longer sentences ran 1.5-8x slower with them).
+    threadpool_limits(limits=1, user_api="blas")
     run(ids[:GROUP], store)  # warm-up: page in, first BLAS call
     seconds = run(ids, store)
     tokens = int(sum(len(i) for i in ids))

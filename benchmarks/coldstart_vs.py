@@ -33,9 +33,11 @@ def extract(commit: str, dest: Path) -> Path:
 
 
 def tree_env(tree: Path, env: dict) -> dict:
-    """``env`` made to run the ctxembed of ``tree``, with the tree's own cache and bytecode folders."""
+    """``env`` made to run the ctxembed of ``tree``, with the tree's own cache and bytecode folders.
+    PYTHONSAFEPATH: ``python -m`` would otherwise put the working directory first on sys.path, and
+    run.py runs its commands in this checkout, whose ctxembed would win over the tree's."""
     cache, pyc = str(tree / ".cache"), str(tree / ".pyc")
-    return dict(env, PYTHONPATH=str(tree), CTXEMBED_CACHE_DIR=cache, PYTHONPYCACHEPREFIX=pyc)
+    return dict(env, PYTHONPATH=str(tree), CTXEMBED_CACHE_DIR=cache, PYTHONPYCACHEPREFIX=pyc, PYTHONSAFEPATH="1")
 
 
 def alternate(sides: dict, runs: int, once: Callable) -> dict[str, list[float]]:

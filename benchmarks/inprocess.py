@@ -5,6 +5,7 @@
     python benchmarks/inprocess.py coldstart-profile                  # where `compare --json` spends its time
     python benchmarks/inprocess.py batch-stages CORPUS                 # per-sentence cost of each batch stage
     python benchmarks/inprocess.py dask-batch CORPUS [--no-weights]    # the same job on a 2-process LocalCluster
+    python benchmarks/inprocess.py fast-path CORPUS                    # lines batch prepares without prepare()
     python benchmarks/inprocess.py scaling --preset default --n 8,16,32
 
 Times are seconds from time.perf_counter(); memory is in MB (2^20 bytes): ``rss`` the resident
@@ -225,6 +226,27 @@ def batch_stages(corpus: str, n: int) -> None:
     )
 
 
+def fast_path(corpus: str) -> None:
+    """How many lines of ``corpus`` take batch's fast path (Engine.prepare_many, chunks of 1,024,
+    default settings), how many go through prepare() one by one, how many are refused, and the
+    tokens: every token, and those that enter attention."""
+    from ctxembed.engine import Engine
+    from ctxembed.settings import build_settings
+    from ctxembed.vectors.sources import open_vectors
+
+    engine = Engine(open_vectors(None), build_settings("default")).bulk()
+    texts = Path(corpus).read_text(encoding="utf-8").splitlines()
+    counts = {"lines": len(texts), "fast": 0, "alone": 0, "refused": 0, "tokens": 0, "attended_tokens": 0}
+    for first in range(0, len(texts), 1024):
+        sentences = engine.prepare_many(texts[first : first + 1024])
+        counts["alone"] += len(sentences.prepared)
+        counts["refused"] += len(sentences.errors)
+        counts["fast"] += len(sentences) - len(sentences.prepared) - len(sentences.errors)
+        counts["tokens"] += sum(len(sentences.tokens[i]) for i in range(len(sentences)) if i not in sentences.errors)
+        counts["attended_tokens"] += int(sentences.lengths[sentences.lengths > 0].sum())
+    emit(counts)
+
+
 def dask_batch(corpus: str, workers: int, weights: bool, runs: int) -> None:
     """The batch job on a LocalCluster of ``workers`` processes, as docs/scale.md runs it:
     ``embed_file(...).to_textfiles(...)``, one file per partition on local disk. Seconds to start the
@@ -347,6 +369,8 @@ def main() -> None:
     p = sub.add_parser("batch-stages")
     p.add_argument("corpus")
     p.add_argument("--sentences", type=int, default=8192)
+    p = sub.add_parser("fast-path")
+    p.add_argument("corpus")
     p = sub.add_parser("dask-batch")
     p.add_argument("corpus")
     p.add_argument("--workers", type=int, default=2)
@@ -364,6 +388,8 @@ def main() -> None:
         coldstart_profile()
     elif args.probe == "batch-stages":
         batch_stages(args.corpus, args.sentences)
+    elif args.probe == "fast-path":
+        fast_path(args.corpus)
     elif args.probe == "dask-batch":
         dask_batch(args.corpus, args.workers, not args.no_weights, args.runs)
     else:

@@ -3,6 +3,8 @@
 - ``sentences(n)``: the batch input, ``n`` deterministic sentences of 10 to 14 words (12 on
   average), drawn with a fixed seed from the 20,000 most frequent words of the default store
   that tokenise to themselves (so every sentence has exactly its word count in tokens).
+- ``brown(n)``: the first ``n`` lines of the shipped Brown corpus (``data/brown.txt.gz``): real text,
+  with capitals, punctuation, clitics and numbers, 20 words a line on average.
 - ``word2vec_binary()``: the default store's 200,000 dequantised vectors as a word2vec binary
   file, written by gensim's ``save_word2vec_format(binary=True)``, for the gensim reference.
 - ``glove_text()``: the full 341,479 x 100 GloVe text file (no header, ``word v1 ... v100``,
@@ -73,6 +75,19 @@ def sentences(n: int) -> Path:
     if not path.exists():
         text = "".join(s + "\n" for s in make_sentences(n))
         _replace_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    return path
+
+
+def brown(n: int) -> Path:
+    """The first n lines of data/brown.txt.gz (what `zcat data/brown.txt.gz | head -n N` writes)."""
+    import gzip
+    import itertools
+
+    path = CACHE / f"brown-{n}.txt"
+    if not path.exists():
+        with gzip.open(REPO / "data" / "brown.txt.gz", "rb") as fh:
+            text = b"".join(itertools.islice(fh, n))
+        _replace_atomically(path, lambda tmp: tmp.write_bytes(text))
     return path
 
 

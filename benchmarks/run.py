@@ -39,7 +39,7 @@ CACHE = make_corpus.CACHE
 PYTHON = sys.executable
 CTXEMBED = str(Path(sys.executable).parent / "ctxembed")
 SENTENCES = ["we sat on the river bank", "I deposited money in the bank"]
-JOBS = ("coldstart", "stores", "batch", "bounds", "scaling", "senses", "robustness", "train", "serve")
+JOBS = ("coldstart", "stores", "batch", "realtext", "bounds", "scaling", "senses", "robustness", "train", "serve")
 SENSES_WORDS = ["bass", "plant", "bank", "interest", "apple"]
 SENSES_COPIES = 17  # of the 5.97 MB Brown example corpus: 101 MB of text
 BATCH_SENTENCES = 200_000  # throughput: a run of ~3 s, so batch's ~0.2 s start weighs ~7%, as on a real corpus
@@ -51,6 +51,10 @@ WAVE2_SHA256 = "4a96f021457d8ed44c5b349b04bcd9dabd1902f55ccc81ef41eaeb1469ac7773
 # ... written on an AVX2 machine, by OpenBLAS's Haswell sgemm kernel. On AVX-512 OpenBLAS picks SkylakeX,
 # which rounds some float32 last bits differently, so the checked run asks for the same kernel.
 WAVE2_BLAS = {"OPENBLAS_CORETYPE": "Haswell"}
+BROWN_LINES = 30_000  # real text: the first lines of data/brown.txt.gz (`zcat data/brown.txt.gz | head -30000`)
+# The code before real text had a bulk path (issue 23): the real-text rows run it beside this tree.
+BEFORE_REAL_TEXT = "9478ac1"
+REAL_TEXT_SPEEDUP = 2.5  # target: batch on Brown at least this many times that code's rate, same run
 SCALING_SIZES = "8,16,32,64,128,256,512,1024"
 WAVE1_SLACK = 0.05  # cold start: at or under wave 1's code, within this (one run's spread is ±25% here)
 WAVE1_RUNS = 31  # runs of each side, alternating (benchmarks/coldstart_vs.py does the same by hand)
@@ -534,7 +538,7 @@ def batch(repeat: int) -> Report:
             Row(
                 f"batch, {n:,} sentences × 12 tokens → /dev/null: {name}",
                 f"{per_second(rates)}; {steady['median']:,.0f}/s after the {fixed_s['median']:.2f} s start",
-                f"bare NumPy kernel {per_second(k_rate)} (one process)",
+                f"bare NumPy kernel {per_second(k_rate)} (one process, one BLAS thread)",
                 f"{share:.0%} of the kernel ({ratios['min']:.0%}–{ratios['max']:.0%} per round)",
                 ("≥ 50% of kernel" + (", ≥ 40,000/s" if with_json else "")) if target else "",
                 (share >= 0.5 and (rates["median"] >= 40_000 or not with_json)) if target else None,
@@ -567,6 +571,89 @@ def batch(repeat: int) -> Report:
     )
     report.details = details
     report.extra_tables.append(stage_table(stages))
+    return report
+
+
+def realtext(repeat: int) -> Report:
+    """Batch on 30,000 Brown lines (punctuation, capitals, clitics, numbers), beside the bare kernel on
+    the same rows and beside the code before the real-text path (BEFORE_REAL_TEXT), in rounds whose
+    order alternates; the share of lines on the fast path; the output against that code's."""
+    corpus = make_corpus.brown(BROWN_LINES)
+    env = base_env(CACHE / "ctxembed-cache")
+    tree = CACHE / f"before-{BEFORE_REAL_TEXT}"
+    if not (tree / "ctxembed").is_dir():
+        extract(BEFORE_REAL_TEXT, tree)
+    sides = {"this tree": env, BEFORE_REAL_TEXT: tree_env(tree, base_env(tree / ".cache"))}
+    command = [PYTHON, "-m", "ctxembed", "batch", str(corpus)]  # `python -m`: PYTHONPATH picks the tree
+    digests = {}
+    for name, side in sides.items():  # warm-up, and each side's output once under the golden kernel
+        out = CACHE / "realtext-output.jsonl"
+        run_process(command, side | WAVE2_BLAS, stdout_path=str(out))
+        digests[name] = sha256_file(out)
+        out.unlink()
+    walls: dict[str, list[float]] = {name: [] for name in sides}
+    kernel = []
+    for i in range(repeat):
+        for name in list(sides)[:: 1 if i % 2 else -1]:
+            walls[name].append(run_process(command, sides[name]).wall)
+        kernel.append(
+            json.loads(run_process([PYTHON, str(BENCH / "bare_kernel.py"), str(corpus)], env, capture=True).stdout)
+        )
+    path = probe(["fast-path", str(corpus)], env)
+    lines = path["lines"]
+    rates = {name: [lines / w for w in seconds] for name, seconds in walls.items()}
+    this, before, k_rate = spread(rates["this tree"]), spread(rates[BEFORE_REAL_TEXT]), pick(kernel, "rate")
+    shares = spread([r / k["rate"] for r, k in zip(rates["this tree"], kernel, strict=True)])
+    speedups = spread([a / b for a, b in zip(rates["this tree"], rates[BEFORE_REAL_TEXT], strict=True)])
+    tokens = spread([path["attended_tokens"] / w for w in walls["this tree"]])
+    fast_share = path["fast"] / lines
+    report = Report()
+    report.details = {
+        "corpus": str(corpus),
+        "lines": lines,
+        "fast_path": path,
+        "wall_seconds": {name: spread(v) for name, v in walls.items()},
+        "samples": walls,
+        "kernel": kernel,
+        "share_of_kernel_per_round": shares,
+        "speedup_per_round": speedups,
+        "output_sha256": digests,
+    }
+    report.rows += [
+        Row(
+            f"batch, {lines:,} Brown lines (real text, {path['attended_tokens'] / lines:.1f} attended tokens a "
+            "line) → /dev/null: defaults",
+            f"{per_second(this)}; {tokens['median']:,.0f} tokens/s",
+            f"bare NumPy kernel on the same rows {per_second(k_rate)} (one process, one BLAS thread)",
+            f"{shares['median']:.0%} of the kernel ({shares['min']:.0%}–{shares['max']:.0%} per round)",
+            "≥ 40% of kernel",
+            shares["median"] >= 0.4,
+        ),
+        Row(
+            f"… against the code before the real-text path ({BEFORE_REAL_TEXT}), the same command, rounds alternating",
+            per_second(this),
+            f"{BEFORE_REAL_TEXT}: {per_second(before)}",
+            f"{speedups['median']:.2f}× ({speedups['min']:.2f}–{speedups['max']:.2f} per round)",
+            f"≥ {REAL_TEXT_SPEEDUP}×",
+            speedups["median"] >= REAL_TEXT_SPEEDUP,
+        ),
+        Row(
+            "… Brown lines on the fast path (no prepare() of their own)",
+            f"{fast_share:.1%} ({path['fast']:,} of {lines:,})",
+            f"{path['alone']:,} alone, {path['refused']:,} refused (no known token)",
+            "",
+            "≥ 95%",
+            fast_share >= 0.95,
+        ),
+        Row(
+            f"batch output on the {lines:,} Brown lines against {BEFORE_REAL_TEXT}'s (same store, golden kernel)",
+            f"sha256 {digests['this tree'][:12]}…",
+            f"{BEFORE_REAL_TEXT}: sha256 {digests[BEFORE_REAL_TEXT][:12]}…",
+            "identical" if len(set(digests.values())) == 1 else "**differs**",
+            "byte for byte",
+            len(set(digests.values())) == 1,
+        ),
+    ]
     return report
 
 
@@ -831,6 +918,8 @@ def build_inputs(chosen: list[str]) -> None:
     if {"batch", "bounds"} & set(chosen):
         make_corpus.sentences(BATCH_SENTENCES)
         make_corpus.sentences(SHORT_SENTENCES)
+    if "realtext" in chosen:
+        make_corpus.brown(BROWN_LINES)
     if "senses" in chosen:
         senses_half_corpus()
     if "robustness" in chosen:
@@ -872,6 +961,8 @@ def main() -> None:
             reports[job] = stores(args.repeat, args.heavy_repeat)
         elif job == "batch":
             reports[job] = batch(args.repeat)
+        elif job == "realtext":
+            reports[job] = realtext(args.repeat)
         elif job == "bounds":
             reports[job] = bounds_job(args.repeat)
         elif job == "senses":
