@@ -188,7 +188,8 @@ class Sentences:
     vectors: np.ndarray  # (total,) int64 row of ``table.vectors`` for such a vector, else -1
     pieces: np.ndarray  # (P,) int64 the fast path's tokens as piece ids of ``table``, text after text
     piece_starts: np.ndarray  # (n,) int64 where each sentence's tokens begin in ``pieces``
-    plain: np.ndarray  # (n,) bool every token of the sentence has a vector and is attended
+    in_vocab: list[list[bool]]  # per sentence: per token, whether it has a vector
+    attended: list[list[int]]  # per sentence: positions of the tokens that enter attention
     table: TokenTable | None
     prepared: dict[int, Prepared]  # sentence -> its Prepared, when it is not on the fast path
     errors: dict[int, DataError]  # text -> why it could not be prepared
@@ -205,8 +206,9 @@ class Sentences:
         rows = np.fromiter(itertools.chain.from_iterable(s.rows for s in sentences), np.int64, total)
         store = sentences[0].store if sentences else None
         texts, tokens, none = [s.text for s in sentences], [s.texts for s in sentences], np.zeros(n, np.int64)
+        in_vocab, attended = [s.in_vocab for s in sentences], [s.used for s in sentences]
         return cls(
-            texts, tokens, lengths, starts, rows, np.full(total, -1), none[:0], none, none.astype(bool), None,
+            texts, tokens, lengths, starts, rows, np.full(total, -1), none[:0], none, in_vocab, attended, None,
             dict(enumerate(sentences)), {}, store,
         )  # fmt: skip
 
@@ -239,20 +241,12 @@ class Sentences:
         if given is not None:
             return given.sources()
         n, start = int(self.lengths[i]), int(self.starts[i])
-        if self.store.row_sources is None:  # every token a vocabulary word of a store without estimates
-            return ["vocabulary"] * n
-        return token_sources(n, [True] * n, range(n), self.rows[start : start + n].tolist(), self.store)
+        tokens, in_vocab, used = self.columns(i)
+        return token_sources(len(tokens), in_vocab, used, self.rows[start : start + n].tolist(), self.store)
 
     def columns(self, i: int) -> tuple[list[str], list[bool], list[int]]:
         """(tokens, in_vocab, attended positions) of sentence ``i``: what its batch record shows."""
-        given = self.prepared.get(i)
-        if given is not None:
-            return given.texts, given.in_vocab, given.used
-        tokens = self.tokens[i]
-        if self.plain[i]:
-            return tokens, [True] * len(tokens), list(range(len(tokens)))
-        pieces = self._pieces(i)
-        return tokens, self.table.known[pieces].tolist(), np.flatnonzero(self.table.used[pieces]).tolist()
+        return self.tokens[i], self.in_vocab[i], self.attended[i]
 
     def index_of(self, i: int, word: str) -> int | None:
         """:meth:`Prepared.index_of` of sentence ``i``."""
@@ -465,9 +459,14 @@ class Engine:
             fast &= n_known == count
         starts = used_before[piece_starts[:-1]]  # (n,) where each text's rows begin
         rows, vectors = table.row[pieces[used]], table.vector[pieces[used]]  # (total,)
-        flat = list(map(table.texts.__getitem__, pieces.tolist()))  # every token as written
-        bounds = piece_starts.tolist()
+        # per text, slices of flat lists: its tokens as written, has-a-vector flags, attended positions
+        bounds, used_bounds = piece_starts.tolist(), used_before[piece_starts].tolist()
+        flat = list(map(table.texts.__getitem__, pieces.tolist()))
         tokens = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
+        flat = known.tolist()
+        in_vocab = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
+        flat = (np.arange(len(pieces)) - np.repeat(piece_starts[:-1], count))[used].tolist()  # position in its text
+        attended = [flat[begin:end] for begin, end in itertools.pairwise(used_bounds)]
         prepared: dict[int, Prepared] = {}
         errors: dict[int, DataError] = {}
         extra_rows: list[int] = []  # the other texts' rows, one after the other
@@ -480,14 +479,14 @@ class Engine:
                 lengths[i] = -1
                 continue
             lengths[i], starts[i], tokens[i] = len(sentence.used), total, sentence.texts
+            in_vocab[i], attended[i] = sentence.in_vocab, sentence.used
             extra_rows += sentence.rows
             total += len(sentence.used)
         if extra_rows:
             rows = np.concatenate([rows, np.array(extra_rows, dtype=np.int64)])
             vectors = np.concatenate([vectors, np.full(len(extra_rows), -1, np.int64)])
-        plain = fast & (n_known == count)  # (n,)
         return Sentences(
-            list(texts), tokens, lengths, starts, rows, vectors, pieces, piece_starts[:-1], plain, table,
+            list(texts), tokens, lengths, starts, rows, vectors, pieces, piece_starts[:-1], in_vocab, attended, table,
             prepared, errors, self.store,
         )  # fmt: skip
 

@@ -135,6 +135,7 @@ def test_prepare_many_is_prepare_one_by_one(engines, batch):
             _same(got, expected)
             if not isinstance(expected, DataError):
                 assert sentences.columns(i) == (expected.texts, expected.in_vocab, expected.used)
+                assert sentences.sources(i) == expected.sources()
                 start, n = sentences.starts[i], sentences.lengths[i]
                 assert sentences.rows[start : start + n].tolist() == expected.rows
                 for word in ("bank", "İstanbul", "the", "u.s.", "'s", "n't", "The"):

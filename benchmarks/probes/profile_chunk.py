@@ -5,6 +5,8 @@ CPU time (time.process_time) rather than wall time, so other processes on the ma
 ``--file`` takes the first N lines of a text file (``.gz`` too) instead of the benchmark corpus, e.g.
 ``--file data/brown.txt.gz`` for real text, where most lines hold punctuation or an unknown word.
 ``--prepare`` times Engine.prepare_many alone (tokenising and lookups), chunk by chunk.
+``--stages`` times each stage of a chunk on its own (parse, prepare_many, attention, records, their
+JSON, the weights' floats alone) and the bare kernel on the same rows, one BLAS thread.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=20000)
     parser.add_argument("--file", help="lines of this file instead of the benchmark corpus")
     parser.add_argument("--prepare", action="store_true", help="time prepare_many alone")
+    parser.add_argument("--stages", action="store_true", help="time each stage on its own")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     engine = Explorer().engine
@@ -53,6 +56,8 @@ def main() -> None:
     def run(chunk, block):
         return engine.prepare_many(block) if args.prepare else records.process_chunk(engine, chunk, options)
 
+    if args.stages:
+        return stages(engine, chunks, texts, options)
     run(chunks[0], texts[0])  # warm up
     profiler = cProfile.Profile() if args.profile else None
     best = float("inf")
@@ -68,6 +73,49 @@ def main() -> None:
     print(f"{best / len(lines) * 1e6:.1f} us CPU per sentence ({len(lines) / best:,.0f} sentences/s per core)")
     if profiler:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(18)
+
+
+def stages(engine, chunks: list, texts: list, options: dict) -> None:
+    """CPU µs per sentence of each stage, best of 3, every chunk's table entries made first."""
+    import orjson
+    from bare_kernel import run as bare_kernel
+
+    lines = sum(map(len, texts))
+
+    def clock(label: str, job):
+        best, result = float("inf"), None
+        for _ in range(3):
+            start = time.process_time()
+            result = job()
+            best = min(best, time.process_time() - start)
+        print(f"{best / lines * 1e6:7.2f} us  {label}")
+        return result
+
+    clock("parse (parse_chunk)", lambda: [records.parse_chunk(chunk) for chunk in chunks])
+    many = clock("tokenise and look up (prepare_many)", lambda: [engine.prepare_many(block) for block in texts])
+    groups = clock(
+        "attention (Engine.arrays, weights alone)",
+        lambda: [g for sentences in many for g in engine.arrays(sentences, weights=True, vectors=False)],
+    )
+
+    def fill():
+        filled = []
+        for members, group in groups:
+            for b, i in enumerate(members):
+                record = {"line": 1}
+                records._fill(record, group, b, i, options)
+                filled.append(record)
+        return filled
+
+    filled = clock("records (_fill)", fill)
+    clock("their JSON (_encode)", lambda: [records._encode(record) for record in filled])
+    floats = orjson.OPT_SERIALIZE_NUMPY
+    clock(
+        "... the weights' floats alone", lambda: [orjson.dumps(record["weights"], option=floats) for record in filled]
+    )
+    ids = sorted((s.rows[a : a + n] for s in many for a, n in zip(s.starts, s.lengths, strict=True) if n > 0), key=len)
+    clock("bare kernel on the same rows", lambda: bare_kernel(ids, engine.store))
+    clock("process_chunk, everything", lambda: [records.process_chunk(engine, chunk, options) for chunk in chunks])
 
 
 if __name__ == "__main__":
