@@ -103,12 +103,12 @@ def stages(engine, chunks: list, texts: list, options: dict) -> None:
         for members, group in groups:
             for b, i in enumerate(members):
                 record = {"line": 1}
-                records._fill(record, group, b, i, options)
+                records.fill_record(record, group, b, i, options)
                 filled.append(record)
         return filled
 
-    filled = clock("records (_fill)", fill)
-    clock("their JSON (_encode)", lambda: [records._encode(record) for record in filled])
+    filled = clock("records (fill_record)", fill)
+    clock("their JSON (encode_record)", lambda: [records.encode_record(record) for record in filled])
     floats = orjson.OPT_SERIALIZE_NUMPY
     clock(
         "... the weights' floats alone", lambda: [orjson.dumps(record["weights"], option=floats) for record in filled]
