@@ -12,6 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.cli_helpers import run_json, succeeds
@@ -195,5 +196,25 @@ def test_a_long_sentence_draws_only_the_selected_tokens_lines(browser, tmp_path)
     assert page.locator("svg.lines line").count() == 200
     assert as_numbers(shown_numbers(page)) == rounded(doc["weights"][0][0][150])
     assert "up to 80 tokens" in page.locator("table.matrix").text_content()
+    assert page.errors == []
+    page.close()
+
+
+def test_the_page_marks_estimated_tokens_and_says_what_the_mark_means(browser, tmp_path):
+    from ctxembed.vectors.store import ROW_SOURCE_SECTION, write_store
+
+    words = ["the", "river", "bank"]
+    codes = np.array([0, 1, 0], np.uint8)  # "river" estimated
+    store = write_store(
+        tmp_path / "s.ctxv",
+        words,
+        np.eye(3, 4, dtype=np.float32) + 0.1,
+        sections={ROW_SOURCE_SECTION: {"estimated": codes}},
+    )
+    path = tmp_path / "a.html"
+    succeeds("attend", "the river bank", "--vectors", store, "--preset", "textbook", "--save", path)
+    page = open_page(browser, path)
+    assert page.locator("svg.lines text.tok.q").all_text_contents() == ["the", "river°", "bank"]
+    assert "° vector estimated" in page.locator(".hint.sources").text_content()
     assert page.errors == []
     page.close()

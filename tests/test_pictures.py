@@ -141,3 +141,23 @@ def test_every_view_uses_the_one_sequential_scale():
     assert [tuple(s) for s in eval(stops)] == [rgb for _, rgb in SEQUENTIAL]  # noqa: S307 (a literal)
     assert tuple(round(255 * c) for c in _colour_map(False)(1.0)[:3]) == SEQUENTIAL[-1][1]
     assert _SEGMENT_STYLES["heat8"].bgcolor.triplet == colour(1.0)
+
+
+def test_bars_have_the_same_shades_in_svg_and_png(documents):
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from ctxembed.views.figures import bar_colour
+    from ctxembed.views.png import draw
+
+    figure = build_figure(documents["neighbors"])
+    svg = figure_svg(figure)
+    fig = draw(figure)
+    try:
+        png = [tuple(round(255 * c) for c in bar.get_facecolor()[:3]) for bar in fig.axes[0].patches]
+    finally:
+        plt.close(fig)
+    panel = figure.panels[0]
+    expected = [bar_colour((v - panel.low) / (panel.high - panel.low)) for v in panel.values]
+    assert png == expected
+    assert all("#{:02x}{:02x}{:02x}".format(*rgb) in svg for rgb in expected)

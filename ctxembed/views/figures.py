@@ -56,6 +56,12 @@ def colour(share: float, diverging: bool = False) -> tuple[int, int, int]:
     return stops[-1][1]
 
 
+def bar_colour(share: float) -> tuple[int, int, int]:
+    """A bar's fill for its share of the axis: the sequential scale from 35% to 85%, so that a short
+    bar stays visible on white and a long one never turns black."""
+    return colour(0.35 + 0.5 * min(1.0, max(0.0, float(share))))
+
+
 def ink_on(rgb: tuple[int, int, int]) -> str:
     """Black or white text, whichever reads better on ``rgb``."""
     luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]

@@ -19,6 +19,7 @@ from ctxembed.views.figures import (
     Figure,
     Heatmap,
     Points,
+    bar_colour,
     cell_number,
     colour,
     ink_on,
@@ -140,7 +141,9 @@ def _heatmap(ax, panel: Heatmap) -> None:
 
 def _bars(ax, panel: Bars) -> None:
     y = np.arange(len(panel.labels))
-    ax.barh(y, panel.values, color="#4a90c2")
+    span = panel.high - panel.low if panel.high > panel.low else 1.0
+    shades = [bar_colour((v - panel.low) / span) for v in panel.values]
+    ax.barh(y, panel.values, color=[tuple(c / 255 for c in rgb) for rgb in shades])  # the SVG's shades
     ax.set_yticks(y, panel.labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(panel.low, panel.high)

@@ -25,6 +25,7 @@ from ctxembed.views.figures import (
     Figure,
     Heatmap,
     Points,
+    bar_colour,
     cell_number,
     colour,
     ink_on,
@@ -199,7 +200,7 @@ def _bars(panel: Bars) -> tuple[float, float, str]:
             f"data-value={quoteattr(readout(value))}>"
             + _text(left - 6, y + 14, label, size, anchor="end")
             + f'<rect x="{left:.1f}" y="{y + 3:.1f}" width="{bar * share:.1f}" height="{row - 6}" '
-            f'fill="{hex_colour(colour(0.35 + 0.5 * share))}"/>'
+            f'fill="{hex_colour(bar_colour(share))}"/>'
             + _text(left + bar * share + 4, y + 14, readout(value), 10)
             + f"<title>{escape(label)}: {readout(value)}</title></g>"
         )

@@ -77,6 +77,12 @@ window.ctxembedView = function (root, given, givenView) {
     }
     controls.appendChild(el("span", { "class": "hint" },
       "hover a token to see its weights; click to pin (left: what it attends to, right: what attends to it)"));
+    var legend = { estimated: "\u00b0 vector estimated", subword: "* vector built from character n-grams",
+      none: "\u2205 no vector (zero vector, --oov zero)" };
+    var marks = Object.keys(legend).filter(function (s) {
+      return doc.attended_positions.some(function (p) { return doc.tokens[p].source === s; });
+    });
+    if (marks.length) app.appendChild(el("div", { "class": "hint sources" }, marks.map(function (s) { return legend[s]; }).join("; ")));
     var panes = app.appendChild(el("div", { "class": "panes" }));
     var rowH = 22, width = 420;
     var longest = Math.max.apply(null, tokens.map(function (t) { return t.length; }));
