@@ -161,3 +161,18 @@ def test_layer_package_inits_stay_light(name):
     """Importing ctxembed.vectors.store must not drag in the rest of vectors/ (cold start)."""
     imported = [m for m, _ in _imports(name, MODULES[name]) if not m.startswith("__future__")]
     assert not imported, f"{name}/__init__.py imports {imported}; keep it a docstring"
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A name starting with _ belongs to its module: a CLI command does not borrow another's helper,
+    a job does not reach into a store's internals (``__version__`` and the like are public)."""
+    borrowed = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ctxembed"):
+                borrowed += [
+                    f"{name} imports {node.module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_") and not alias.name.startswith("__")
+                ]
+    assert not borrowed, borrowed

@@ -23,7 +23,7 @@ def cache_dir() -> Path:
     return Path(base).expanduser() / "ctxembed"
 
 
-def _fingerprint(path: Path) -> dict:
+def file_fingerprint(path: Path) -> dict:
     stat = path.stat()
     return {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
@@ -38,7 +38,7 @@ def cache_path(path: Path, limit: int | None) -> Path:
 def stats_cache_path(store: VectorStore, kind: str) -> Path | None:
     """Where to cache statistics of a store (e.g. its principal directions); None if it has no file."""
     try:
-        fingerprint = _fingerprint(Path(store.path).resolve())
+        fingerprint = file_fingerprint(Path(store.path).resolve())
     except OSError:
         return None
     key = hashlib.sha256(json.dumps([fingerprint, len(store), kind]).encode()).hexdigest()[:16]

@@ -26,16 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxembed.errors import DataError, UsageError
+from ctxembed.output import check_output_path, say
+from ctxembed.progress import reading
+from ctxembed.vectors.cache import cache_dir, cache_path, file_fingerprint
+from ctxembed.vectors.shipped import shipped_path
+from ctxembed.vectors.statistics import SECTION, statistics
+from ctxembed.vectors.store import VectorStore, write_store
 
 # Opening a store is on every attend/compare path; converting a foreign file or fetching a gensim-data
 # model is not. What only those need is imported inside them (measured on top of the CLI and the
 # engine: gensim over 1 s, filelock 21 ms, vectors.formats 9 ms, logging 1.5 ms).
-from ctxembed.output import check_output_path, say
-from ctxembed.progress import reading
-from ctxembed.vectors.cache import _fingerprint, cache_dir, cache_path
-from ctxembed.vectors.shipped import shipped_path
-from ctxembed.vectors.statistics import SECTION, statistics
-from ctxembed.vectors.store import VectorStore, write_store
 
 DEFAULT_STORE_NAME = "glove-6B-100d-200k.ctxv"
 DEFAULT_SOURCE = "default"
@@ -156,7 +156,7 @@ def cache_state(path: Path, limit: int | None) -> tuple[Path, str]:
         store = VectorStore.open(target)
     except DataError:
         return target, "damaged"
-    fresh = store.meta.get("source_fingerprint") == _fingerprint(path)
+    fresh = store.meta.get("source_fingerprint") == file_fingerprint(path)
     return target, "fresh" if fresh else "stale"
 
 
@@ -166,12 +166,12 @@ def convert(
     """Parse a foreign file through gensim and write it as a store at ``out``."""
     from ctxembed.vectors.formats import load_foreign
 
-    fingerprint = _fingerprint(path)  # before parsing: a file replaced meanwhile is caught below
+    fingerprint = file_fingerprint(path)  # before parsing: a file replaced meanwhile is caught below
     with reading(path, f"reading {path.name}"):
         loaded = load_foreign(path, fmt, limit=limit, trust=trust)
     if not loaded.words:
         raise DataError(f"{path}: no vectors in the file")
-    if _fingerprint(path) != fingerprint:
+    if file_fingerprint(path) != fingerprint:
         raise DataError(f"{path}: the file changed while it was being converted; run again when it is complete")
     meta = {
         "name": name or path.name,
