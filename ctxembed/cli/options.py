@@ -162,7 +162,8 @@ def with_declared_options(
         extra = []
         for name, spec in specs.items():
             value = (defaults or {}).get(name, spec.default)
-            annotation, _ = option(spec, None, shown_default=f"default: {_shown(value)}", panel=panel)
+            shown = spec.none_as if value is None and spec.none_as else _shown(value)  # -k: "auto", not "none"
+            annotation, _ = option(spec, None, shown_default=f"default: {shown}", panel=panel)
             extra.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=None))
 
         @functools.wraps(command)
