@@ -190,6 +190,7 @@ class Sentences:
     piece_starts: np.ndarray  # (n,) int64 where each sentence's tokens begin in ``pieces``
     in_vocab: list[list[bool]]  # per sentence: per token, whether it has a vector
     attended: list[list[int]]  # per sentence: positions of the tokens that enter attention
+    sources_of: list[list[str]]  # per sentence: per token, where its vector came from (TOKEN_SOURCES)
     table: TokenTable | None
     prepared: dict[int, Prepared]  # sentence -> its Prepared, when it is not on the fast path
     errors: dict[int, DataError]  # text -> why it could not be prepared
@@ -207,9 +208,10 @@ class Sentences:
         store = sentences[0].store if sentences else None
         texts, tokens, none = [s.text for s in sentences], [s.texts for s in sentences], np.zeros(n, np.int64)
         in_vocab, attended = [s.in_vocab for s in sentences], [s.used for s in sentences]
+        sources = [s.sources() for s in sentences]
         return cls(
-            texts, tokens, lengths, starts, rows, np.full(total, -1), none[:0], none, in_vocab, attended, None,
-            dict(enumerate(sentences)), {}, store,
+            texts, tokens, lengths, starts, rows, np.full(total, -1), none[:0], none, in_vocab, attended, sources,
+            None, dict(enumerate(sentences)), {}, store,
         )  # fmt: skip
 
     def __len__(self) -> int:
@@ -237,12 +239,7 @@ class Sentences:
 
     def sources(self, i: int) -> list[str]:
         """:meth:`Prepared.sources` of sentence ``i``."""
-        given = self.prepared.get(i)
-        if given is not None:
-            return given.sources()
-        n, start = int(self.lengths[i]), int(self.starts[i])
-        tokens, in_vocab, used = self.columns(i)
-        return token_sources(len(tokens), in_vocab, used, self.rows[start : start + n].tolist(), self.store)
+        return self.sources_of[i]
 
     def columns(self, i: int) -> tuple[list[str], list[bool], list[int]]:
         """(tokens, in_vocab, attended positions) of sentence ``i``: what its batch record shows."""
@@ -467,6 +464,8 @@ class Engine:
         in_vocab = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
         flat = (np.arange(len(pieces)) - np.repeat(piece_starts[:-1], count))[used].tolist()  # position in its text
         attended = [flat[begin:end] for begin, end in itertools.pairwise(used_bounds)]
+        flat = list(map(TOKEN_SOURCES.__getitem__, self._source_codes(table.row[pieces], known).tolist()))
+        sources = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
         prepared: dict[int, Prepared] = {}
         errors: dict[int, DataError] = {}
         extra_rows: list[int] = []  # the other texts' rows, one after the other
@@ -479,16 +478,28 @@ class Engine:
                 lengths[i] = -1
                 continue
             lengths[i], starts[i], tokens[i] = len(sentence.used), total, sentence.texts
-            in_vocab[i], attended[i] = sentence.in_vocab, sentence.used
+            in_vocab[i], attended[i], sources[i] = sentence.in_vocab, sentence.used, sentence.sources()
             extra_rows += sentence.rows
             total += len(sentence.used)
         if extra_rows:
             rows = np.concatenate([rows, np.array(extra_rows, dtype=np.int64)])
             vectors = np.concatenate([vectors, np.full(len(extra_rows), -1, np.int64)])
         return Sentences(
-            list(texts), tokens, lengths, starts, rows, vectors, pieces, piece_starts[:-1], in_vocab, attended, table,
-            prepared, errors, self.store,
+            list(texts), tokens, lengths, starts, rows, vectors, pieces, piece_starts[:-1], in_vocab, attended, sources,
+            table, prepared, errors, self.store,
         )  # fmt: skip
+
+    def _source_codes(self, rows: np.ndarray, known: np.ndarray) -> np.ndarray:
+        """(P,) index into TOKEN_SOURCES per token, from its store row (-1: none) and whether it has a
+        vector: what :func:`token_sources` gives one sentence at a time."""
+        codes = self.store.row_sources  # (N,) index into ROW_SOURCES, or None: all the source's own
+        if codes is None:
+            found = np.full(len(rows), TOKEN_SOURCES.index("vocabulary"))  # (P,)
+        else:
+            as_token_source = np.array([TOKEN_SOURCES.index(name) for name in ROW_SOURCES])
+            found = as_token_source[codes[np.maximum(rows, 0)]]  # (P,)
+        by_row = np.where(rows < 0, TOKEN_SOURCES.index("subword"), found)  # (P,)
+        return np.where(known, by_row, TOKEN_SOURCES.index("none"))  # (P,)
 
     def token_table(self) -> TokenTable:
         """The engine's :class:`TokenTable` (a new one when it is full)."""

@@ -83,13 +83,16 @@ def engines(tmp_path_factory):
 
 
 def subword_store(folder):
-    """A small store with a fastText n-gram table: unknown words get vectors built from subwords."""
+    """A small store with a fastText n-gram table (unknown words get vectors built from subwords) and
+    rows marked as estimated from another source."""
     from ctxembed.vectors.store import Subwords, VectorStore, write_store
 
     rng = np.random.default_rng(3)
     words = ["the", "river", "bank", "money", "'s", "n't"]
     ngrams = Subwords(rng.standard_normal((64, 8)).astype(np.float32), 2, 4)
-    path = write_store(folder / "sub.ctxv", words, rng.standard_normal((6, 8)).astype(np.float32), subwords=ngrams)
+    estimated = {"row_source": {"estimated": np.array([0, 1, 0, 0, 1, 0], np.uint8)}}  # 'river' and "'s" estimated
+    matrix = rng.standard_normal((6, 8)).astype(np.float32)
+    path = write_store(folder / "sub.ctxv", words, matrix, subwords=ngrams, sections=estimated)
     return VectorStore.open(path)
 
 
