@@ -54,6 +54,9 @@ WAVE2_BLAS = {"OPENBLAS_CORETYPE": "Haswell"}
 BROWN_LINES = 30_000  # real text: the first lines of data/brown.txt.gz (`zcat data/brown.txt.gz | head -30000`)
 # The code before real text had a bulk path (issue 23): the real-text rows run it beside this tree.
 BEFORE_REAL_TEXT = "9478ac1"
+# main just before the bulk path landed: the same records as now (9478ac1's lack the "sources"
+# field added since), so the output must equal this commit's byte for byte
+BEFORE_FAST_PATH = "6a11a27"
 REAL_TEXT_SPEEDUP = 2.5  # target: batch on Brown at least this many times that code's rate, same run
 SCALING_SIZES = "8,16,32,64,128,256,512,1024"
 WAVE1_SLACK = 0.05  # cold start: at or under wave 1's code, within this (one run's spread is ±25% here)
@@ -585,9 +588,12 @@ def realtext(repeat: int) -> Report:
         extract(BEFORE_REAL_TEXT, tree)
     sides = {"this tree": env, BEFORE_REAL_TEXT: tree_env(tree, base_env(tree / ".cache"))}
     command = [PYTHON, "-m", "ctxembed", "batch", str(corpus)]  # `python -m`: PYTHONPATH picks the tree
+    same_records = CACHE / f"before-{BEFORE_FAST_PATH}"
+    if not (same_records / "ctxembed").is_dir():
+        extract(BEFORE_FAST_PATH, same_records)
     digests = {}
-    for name, side in sides.items():  # warm-up, and each side's output once under the golden kernel
-        out = CACHE / "realtext-output.jsonl"
+    for name, side in (*sides.items(), (BEFORE_FAST_PATH, tree_env(same_records, base_env(same_records / ".cache")))):
+        out = CACHE / "realtext-output.jsonl"  # warm-up, and each side's output once under the golden kernel
         run_process(command, side | WAVE2_BLAS, stdout_path=str(out))
         digests[name] = sha256_file(out)
         out.unlink()
@@ -646,12 +652,13 @@ def realtext(repeat: int) -> Report:
             fast_share >= 0.95,
         ),
         Row(
-            f"batch output on the {lines:,} Brown lines against {BEFORE_REAL_TEXT}'s (same store, golden kernel)",
+            f"batch output on the {lines:,} Brown lines against {BEFORE_FAST_PATH}'s, main before the bulk path "
+            "(same store and records, golden kernel)",
             f"sha256 {digests['this tree'][:12]}…",
-            f"{BEFORE_REAL_TEXT}: sha256 {digests[BEFORE_REAL_TEXT][:12]}…",
-            "identical" if len(set(digests.values())) == 1 else "**differs**",
+            f"{BEFORE_FAST_PATH}: sha256 {digests[BEFORE_FAST_PATH][:12]}…",
+            "identical" if digests["this tree"] == digests[BEFORE_FAST_PATH] else "**differs**",
             "byte for byte",
-            len(set(digests.values())) == 1,
+            digests["this tree"] == digests[BEFORE_FAST_PATH],
         ),
     ]
     return report
