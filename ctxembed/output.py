@@ -7,11 +7,13 @@ null (they should not occur, and a test checks that they do not).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import re
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,10 +38,52 @@ def output_width() -> int | None:
     return None if sys.stdout.isatty() else PIPE_WIDTH
 
 
+# Characters that act on a terminal instead of showing: C0 controls, DEL, C1 controls (ESC and CSI
+# start cursor moves, title and colour changes), and the bidi overrides and isolates, which reorder
+# what is shown around them. Text from the user's input shows them as escapes, e.g. \x1b or \u202e.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str, keep: str = "") -> str:
+    """``text`` safe to show on a terminal: every control or bidi character as a visible escape
+    (``\\x1b``, ``\\u202e``), except those in ``keep``; everything else (accents, CJK, emoji) as is."""
+    if keep:
+        return "".join(c if c in keep else _UNSAFE.sub(_escape, c) for c in text)
+    return _UNSAFE.sub(_escape, text)
+
+
+def printable_document(value: Any) -> Any:
+    """A document with every string (keys too) made :func:`printable`; arrays and numbers as they are."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable_document(k): printable_document(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(printable_document(v) for v in value)
+    return value
+
+
+def terminal_view(render: Callable) -> Callable:
+    """Decorate a renderer ``render(console, doc, ...)``: it draws a :func:`printable_document`, so no
+    text from the user's input reaches the terminal as a control sequence."""
+
+    @functools.wraps(render)
+    def wrapper(console, doc, *args, **kwargs):
+        return render(console, printable_document(doc), *args, **kwargs)
+
+    return wrapper
+
+
 def stdout_console() -> Console:
+    """The terminal view's console. ``markup=False``: a sentence like ``[bold]bank[/]`` prints as typed."""
     from rich.console import Console
 
-    console = Console(file=sys.stdout, highlight=False, width=output_width())
+    console = Console(file=sys.stdout, highlight=False, markup=False, width=output_width())
     console.on_broken_pipe = _output_closed  # rich would exit 1; a closed pipe is no error (exit 0)
     return console
 
@@ -51,12 +95,13 @@ def _output_closed() -> None:
 def stderr_console() -> Console:
     from rich.console import Console
 
-    return Console(file=sys.stderr, highlight=False, stderr=True)
+    return Console(file=sys.stderr, highlight=False, markup=False, stderr=True)
 
 
-def say(message: str) -> None:
-    """A note for people (progress, warnings): stderr, plain text."""
-    print(message, file=sys.stderr, flush=True)
+def say(message: str, *, lines: bool = False) -> None:
+    """A note for people (progress, warnings, errors): stderr, plain text, :func:`printable` (so
+    input it quotes cannot act on the terminal); ``lines`` keeps its line breaks (help text)."""
+    print(printable(message, keep="\n" if lines else ""), file=sys.stderr, flush=True)
 
 
 def jsonable(value: Any, *, keep_arrays: bool = False) -> Any:

@@ -68,7 +68,7 @@ class _OneLineErrors(FullSummaryGroup):
             if not standalone_mode:
                 raise
             if type(exc).__name__ == "NoArgsIsHelpError":  # bare `ctxembed` or `ctxembed vectors`: help, no error
-                say(exc.format_message())
+                say(exc.format_message(), lines=True)
             else:
                 say(f"ctxembed: error: {exc.format_message()}")
             sys.exit(exc.exit_code)

@@ -350,7 +350,9 @@ def _terminal_html(doc: dict, width: int) -> str:
     if schema not in _RENDERERS:
         known = ", ".join(_RENDERERS)
         raise UsageError(f"cannot draw a {doc.get('schema')!r} document as a terminal view (known: {known})")
-    console = Console(file=io.StringIO(), record=True, width=max(40, min(width, 240)), force_terminal=True)
+    console = Console(
+        file=io.StringIO(), record=True, width=max(40, min(width, 240)), force_terminal=True, markup=False
+    )
     if "explain" in doc:
         render.render_explain(console, doc["explain"])
     else:

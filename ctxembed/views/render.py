@@ -13,9 +13,11 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from ctxembed.output import terminal_view
 from ctxembed.views.figures import colour, ink_on, marked, source_notes
 
 
+@terminal_view
 def render_info(console: Console, info: dict) -> None:
     table = Table(title=f"vectors: {info['source']}", show_header=False, title_justify="left")
     table.add_column("field", style="bold")
@@ -167,6 +169,7 @@ def _print_lines(console: Console, lines: list[str], style: str = "") -> None:
         console.print(Text(line, style=style), overflow="fold", crop=False)
 
 
+@terminal_view
 def render_attend(
     console: Console,
     doc: dict,
@@ -297,6 +300,7 @@ def _vectors(console: Console, tokens: list[str], vectors) -> None:
         console.print(f"   {label:>{width}} {_vector_text(vector)}", overflow="fold")
 
 
+@terminal_view
 def render_explain(console: Console, steps: dict) -> None:
     """Every step of one layer and head, numbered 1 to 8, each matrix once (reads the explain document)."""
     tokens = steps["tokens"]
@@ -422,6 +426,7 @@ def render_explain(console: Console, steps: dict) -> None:
 
 
 # ------------------------------------------------------------------------------ compare
+@terminal_view
 def render_compare(console: Console, doc: dict) -> None:
     _header_compare(console, doc)
     labels = [f"S{i + 1}" for i in range(len(doc["sentences"]))]
@@ -461,6 +466,7 @@ def _header_compare(console: Console, doc: dict) -> None:
 
 
 # ------------------------------------------------------------------------------ neighbors
+@terminal_view
 def render_neighbors(console: Console, doc: dict) -> None:
     _header(console, doc)
     moved = doc["static_contextual_cosine"]
@@ -496,6 +502,7 @@ def render_neighbors(console: Console, doc: dict) -> None:
 
 
 # ------------------------------------------------------------------------------ eval
+@terminal_view
 def render_mix_fit(console: Console, doc: dict) -> None:
     console.print(Text(f"layer mix fitted: {doc['formula']}", style="bold"))
     console.print(Text(doc["settings_summary"]))
@@ -527,6 +534,7 @@ def _pct(value) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+@terminal_view
 def render_eval_wic(console: Console, doc: dict) -> None:
     v = doc["vectors"]
     console.print(
@@ -550,6 +558,7 @@ def render_eval_wic(console: Console, doc: dict) -> None:
     )
 
 
+@terminal_view
 def render_eval_senses(console: Console, doc: dict) -> None:
     console.print(Text(f"polysemy suite: {doc['file']}  |  vectors {doc['vectors']['name']}", style="bold"))
     table = Table()
@@ -569,6 +578,7 @@ def render_eval_senses(console: Console, doc: dict) -> None:
     )
 
 
+@terminal_view
 def render_eval_pairs(console: Console, doc: dict) -> None:
     console.print(Text(f"{doc['layout']}: {doc['file']}  |  vectors {doc['vectors']['name']}", style="bold"))
     table = Table()

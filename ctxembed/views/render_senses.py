@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ctxembed.output import terminal_view
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -25,6 +27,7 @@ def kwic(text: str, start: int, end: int, width: int) -> tuple[str, str, str]:
     return left, text[start:end], right
 
 
+@terminal_view
 def render_senses(console: Console, doc: dict) -> None:
     from rich.text import Text
 
@@ -34,10 +37,12 @@ def render_senses(console: Console, doc: dict) -> None:
     for line in wrap_parts("", doc["settings_summary"].split(" | "), console.width or 100):
         console.print(Text(line, style="dim"), overflow="fold", crop=False)  # broken only between settings
     console.print(
-        f"[dim]corpus {corpus['name']}: {corpus['lines']:,} lines, "
-        f"{corpus['candidate_lines']:,} with a form of the words"
-        + (f", {corpus['long_lines']:,} too long to read" if corpus["long_lines"] else "")
-        + "[/dim]"
+        Text(
+            f"corpus {corpus['name']}: {corpus['lines']:,} lines, "
+            f"{corpus['candidate_lines']:,} with a form of the words"
+            + (f", {corpus['long_lines']:,} too long to read" if corpus["long_lines"] else ""),
+            style="dim",
+        )
     )
     width = max(20, ((console.width or 100) - 12) // 2)
     for entry in doc["words"]:
@@ -82,6 +87,7 @@ def render_senses(console: Console, doc: dict) -> None:
                 console.print(line, no_wrap=True, overflow="ellipsis", crop=True)
 
 
+@terminal_view
 def render_eval_wsi(console: Console, doc: dict) -> None:
     from rich.table import Table
 

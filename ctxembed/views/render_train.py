@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from ctxembed.output import terminal_view
 from ctxembed.views.figures import layer_weights
 
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -35,10 +37,13 @@ def loss_rows(doc: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
+@terminal_view
 def render_train(console: Console, doc: dict) -> None:
     corpus, options = doc["corpus"], doc["options"]
     state = "interrupted" if doc["interrupted"] else "done"
-    console.print(f"[bold]ctxembed train[/bold]: {state} after {doc['steps']:,} of {doc['total_steps']:,} steps")
+    console.print(
+        Text.assemble(("ctxembed train", "bold"), f": {state} after {doc['steps']:,} of {doc['total_steps']:,} steps")
+    )
     console.print(doc["settings_summary"], style="dim", highlight=False)
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")
@@ -79,6 +84,7 @@ def _attention_of(doc: dict, layer: int, head: int | None) -> np.ndarray:
     return layer_weights(np.asarray(doc["weights"], dtype=float), layer, head)  # (L, h, T, T) -> (T, T)
 
 
+@terminal_view
 def render_before_after(console: Console, doc: dict, *, layer: int, head: int | None) -> None:
     """The two attention matrices side by side, then each token's most-attended words before and after."""
     from rich.columns import Columns
@@ -88,7 +94,7 @@ def render_before_after(console: Console, doc: dict, *, layer: int, head: int | 
     before, after = doc["before"], doc["after"]
     labels = [before["tokens"][p]["text"] for p in [t["position"] for t in before["tokens"] if t["used"]]]
     losses = doc["losses"]
-    console.print(f"[bold]weights[/bold] {doc['weights_file']}", highlight=False)
+    console.print(Text.assemble(("weights", "bold"), f" {doc['weights_file']}"), highlight=False)
     console.print(after["settings_summary"], style="dim", highlight=False)
     which = "mean of heads" if head is None else f"head {head}"
     held = ""
