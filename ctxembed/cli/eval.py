@@ -10,6 +10,7 @@ import typer
 from ctxembed.cli import app, reports_errors, show
 from ctxembed.cli.options import JsonOpt, with_attention_options
 from ctxembed.output import say
+from ctxembed.settings import ladder
 
 # `ctxembed` builds every command, so it loads every CLI module: the library modules a command
 # needs are imported inside it, or each would cost every command's cold start (measured on top
@@ -21,8 +22,6 @@ app.add_typer(eval_app, name="eval")
 
 
 def _config_help() -> str:
-    from ctxembed.settings import ladder
-
     return (
         f"A configuration of the ladder ({', '.join(ladder())}) or 'custom' (the attention options given here). "
         "Repeatable; default: the whole ladder."
@@ -43,7 +42,7 @@ def eval_wic(
     explorer=None,
 ) -> None:
     """Word-in-Context accuracy: same sense or not, by thresholding the cosine of the target's vectors."""
-    from ctxembed.evaluation import run
+    from ctxembed.evaluation import run  # ~40 ms, not for other commands
 
     ex = explorer()
     doc = run.wic(ex.store, ex.settings, ex.vectors, directory, tune_on=tune_on, configs=config, on_note=say)
@@ -62,7 +61,7 @@ def eval_senses(
     explorer=None,
 ) -> None:
     """The share of ambiguous words whose same-sense pairs all beat their cross-sense pairs."""
-    from ctxembed.evaluation import run
+    from ctxembed.evaluation import run  # ~40 ms, not for other commands
 
     ex = explorer()
     show(run.senses(ex.store, ex.settings, ex.vectors, path, configs=config), json_out, "render_eval_senses")
@@ -84,7 +83,7 @@ def eval_pairs(
     explorer=None,
 ) -> None:
     """Graded similarity: Spearman ρ in context (SCWS), or gensim's Pearson and Spearman for word pairs."""
-    from ctxembed.evaluation import run
+    from ctxembed.evaluation import run  # ~40 ms, not for other commands
 
     ex = explorer()
     show(run.pairs(ex.store, ex.settings, ex.vectors, path, configs=config), json_out, "render_eval_pairs")
@@ -112,7 +111,7 @@ def eval_fit_mix(
 
     Only the mixing weights are learned, over the layers of the attention options given here (their
     own --mix is ignored): s = softmax(w) and γ maximise the likelihood of P(same) = σ(γ²·cos + b)."""
-    from ctxembed.evaluation import run
+    from ctxembed.evaluation import run  # ~40 ms, not for other commands
 
     ex = explorer()
     doc = run.fit_mix(ex.store, ex.settings, ex.vectors, sources, split=split, out=out, on_note=say)

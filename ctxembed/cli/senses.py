@@ -66,7 +66,7 @@ def senses(
     options=None,
 ) -> None:
     """The senses of words across a corpus: every occurrence, clustered, each sense labelled and shown in context."""
-    from ctxembed.senses.run import senses as find
+    from ctxembed.senses.run import senses as find  # ~32 ms, senses only
 
     words, corpus = split_arguments(arguments, corpus)
     check_saves(save)
@@ -78,7 +78,7 @@ def senses(
         if json_out:
             emit_json(doc)
         else:
-            from ctxembed.views.render_senses import render_senses
+            from ctxembed.views.render_senses import render_senses  # rich: ~17 ms; --json never
 
             render_senses(stdout_console(), doc)
     for problem in problems:
@@ -104,7 +104,7 @@ def eval_wsi(
 ) -> None:
     """Word-sense induction: clusters of each word's occurrences against sense labels (ARI, V-measure,
     pair accuracy), beside the one-cluster and bag-of-words baselines."""
-    from ctxembed.evaluation import run
+    from ctxembed.evaluation import run  # ~40 ms, eval wsi only
 
     ex = explorer()
     doc = run.wsi(
@@ -114,6 +114,6 @@ def eval_wsi(
     if json_out:
         show(doc, True, "")
         return
-    from ctxembed.views.render_senses import render_eval_wsi
+    from ctxembed.views.render_senses import render_eval_wsi  # rich: ~17 ms; --json never
 
     render_eval_wsi(stdout_console(), doc)

@@ -66,7 +66,7 @@ def train(
     Ctrl-C writes a checkpoint; run the same command with --resume to continue. The weights work
     with `attend/compare/neighbors --weights OUT`.
     """
-    from ctxembed.train.run import train_weights
+    from ctxembed.train.run import train_weights  # ~32 ms, train only
 
     check_saves(save)
     report = train_weights(
@@ -77,7 +77,7 @@ def train(
     if json_out:
         emit_json(report)
     else:
-        from ctxembed.views.render_train import render_train
+        from ctxembed.views.render_train import render_train  # rich: ~27 ms; --json never
 
         render_train(stdout_console(), report)
     if report["interrupted"]:
@@ -100,8 +100,8 @@ def before_after(
     json_out: JsonOpt = False,
 ) -> None:
     """One sentence's attention before training (the same model at its initial weights) and after, side by side."""
-    from ctxembed.cli import read_sentence
-    from ctxembed.train.before_after import before_after as compute
+    from ctxembed.cli import read_sentence  # a circle: ctxembed.cli imports this module
+    from ctxembed.train.before_after import before_after as compute  # ~34 ms, before-after only
 
     text = read_sentence(sentence, "before-after")
     doc = compute(text, weights, vectors=vectors, limit=limit, trust=trust, top=top, on_note=say)
@@ -110,6 +110,6 @@ def before_after(
     if json_out:
         emit_json(doc)
         return
-    from ctxembed.views.render_train import render_before_after
+    from ctxembed.views.render_train import render_before_after  # rich: ~27 ms; --json never
 
     render_before_after(stdout_console(), doc, layer=a["layers"] - 1 if layer is None else layer, head=head)

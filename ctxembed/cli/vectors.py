@@ -28,13 +28,13 @@ def vectors_info(
     json_out: JsonOpt = False,
 ) -> None:
     """Show a vector source's format, size, dimension, and cache state."""
-    from ctxembed.vectors.sources import vectors_info as describe
+    from ctxembed.vectors.sources import vectors_info as describe  # ~15 ms; help never needs it
 
     info = describe(source, limit=limit)
     if json_out:
         emit_json(info)
         return
-    from ctxembed.views.render import render_info
+    from ctxembed.views.render import render_info  # rich tables: ~26 ms
 
     render_info(stdout_console(), info)
 
@@ -50,7 +50,7 @@ def vectors_convert(
     json_out: JsonOpt = False,
 ) -> None:
     """Convert any supported vector file into a ctxembed store that opens in milliseconds."""
-    from ctxembed.vectors.sources import convert_vectors
+    from ctxembed.vectors.sources import convert_vectors  # ~15 ms; help never needs it
 
     result = convert_vectors(source, out, limit=limit, trust=trust, quantize=quantize)
     if json_out:

@@ -187,7 +187,7 @@ def _kmeans(unit: np.ndarray, k: int, seed: int) -> np.ndarray:
 
 
 def _silhouette(unit: np.ndarray, labels: np.ndarray) -> float | None:
-    from sklearn.metrics import silhouette_score
+    from sklearn.metrics import silhouette_score  # sklearn: over a second
 
     distinct = len(np.unique(labels))
     if distinct < 2 or distinct >= len(unit):
@@ -217,7 +217,7 @@ def pca_map(unit: np.ndarray) -> tuple[np.ndarray, list[float]]:
     """(n, 2) coordinates of the first two principal components, and their explained variance ratios."""
     if len(unit) < 3 or np.abs(unit - unit.mean(axis=0)).max() < 1e-9:  # identical points: no variance to explain
         return np.zeros((len(unit), 2)), [0.0, 0.0]
-    from sklearn.decomposition import PCA
+    from sklearn.decomposition import PCA  # sklearn: over a second
 
     model = PCA(n_components=2, random_state=0)
     with warnings.catch_warnings(), np.errstate(all="ignore"):

@@ -25,11 +25,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rich.console import Console
+
 from ctxembed.api import Explorer
 from ctxembed.config import ReadOptions, declarations
+from ctxembed.core.mix import LEARNED, OFF, is_weights
 from ctxembed.errors import UsageError
 from ctxembed.output import say
 from ctxembed.settings import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
+from ctxembed.views import render
+from ctxembed.views.figures import build_figure
+from ctxembed.views.svg import figure_svg
 
 MAX_BODY = 1 << 20  # bytes of one request body: a 1 MB sentence still reaches the tokenizer's own limit
 MAX_SENTENCES = 32  # compare: a matrix of 32 x 32 is as much as a page shows
@@ -146,8 +152,6 @@ def _check_setting(name: str, value: Any) -> Any:
     if name in FILE_SETTINGS:
         raise UsageError(f"the page cannot name files: {flag(name)} is read only by the command line")
     if name == "mix" and isinstance(value, str):
-        from ctxembed.core.mix import LEARNED, OFF, is_weights
-
         if value.strip() not in (OFF, LEARNED) and not is_weights(value.strip()):
             raise UsageError(
                 f"the page cannot name files: {flag(name)} takes weights such as 0.2,0.8, off or learned here"
@@ -323,9 +327,6 @@ def drawing(doc: Any, kind: str, width: int = 100) -> str:
         raise UsageError(f"as must be svg or terminal, not {_shown(kind)}")
     try:
         if kind == "svg":
-            from ctxembed.views.figures import build_figure
-            from ctxembed.views.svg import figure_svg
-
             return figure_svg(build_figure(doc))
         return _terminal_html(doc, width)
     except UsageError:
@@ -342,10 +343,6 @@ _RENDERERS = {
 
 
 def _terminal_html(doc: dict, width: int) -> str:
-    from rich.console import Console
-
-    from ctxembed.views import render
-
     schema = str(doc.get("schema")).rpartition("/")[0]  # any version: the renderers read what they know
     if schema not in _RENDERERS:
         known = ", ".join(_RENDERERS)

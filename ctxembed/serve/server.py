@@ -19,6 +19,7 @@ import errno
 import ipaddress
 import socket
 import sys
+import webbrowser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
@@ -294,8 +295,6 @@ def serve(
 
 def _open(url: str) -> None:
     """Open ``url`` in the default browser when there is one; say so when there is none."""
-    import webbrowser
-
     try:
         opened = webbrowser.open(url)
     except Exception:  # a broken browser setting must not stop the server

@@ -21,7 +21,9 @@ from __future__ import annotations
 import bz2
 import gzip
 import logging
+import shutil
 import struct
+import tempfile
 import warnings
 import zlib
 from contextlib import contextmanager
@@ -155,9 +157,6 @@ def _gensim_source(path: Path):
     if not _starts_with_bom(path):
         yield str(path)
         return
-    import shutil
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="ctxembed-bom-") as folder:
         copy = Path(folder) / "vectors.txt"
         with open_maybe_compressed(path) as src, open(copy, "wb") as sink:
@@ -167,7 +166,7 @@ def _gensim_source(path: Path):
 
 
 def _load_word2vec_family(path: Path, fmt: str, limit: int | None) -> LoadedVectors:
-    from gensim.models import KeyedVectors
+    from gensim.models import KeyedVectors  # gensim: ~1 s, for foreign vector files only
 
     binary = fmt == "word2vec-binary"
     no_header = fmt == "glove-text"
@@ -474,7 +473,7 @@ def _check_fasttext_bin(path: Path) -> None:
 
 def _load_fasttext_bin(path: Path, limit: int | None) -> LoadedVectors:
     _check_fasttext_bin(path)
-    from gensim.models.fasttext import load_facebook_vectors
+    from gensim.models.fasttext import load_facebook_vectors  # gensim: ~1 s
 
     try:
         kv = load_facebook_vectors(str(path))
@@ -489,7 +488,7 @@ def _load_native(path: Path, limit: int | None, trust: bool) -> LoadedVectors:
             f"{path}: gensim's native format is a pickle and loading it can run arbitrary code; "
             "pass --trust if you trust this file"
         )
-    from gensim.utils import SaveLoad
+    from gensim.utils import SaveLoad  # gensim: ~1 s
 
     try:
         obj = SaveLoad.load(str(path))

@@ -42,6 +42,7 @@ import numpy as np
 from ctxembed.config import AttentionConfig
 from ctxembed.core.projections import HEAD_ARRAYS, LAYER_ARRAYS, HeadProjection, LayerParams, validate_params
 from ctxembed.errors import DataError
+from ctxembed.output import atomic_file
 from ctxembed.vectors.shipped import shipped_path
 
 META_KEY = "meta"
@@ -237,8 +238,6 @@ def write_weights(
 
     Raises DataError naming the path when it cannot be written.
     """
-    from ctxembed.output import atomic_file
-
     path = Path(path)
     contents = dict(arrays)
     contents[META_KEY] = np.array(json.dumps({"schema": WEIGHTS_SCHEMA, **meta}, sort_keys=True))
@@ -317,8 +316,7 @@ def _training_record(name: str) -> bool:
 def _read_npz(path: str | PathLike) -> dict[str, np.ndarray]:
     """The named arrays of an .npz file; ValueError (with the reason) for anything else: a bare
     .npy array, a truncated or damaged archive, pickled objects, a FIFO or a directory."""
-    from ctxembed.errors import DataError
-    from ctxembed.vectors.sources import regular_file
+    from ctxembed.vectors.sources import regular_file  # ~20 ms that `import ctxembed.cli` (help) never needs
 
     try:
         regular_file(Path(path))
@@ -338,7 +336,7 @@ def read_npz(path: str | PathLike, only=None, budget: int = NPZ_BUDGET) -> dict[
     are added up: an archive declaring more than ``budget`` bytes, or an object (pickle) array, is
     refused before anything is expanded, so a deflated 3 MB file declaring 3 GB costs nothing.
     ValueError (with the reason) for a bare .npy, a damaged archive or pickled objects."""
-    import zipfile
+    import zipfile  # ~1 ms that a run without a weights file never needs
 
     def wanted(name: str) -> bool:
         return only is None or (only(name) if callable(only) else name in only)

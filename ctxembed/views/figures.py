@@ -13,6 +13,7 @@ Builders only pick and arrange numbers of the document; they compute nothing new
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -83,8 +84,6 @@ def readout(value: float) -> str:
 
 def nice_ticks(low: float, high: float, count: int = 5) -> tuple[list[float], int]:
     """Round tick values covering [low, high] (about ``count``) and the decimals that print them alike."""
-    import math
-
     span = high - low if high > low else 1.0
     raw = span / max(1, count - 1)
     step = 10 ** math.floor(math.log10(raw))

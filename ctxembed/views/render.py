@@ -14,7 +14,17 @@ from rich.table import Table
 from rich.text import Text
 
 from ctxembed.output import terminal_view
-from ctxembed.views.figures import colour, ink_on, marked, source_notes
+from ctxembed.views.figures import (
+    View,
+    attention_masks,
+    attention_view,
+    colour,
+    ink_on,
+    marked,
+    source_notes,
+    token_labels,
+)
+from ctxembed.views.layout import choose_layout, draw, heat_level, legend_lines, wrap_parts
 
 
 @terminal_view
@@ -45,8 +55,6 @@ def render_info(console: Console, info: dict) -> None:
 # ------------------------------------------------------------------------------ helpers
 def _heat(value: float, low: float = 0.0, high: float = 1.0) -> Style:
     """The heatmap's shading for a value in [low, high] (eighths of the range; the lowest eighth unshaded)."""
-    from ctxembed.views.layout import heat_level
-
     share = 0.0 if high <= low else float(np.clip((value - low) / (high - low), 0, 1))
     return _SEGMENT_STYLES[f"heat{heat_level(share, 1.0)}"] if share > 0 else Style()
 
@@ -71,8 +79,6 @@ def _fmt(value: float, digits: int = 2) -> str:
 
 def _print_vectors(console: Console, v: dict) -> None:
     """The vectors line, broken only between its name, its size and its source."""
-    from ctxembed.views.layout import wrap_parts
-
     size = f"{v['words']:,} words, " if f"{v['words']:,} words" not in v["name"] else ""  # the name may say it
     parts = [v["name"], f"({size}{v['dim']}d,", f"source: {v['source']})"]
     for line in wrap_parts("vectors  ", parts, console.width, separator=" "):
@@ -81,8 +87,6 @@ def _print_vectors(console: Console, v: dict) -> None:
 
 def _print_settings(console: Console, doc: dict) -> None:
     """The settings line, broken only between settings."""
-    from ctxembed.views.layout import wrap_parts
-
     parts = doc["settings_summary"].split(" | ")
     for line in wrap_parts("settings ", parts, console.width):
         console.print(Text(line), overflow="fold", crop=False)
@@ -187,9 +191,6 @@ def render_attend(
     ``focus`` (a row index, see :func:`ctxembed.report.focus_row`) shows that token's row and column
     instead of the matrix (``occurrence``: which of how many tokens of that word it is); ``start`` and
     ``max_display`` ask for a window."""
-    from ctxembed.views.figures import View, attention_masks, attention_view, token_labels
-    from ctxembed.views.layout import choose_layout, draw, legend_lines
-
     width = console.width
     _header(console, doc)
     status = Text("tokens   ")

@@ -3,12 +3,12 @@ keyword-in-context concordance of its most central examples. Reads the document 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from ctxembed.output import terminal_view
-
-if TYPE_CHECKING:
-    from rich.console import Console
+from ctxembed.views.layout import wrap_parts
 
 
 def kwic(text: str, start: int, end: int, width: int) -> tuple[str, str, str]:
@@ -29,11 +29,7 @@ def kwic(text: str, start: int, end: int, width: int) -> tuple[str, str, str]:
 
 @terminal_view
 def render_senses(console: Console, doc: dict) -> None:
-    from rich.text import Text
-
     corpus = doc["corpus"]
-    from ctxembed.views.layout import wrap_parts
-
     for line in wrap_parts("", doc["settings_summary"].split(" | "), console.width or 100):
         console.print(Text(line, style="dim"), overflow="fold", crop=False)  # broken only between settings
     console.print(
@@ -89,8 +85,6 @@ def render_senses(console: Console, doc: dict) -> None:
 
 @terminal_view
 def render_eval_wsi(console: Console, doc: dict) -> None:
-    from rich.table import Table
-
     clustering = doc["clustering"]
     table = Table(
         title=f"word-sense induction on {doc['file']}: {doc['words']} words, {doc['occurrences']} occurrences "

@@ -4,12 +4,14 @@ as sparklines. Reads the document only."""
 from __future__ import annotations
 
 import numpy as np
+from rich.columns import Columns
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ctxembed.output import terminal_view
 from ctxembed.views.figures import layer_weights
+from ctxembed.views.render import matrix_table
 
 SPARKS = "▁▂▃▄▅▆▇█"
 
@@ -87,10 +89,6 @@ def _attention_of(doc: dict, layer: int, head: int | None) -> np.ndarray:
 @terminal_view
 def render_before_after(console: Console, doc: dict, *, layer: int, head: int | None) -> None:
     """The two attention matrices side by side, then each token's most-attended words before and after."""
-    from rich.columns import Columns
-
-    from ctxembed.views.render import matrix_table
-
     before, after = doc["before"], doc["after"]
     labels = [before["tokens"][p]["text"] for p in [t["position"] for t in before["tokens"] if t["used"]]]
     losses = doc["losses"]
