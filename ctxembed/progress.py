@@ -35,7 +35,8 @@ def _progress(*, bar: bool):
     from rich.console import Console  # rich and rich.progress: ~30 ms, --json runs never
     from rich.progress import BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-    columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
+    # markup=False: a description may quote a file name, which must print as it is spelled
+    columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}", markup=False)]
     if bar:
         columns += [BarColumn(), TaskProgressColumn()]
     columns.append(TimeElapsedColumn())

@@ -5,13 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import zlib
 from pathlib import Path
 
 import numpy as np
 
-from ctxembed.output import atomic_file
+from ctxembed.output import atomic_file, say
 from ctxembed.vectors.store import STORE_SUFFIX, VectorStore
 
 
@@ -88,7 +87,7 @@ def load_npz_checked(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]
             problem = "non-finite numbers"
         else:
             return arrays
-    print(f"ctxembed: note: the statistics cache {path} is damaged ({problem}); rebuilding it", file=sys.stderr)
+    say(f"ctxembed: note: the statistics cache {path} is damaged ({problem}); rebuilding it")
     try:
         path.unlink()
     except OSError:

@@ -19,14 +19,13 @@ import errno
 import os
 import re
 import stat
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ctxembed.errors import DataError, UsageError
-from ctxembed.output import check_output_path, say
+from ctxembed.output import check_output_path, printable, say
 from ctxembed.progress import reading
 from ctxembed.vectors.cache import cache_dir, cache_path, file_fingerprint
 from ctxembed.vectors.shipped import shipped_path
@@ -133,7 +132,7 @@ def _gensim_data_file(name: str) -> Path:
             ) from None
         if name not in catalogue.get("models", {}) and name not in catalogue.get("corpora", {}):
             raise DataError(f"{name}: not a gensim-data model name (see gensim.downloader.info())")
-        print(f"downloading {name} through gensim's downloader into {folder} ...", file=sys.stderr)
+        say(f"downloading {name} through gensim's downloader into {folder} ...")
         return Path(downloader.load(name, return_path=True))
     except DataError:
         raise
@@ -167,7 +166,7 @@ def convert(
     from ctxembed.vectors.formats import load_foreign  # 5-13 ms; .ctxv stores never need it
 
     fingerprint = file_fingerprint(path)  # before parsing: a file replaced meanwhile is caught below
-    with reading(path, f"reading {path.name}"):
+    with reading(path, f"reading {printable(path.name)}"):
         loaded = load_foreign(path, fmt, limit=limit, trust=trust)
     if not loaded.words:
         raise DataError(f"{path}: no vectors in the file")
