@@ -14,8 +14,9 @@ File layout (all integers little-endian)::
     padding   to a multiple of 64 bytes; section offsets count from here
     sections  vocab (each word + "\\n"), order (int32, N: rows sorted by their bytes, for binary
               search), norms (float32, N), scales (float32, N; int8 only),
-              matrix (N, D) float32 or int8, ngrams (bucket, D) float32 (fastText subwords only),
-              then the arrays of the extra sections
+              matrix (N, D) float32 or int8, ngrams (bucket, D) float32 or int8 (character n-gram
+              vectors: fastText files, the shipped store), ngram_scales (float32, bucket; int8 n-grams
+              only), then the arrays of the extra sections
 
 Checksums (version 2): the header carries ``header_crc32`` (CRC-32 of its own canonical JSON
 without that key) and ``checksums`` = {"block": B, "crc32": {blob: [crc of each B-byte block]}}.
@@ -26,7 +27,7 @@ several times its ~5 ms open). Version 1 stores (no checksums) stay readable.
 
 Example::
 
-    >>> store = VectorStore.open("data/glove-6B-100d-200k.ctxv")     # doctest: +SKIP
+    >>> store = VectorStore.open("data/glove-6B-100d-400k.ctxv")     # doctest: +SKIP
     >>> store.vector("bank").shape                                   # doctest: +SKIP
     (100,)
     >>> store.most_similar(store.vector("king"), k=3, exclude={"king"})  # doctest: +SKIP
@@ -65,11 +66,22 @@ def _pad(n: int) -> int:
 
 @dataclass(frozen=True)
 class Subwords:
-    """fastText character n-gram table, so out-of-vocabulary words still get vectors."""
+    """Character n-gram table (fastText hashing), so out-of-vocabulary words still get vectors.
 
-    ngrams: np.ndarray  # (bucket, D) float32
+    ``ngrams`` is float32, or int8 codes with one float32 scale per row in ``scales`` (row ~= codes * scale)."""
+
+    ngrams: np.ndarray  # (bucket, D) float32 or int8
     min_n: int
     max_n: int
+    scales: np.ndarray | None = None  # (bucket,) float32 when ngrams is int8
+
+    def rows(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Dequantised float32 n-gram vectors: (n,) -> (n, D)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        block = self.ngrams[ids].astype(np.float32)  # (n, D)
+        if self.scales is not None:
+            block *= self.scales[ids][:, None]  # (n, D) * (n, 1)
+        return block
 
 
 def quantize_int8(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -143,8 +155,12 @@ class VectorStore:
         self.subwords: Subwords | None = None
         if "ngrams" in sections:
             sub = header["subwords"]
-            ngrams = section("ngrams", np.float32, (int(sub["bucket"]), self.dim))
-            self.subwords = Subwords(ngrams, int(sub["min_n"]), int(sub["max_n"]))
+            bucket, ngram_dtype = int(sub["bucket"]), sub.get("dtype", "float32")  # stores before int8: float32
+            if ngram_dtype not in ("float32", "int8"):
+                raise DataError(f"{path}: store header is corrupt (n-gram dtype {ngram_dtype!r})")
+            ngrams = section("ngrams", ngram_dtype, (bucket, self.dim))
+            ngram_scales = section("ngram_scales", np.float32, (bucket,)) if ngram_dtype == "int8" else None
+            self.subwords = Subwords(ngrams, int(sub["min_n"]), int(sub["max_n"]), ngram_scales)
         self._extra: dict = header.get("extra") or {}
         self.lowercase: bool = bool(header.get("lowercase", False))
         self._buffer = buffer
@@ -262,9 +278,18 @@ class VectorStore:
         if self.subwords is not None:
             ngram_rows = self._ngram_rows(word)
             if ngram_rows:
-                self._checks.rows("ngrams", np.asarray(ngram_rows), self.subwords.ngrams.shape[1] * 4, self)
-                return self.subwords.ngrams[ngram_rows].mean(axis=0).astype(np.float32)  # (D,)
+                ids = np.asarray(ngram_rows)
+                self._checks.rows("ngrams", ids, self.subwords.ngrams.shape[1] * self.subwords.ngrams.itemsize, self)
+                if self.subwords.scales is not None:
+                    self._checks.rows("ngram_scales", ids, 4, self)
+                return self.subwords.rows(ids).mean(axis=0).astype(np.float32)  # (n, D) -> (D,)
         raise KeyError(word)
+
+    def row_source(self, row: int) -> str:
+        """Where the vector of ``row`` came from: "vocabulary" (the source's own) or "estimated"
+        (one of :data:`ROW_SOURCES`, from :attr:`row_sources`)."""
+        codes = self.row_sources
+        return ROW_SOURCES[0 if codes is None else int(codes[row])]
 
     def _ngram_rows(self, word: str) -> list[int]:
         sub = self.subwords
@@ -439,7 +464,13 @@ def write_store(
     if scales is not None:
         blobs.append(("scales", scales))
     blobs.append(("matrix", stored))
-    if subwords is not None:
+    if subwords is not None and subwords.scales is not None:  # int8 codes, one scale per n-gram row
+        ngram_scales = np.ascontiguousarray(subwords.scales, dtype=np.float32)  # (bucket,)
+        if subwords.ngrams.dtype != np.int8 or ngram_scales.shape != (len(subwords.ngrams),):
+            raise DataError(f"{path}: int8 n-grams need int8 codes and one scale per n-gram row")
+        blobs.append(("ngrams", np.ascontiguousarray(subwords.ngrams)))
+        blobs.append(("ngram_scales", ngram_scales))
+    elif subwords is not None:
         blobs.append(("ngrams", np.ascontiguousarray(subwords.ngrams, dtype=np.float32)))
     extra_blobs = _extra_blobs(path, sections or {})
 
@@ -459,6 +490,8 @@ def write_store(
     }
     if subwords is not None:
         header["subwords"] = {"min_n": subwords.min_n, "max_n": subwords.max_n, "bucket": len(subwords.ngrams)}
+        if subwords.scales is not None:
+            header["subwords"]["dtype"] = "int8"
     if extra_blobs:
         header["extra"] = {
             group: {

@@ -1,0 +1,84 @@
+"""Store parts added for the shipped vectors: int8 character n-grams, and each row's source by name."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ctxembed.errors import DataError
+from ctxembed.vectors.store import ROW_SOURCE_SECTION, Subwords, VectorStore, quantize_int8, write_store
+from ctxembed.vectors.subwords import ngram_buckets
+
+WORDS = ["the", "bank", "river", "money"]
+BUCKET, MIN_N, MAX_N = 64, 3, 4
+
+
+def _matrix(rows, d=6, seed=0):
+    return np.random.default_rng(seed).normal(size=(rows, d)).astype(np.float32)
+
+
+def _header(path):
+    raw = path.read_bytes()
+    return json.loads(raw[16 : 16 + int.from_bytes(raw[8:16], "little")])
+
+
+def test_int8_ngrams_round_trip_with_their_scales(tmp_path):
+    table = _matrix(BUCKET, seed=1)
+    codes, scales = quantize_int8(table)
+    path = write_store(tmp_path / "s.ctxv", WORDS, _matrix(len(WORDS)), subwords=Subwords(codes, MIN_N, MAX_N, scales))
+    assert _header(path)["subwords"] == {"min_n": MIN_N, "max_n": MAX_N, "bucket": BUCKET, "dtype": "int8"}
+    store = VectorStore.open(path)
+    store.verify()
+    assert store.subwords.ngrams.dtype == np.int8
+    assert np.array_equal(store.subwords.ngrams, codes) and np.array_equal(store.subwords.scales, scales)
+    # an unknown word: the mean of its dequantised n-gram rows, close to the float32 table's
+    rows = ngram_buckets("banks", MIN_N, MAX_N, BUCKET)
+    expected = (codes[rows].astype(np.float32) * scales[rows][:, None]).mean(axis=0)
+    assert np.allclose(store.vector("banks"), expected, atol=1e-6)
+    assert np.allclose(store.vector("banks"), table[rows].mean(axis=0), atol=0.02)
+    assert store.can_embed("banks")
+
+
+def test_float32_ngrams_keep_their_header_and_stay_readable(tmp_path):
+    table = _matrix(BUCKET, seed=2)
+    path = write_store(tmp_path / "s.ctxv", WORDS, _matrix(len(WORDS)), subwords=Subwords(table, MIN_N, MAX_N))
+    assert "dtype" not in _header(path)["subwords"]  # as written before int8 n-grams existed
+    store = VectorStore.open(path)
+    assert store.subwords.scales is None and store.subwords.ngrams.dtype == np.float32
+    rows = ngram_buckets("banks", MIN_N, MAX_N, BUCKET)
+    assert np.array_equal(store.vector("banks"), table[rows].mean(axis=0))
+
+
+def test_int8_ngrams_need_one_scale_per_row(tmp_path):
+    codes, scales = quantize_int8(_matrix(BUCKET))
+    with pytest.raises(DataError, match="one scale per n-gram row"):
+        write_store(tmp_path / "s.ctxv", WORDS, _matrix(len(WORDS)), subwords=Subwords(codes, 3, 4, scales[:-1]))
+
+
+def test_damaged_ngram_scales_are_caught(tmp_path):
+    codes, scales = quantize_int8(_matrix(BUCKET))
+    path = write_store(tmp_path / "s.ctxv", WORDS, _matrix(len(WORDS)), subwords=Subwords(codes, 3, 4, scales))
+    header = _header(path)
+    start = 16 + int.from_bytes(path.read_bytes()[8:16], "little")
+    start += (-start) % 64
+    raw = bytearray(path.read_bytes())
+    raw[start + header["sections"]["ngram_scales"][0]] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match="ngram_scales"):
+        VectorStore.open(path).vector("banks")
+
+
+def test_row_source_names_each_row_and_head_keeps_the_first_codes(tmp_path):
+    codes = np.array([0, 1, 0, 1], dtype=np.uint8)
+    sections = {ROW_SOURCE_SECTION: {"estimated": codes}}
+    path = write_store(tmp_path / "s.ctxv", WORDS, _matrix(len(WORDS)), sections=sections)
+    store = VectorStore.open(path)
+    assert [store.row_source(row) for row in range(len(WORDS))] == ["vocabulary", "estimated"] * 2
+    assert store.head(2).row_sources.tolist() == [0, 1] and store.head(2).row_source(1) == "estimated"
+
+
+def test_a_store_without_row_sources_has_only_vocabulary_rows(tmp_path):
+    store = VectorStore.open(write_store(tmp_path / "s.ctxv", WORDS, _matrix(len(WORDS))))
+    assert store.row_sources is None and store.row_source(3) == "vocabulary"
