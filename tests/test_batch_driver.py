@@ -27,7 +27,7 @@ BAD_LINES = [
     b'{"id": ' + b"[" * 200 + b"]" * 200 + b', "text": "the bank"}',  # an id orjson cannot nest
     b'{"id": "\\udfff", "text": "the bank"}',  # a surrogate in the id
     b"caf\xe9 \xff\xfe",  # invalid UTF-8
-    b"\x00\x01\x02",  # control bytes
+    b"\x00\x01\x02",  # control bytes: no row, but the shipped store builds them from subwords
     b"the bank " * 100_000,  # 900 kB: longer than the line limit
     b'["the bank"]',  # JSON but not an object: read as plain text, "[" and "]" are not words
     b'{"text": 5}',
@@ -60,7 +60,7 @@ def test_every_bad_kind_becomes_its_own_record_and_the_batch_carries_on(engine):
     assert [r["line"] for r in records] == list(range(1, len(lines) + 1))
     assert "error" not in records[0] and "error" not in records[-1] and records[-1]["id"] == 7
     for record in records[1:-1]:
-        assert "error" in record or record["text"] == '["the bank"]', record
+        assert "error" in record or record["text"] in ('["the bank"]', "\x00\x01\x02"), record
     messages = " ".join(r.get("error", "") for r in records[1:-1])
     for expected in ("surrogate", "64-bit range", "nested too deeply", "not valid UTF-8", "longer than"):
         assert expected in messages

@@ -30,14 +30,14 @@ def static_vectors(vectors_path, *args) -> np.ndarray:
 
 def test_info_on_the_default_store():
     info = run_json("vectors", "info", "--json")
-    assert (info["words"], info["dim"]) == (200_000, 100)
+    assert (info["words"], info["dim"]) == (400_000, 100)
     assert (info["kind"], info["format"], info["cache_state"]) == ("default", "ctxembed-store", "not needed")
     assert info["lowercase"] is True
 
 
 def test_info_table_on_the_default_store():
     rows = dict(table(succeeds("vectors", "info").stdout, "vectors: default")[1])
-    assert rows["words"] == "200,000" and rows["dim"] == "100" and rows["format"] == "ctxembed-store"
+    assert rows["words"] == "400,000" and rows["dim"] == "100" and rows["format"] == "ctxembed-store"
 
 
 def test_info_on_an_unread_file_has_a_missing_cache(gensim_file):

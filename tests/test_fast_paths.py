@@ -158,7 +158,7 @@ def test_prepare_many_takes_the_fast_path_for_usual_text(engines, monkeypatch):
     tokens, in_vocab, used = sentences.columns(1)
     assert tokens == ["The", "Bank", "\u2019s", "river", ",", '"', "xyzzyq", '"', "(", "is", "n't", "it", "?", ")"]
     assert (tokens, in_vocab, used) == (expected.texts, expected.in_vocab, expected.used)
-    assert 6 not in used  # xyzzyq: no vector, skipped
+    assert 6 in used and sentences.sources(1)[6] == "subword"  # xyzzyq: no row, built from its n-grams
 
 
 def test_each_distinct_word_is_tokenised_and_looked_up_once(engines, monkeypatch):

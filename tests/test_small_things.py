@@ -48,7 +48,7 @@ def test_causal_modes_give_the_same_weights_as_the_help_says():
 
 def test_the_vectors_line_gives_the_word_count_once():
     header = succeeds("attend", "we sat on the river bank").stdout.split("settings")[0]
-    assert header.count("200,000 words") == 1, header
+    assert header.count("400,000 words") == 1, header
 
 
 def test_a_one_token_sentence_says_why_it_attends_to_nothing():

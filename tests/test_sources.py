@@ -122,7 +122,7 @@ def test_unknown_source_is_a_clear_error():
 def test_default_vectors_are_real_glove():
     store = open_vectors(None)
     assert store.path == default_store_path()
-    assert len(store) == 200_000 and store.dim == 100 and store.dtype == "int8"
+    assert len(store) == 400_000 and store.dim == 100 and store.dtype == "int8"
     assert store.words[:3] == ["the", ",", "."]
     neighbours = [w for w, _ in store.most_similar(store.vector("king"), k=5, exclude={"king"})]
     assert {"queen", "prince"} <= set(neighbours)

@@ -205,3 +205,14 @@ def test_converting_the_shipped_store_copies_it_byte_for_byte(tmp_path):
 
     convert_to_store("default", tmp_path / "copy.ctxv", limit=None, trust=False, quantize=False)
     assert (tmp_path / "copy.ctxv").read_bytes() == default_store_path().read_bytes()
+
+
+def test_a_cut_copy_of_the_shipped_store_keeps_its_subwords_and_row_flags(tmp_path):
+    from ctxembed.vectors.sources import convert_to_store, default_store_path
+    from ctxembed.vectors.store import VectorStore
+
+    convert_to_store("default", tmp_path / "cut.ctxv", limit=1000, trust=False, quantize=False)
+    whole, cut = VectorStore.open(default_store_path()), VectorStore.open(tmp_path / "cut.ctxv")
+    assert len(cut) == 1000 and np.array_equal(cut.row_sources, whole.row_sources[:1000])
+    assert cut.row_source(cut.find("a")) == "estimated"
+    assert "xqzzv" not in cut and np.array_equal(cut.vector("xqzzv"), whole.vector("xqzzv"))

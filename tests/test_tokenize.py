@@ -24,6 +24,21 @@ def attend(sentence: str, *args) -> dict:
     return run_json("attend", sentence, "--preset", "textbook", *args, "--json")
 
 
+@pytest.fixture(scope="module")
+def without_subwords(tmp_path_factory):
+    """Some of the shipped store's words as word2vec text, without "'s", "n't" or n-grams: unknown
+    tokens stay unknown (the shipped store builds them from subwords), and clitics fall back."""
+    from ctxembed.vectors.sources import open_vectors
+
+    store = open_vectors(None)
+    kept = ["the", "bank", "river", "it", "raining", "do", "not", "money"]
+    kv = KeyedVectors(vector_size=store.dim)
+    kv.add_vectors(kept, np.stack([store.vector(w) for w in kept]))
+    path = tmp_path_factory.mktemp("vectors") / "no-subwords.txt"
+    kv.save_word2vec_format(str(path))
+    return ["--vectors", str(path)]
+
+
 # ------------------------------------------------------------------------------ the tokenizer
 def test_punctuation_is_split_off():
     assert texts("Hello, world! (Really?)") == ["Hello", ",", "world", "!", "(", "Really", "?", ")"]
@@ -102,20 +117,35 @@ def test_ambiguous_clitics_have_no_fallback():
 
 
 # ------------------------------------------------------------------------------ on the shipped vocabulary
-def test_nt_uses_the_vector_of_not():
-    contracted = attend("don't", "--with-vectors")
-    spelled = attend("not", "--with-vectors")
+def test_clitics_use_glove_own_rows():
+    contracted = attend("don't it's", "--with-vectors")
+    assert [(t["text"], t["in_vocab"]) for t in contracted["tokens"]] == [
+        ("do", True), ("n't", True), ("it", True), ("'s", True),
+    ]  # fmt: skip
+    assert contracted["skipped"] == []
+    assert contracted["static"][1] != attend("not", "--with-vectors")["static"][0]  # its own row
+
+
+def test_nt_falls_back_to_the_vector_of_not_where_the_vocabulary_lacks_it(without_subwords):
+    contracted = attend("don't", "--with-vectors", *without_subwords)
+    spelled = attend("not", "--with-vectors", *without_subwords)
     assert [(t["text"], t["in_vocab"]) for t in contracted["tokens"]] == [("do", True), ("n't", True)]
     assert contracted["static"][1] == spelled["static"][0]
 
 
-def test_possessive_s_is_out_of_vocabulary():
-    doc = attend("it's raining")
+def test_possessive_s_is_out_of_vocabulary_where_the_vocabulary_lacks_it(without_subwords):
+    doc = attend("it's raining", *without_subwords)
     assert [(t["text"], t["in_vocab"], t["used"]) for t in doc["tokens"]] == [
         ("it", True, True), ("'s", False, False), ("raining", True, True),
     ]  # fmt: skip
     assert doc["skipped"] == [{"text": "'s", "position": 1}]
     assert doc["attended_positions"] == [0, 2]
+
+
+def test_unknown_words_are_built_from_subwords():
+    doc = attend("the xqzzv bank", "--with-vectors")
+    assert doc["skipped"] == [] and [t["in_vocab"] for t in doc["tokens"]] == [True, True, True]
+    assert any(doc["static"][1])
 
 
 def test_json_keeps_the_surface_form():
@@ -138,20 +168,20 @@ def test_cased_vocabulary_keeps_case_and_falls_back_to_lower_case(tmp_path):
 
 
 # ------------------------------------------------------------------------------ --oov
-def test_oov_skip_reports_skipped_tokens_in_the_header():
-    stdout = succeeds("attend", "it's raining xqzzv", "--preset", "textbook").stdout
+def test_oov_skip_reports_skipped_tokens_in_the_header(without_subwords):
+    stdout = succeeds("attend", "it's raining xqzzv", "--preset", "textbook", *without_subwords).stdout
     assert "skipped  out of vocabulary: \"'s\"@1, 'xqzzv'@3" in stdout
 
 
-def test_oov_skip_is_the_default_and_lists_skipped_tokens_in_json():
-    doc = attend("the xqzzv bank")
+def test_oov_skip_is_the_default_and_lists_skipped_tokens_in_json(without_subwords):
+    doc = attend("the xqzzv bank", *without_subwords)
     assert doc["skipped"] == [{"text": "xqzzv", "position": 1}]
     assert doc["attended_positions"] == [0, 2]
     assert np.array(doc["weights"]).shape == (1, 1, 2, 2)
 
 
-def test_oov_zero_uses_a_zero_static_vector():
-    doc = attend("the xqzzv bank", "--oov", "zero", "--with-vectors")
+def test_oov_zero_uses_a_zero_static_vector(without_subwords):
+    doc = attend("the xqzzv bank", "--oov", "zero", "--with-vectors", *without_subwords)
     assert doc["skipped"] == []
     assert doc["attended_positions"] == [0, 1, 2]
     assert [t["in_vocab"] for t in doc["tokens"]] == [True, False, True]
@@ -159,8 +189,8 @@ def test_oov_zero_uses_a_zero_static_vector():
     assert np.array(doc["weights"]).shape == (1, 1, 3, 3)
 
 
-def test_oov_error_names_the_unknown_words():
-    message = fails(1, "attend", "the xqzzv bank it's", "--preset", "textbook", "--oov", "error")
+def test_oov_error_names_the_unknown_words(without_subwords):
+    message = fails(1, "attend", "the xqzzv bank it's", "--preset", "textbook", "--oov", "error", *without_subwords)
     assert "out of vocabulary: 'xqzzv', \"'s\"" in message
 
 

@@ -86,8 +86,11 @@ def read_corpus(source: str | Path, store, *, max_tokens: int = 128, name: str |
                     except DataError:
                         stats["sentences_without_words"] += 1
                         continue
-                    rows = [row for row in prepared.rows if row >= 0]
+                    rows = [row for row in prepared.rows if row >= 0]  # subword vectors have no row to predict
                     stats["oov_tokens"] += len(prepared.tokens) - len(rows)
+                    if not rows:
+                        stats["sentences_without_words"] += 1
+                        continue
                     if len(rows) > max_tokens:
                         stats["cropped_sentences"] += len(words) <= max_tokens  # not counted twice
                         rows = rows[:max_tokens]

@@ -24,19 +24,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ctxembed.errors import DataError, UsageError
 from ctxembed.output import check_output_path, printable, say
 from ctxembed.progress import reading
 from ctxembed.vectors.cache import cache_dir, cache_path, file_fingerprint
 from ctxembed.vectors.shipped import shipped_path
 from ctxembed.vectors.statistics import SECTION, statistics
-from ctxembed.vectors.store import VectorStore, write_store
+from ctxembed.vectors.store import ROW_SOURCE_SECTION, VectorStore, write_store
 
 # Opening a store is on every attend/compare path; converting a foreign file or fetching a gensim-data
 # model is not. What only those need is imported inside them (measured on top of the CLI and the
 # engine: gensim over 1 s, filelock 21 ms, vectors.formats 9 ms, logging 1.5 ms).
 
-DEFAULT_STORE_NAME = "glove-6B-100d-200k.ctxv"
+DEFAULT_STORE_NAME = "glove-6B-100d-400k.ctxv"
 DEFAULT_SOURCE = "default"
 _GENSIM_DATA_NAME = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9.]+)+$")
 
@@ -396,11 +398,15 @@ def convert_to_store(spec: str, out: Path, *, limit: int | None, trust: bool, qu
             sections = {name: whole.section(name) for name in whole._extra}
         else:
             sections = {SECTION: statistics(store, len(store)).as_arrays()}
+            if store.row_sources is not None:  # the first rows' codes
+                sections[ROW_SOURCE_SECTION] = {"estimated": np.ascontiguousarray(store.row_sources)}
+        # the n-gram table (fastText, the shipped store) serves words outside any cut: kept whole
+        kept = {"meta": meta, "sections": sections, "subwords": store.subwords}
         try:
             if store.dtype == "int8":  # the same codes and scales, byte for byte
-                write_store(out, store.words, store._matrix, scales=store._scales, meta=meta, sections=sections)
+                write_store(out, store.words, store._matrix, scales=store._scales, **kept)
             else:
-                write_store(out, store.words, store.matrix(), quantize=quantize, meta=meta, sections=sections)
+                write_store(out, store.words, store.matrix(), quantize=quantize, **kept)
         except OSError as exc:
             raise DataError(f"{out}: cannot write the store ({exc.strerror or exc})") from None
     else:

