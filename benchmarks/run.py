@@ -378,7 +378,7 @@ def stores(repeat: int, heavy: int) -> Report:
     g_load = pick(gensim_bin, "load")
     report.rows.append(
         Row(
-            "open the default store (200k × 100 int8), in a fresh process",
+            "open the default store (400k × 100 int8, with its n-gram table), in a fresh process",
             secs(open_s),
             f"gensim word2vec binary {secs(g_load)}",
             f"{g_load['median'] / open_s['median']:,.0f}× faster",
