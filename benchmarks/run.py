@@ -230,10 +230,8 @@ def wave1_pairs(command: list[str], env: dict, runs: int = WAVE1_RUNS) -> dict |
     """Seconds of ``command`` here and with wave 1's code (its own tree, cache and bytecode), in
     alternating order, so that "at or under wave 1" is measured on this machine as it is now; None
     (with a warning) when this checkout has no history to take wave 1 from."""
-    tree = CACHE / f"wave1-{WAVE1}"
     try:
-        if not (tree / "ctxembed").is_dir():
-            extract(WAVE1, tree)
+        tree = extracted(WAVE1, "wave1")
     except (OSError, subprocess.CalledProcessError):
         print(f"warning: no wave 1 ({WAVE1}) in this checkout's history: its cold start not compared", file=sys.stderr)
         return None
@@ -484,11 +482,11 @@ def batch(repeat: int) -> Report:
     run_process(
         [CTXEMBED, "batch", str(short), "--vectors", str(before_store())], env | WAVE2_BLAS, stdout_path=str(checked)
     )
-    before_tree = before_store().parent.parent
+    tree = extracted(BEFORE_REAL_TEXT)
     before_out = CACHE / "batch-output-before.jsonl"
     run_process(
         [PYTHON, "-m", "ctxembed", "batch", str(short)],
-        tree_env(before_tree, base_env(before_tree / ".cache")) | WAVE2_BLAS,
+        tree_env(tree, base_env(tree / ".cache")) | WAVE2_BLAS,
         stdout_path=str(before_out),
     )
     before_sha256 = sha256_file(before_out)
@@ -592,14 +590,19 @@ def batch(repeat: int) -> Report:
     return report
 
 
-def before_store() -> Path:
-    """The shipped store of the code before real text had a bulk path (the 200,000-word store): older
-    code can only read its own store, so code is compared with code on this one (issue 23: "compare
-    both sides on the same store"); this tree reads it with --vectors."""
-    tree = CACHE / f"before-{BEFORE_REAL_TEXT}"
+def extracted(commit: str, prefix: str = "before") -> Path:
+    """``commit``'s tree (``git archive``), extracted into the bench cache once."""
+    tree = CACHE / f"{prefix}-{commit}"
     if not (tree / "ctxembed").is_dir():
-        extract(BEFORE_REAL_TEXT, tree)
-    return tree / "data" / "glove-6B-100d-200k.ctxv"
+        extract(commit, tree)
+    return tree
+
+
+def before_store() -> Path:
+    """The shipped store (200,000 words) of the code before real text had a bulk path: older code can
+    only read its own store, so code is compared with code on this one (issue 23: "compare both sides
+    on the same store"); this tree reads it with --vectors."""
+    return extracted(BEFORE_REAL_TEXT) / "data" / "glove-6B-100d-200k.ctxv"
 
 
 def realtext(repeat: int) -> Report:
@@ -608,9 +611,7 @@ def realtext(repeat: int) -> Report:
     order alternates; the share of lines on the fast path; the output against that code's."""
     corpus = make_corpus.brown(BROWN_LINES)
     env = base_env(CACHE / "ctxembed-cache")
-    tree = CACHE / f"before-{BEFORE_REAL_TEXT}"
-    if not (tree / "ctxembed").is_dir():
-        extract(BEFORE_REAL_TEXT, tree)
+    tree = extracted(BEFORE_REAL_TEXT)
     command = [PYTHON, "-m", "ctxembed", "batch", str(corpus)]  # `python -m`: PYTHONPATH picks the tree
     old_store = ["--vectors", str(before_store())]
     # name -> (environment, command): this tree on its own store (what a user gets, beside the kernel on
@@ -620,9 +621,7 @@ def realtext(repeat: int) -> Report:
         "this tree, old store": (env, command + old_store),
         BEFORE_REAL_TEXT: (tree_env(tree, base_env(tree / ".cache")), command),
     }
-    same_records = CACHE / f"before-{BEFORE_FAST_PATH}"
-    if not (same_records / "ctxembed").is_dir():
-        extract(BEFORE_FAST_PATH, same_records)
+    same_records = extracted(BEFORE_FAST_PATH)
     digests = {}
     same_side = (tree_env(same_records, base_env(same_records / ".cache")), command)
     for name, (side, side_command) in (*sides.items(), (BEFORE_FAST_PATH, same_side)):
