@@ -275,15 +275,22 @@ class VectorStore:
         row = self.find(word)
         if row is not None:
             return self.rows([row])[0]
-        if self.subwords is not None:
-            ngram_rows = self._ngram_rows(word)
-            if ngram_rows:
-                ids = np.asarray(ngram_rows)
-                self._checks.rows("ngrams", ids, self.subwords.ngrams.shape[1] * self.subwords.ngrams.itemsize, self)
-                if self.subwords.scales is not None:
-                    self._checks.rows("ngram_scales", ids, 4, self)
-                return self.subwords.rows(ids).mean(axis=0).astype(np.float32)  # (n, D) -> (D,)
-        raise KeyError(word)
+        built = self.subword_vector(word)
+        if built is None:
+            raise KeyError(word)
+        return built
+
+    def subword_vector(self, word: str) -> np.ndarray | None:
+        """The float32 (D,) vector built from ``word``'s n-grams (whether or not it is in the
+        vocabulary), or None: no n-gram table, or no n-gram of the word in it."""
+        ngram_rows = self._ngram_rows(word)
+        if not ngram_rows:
+            return None
+        ids = np.asarray(ngram_rows)
+        self._checks.rows("ngrams", ids, self.subwords.ngrams.shape[1] * self.subwords.ngrams.itemsize, self)
+        if self.subwords.scales is not None:
+            self._checks.rows("ngram_scales", ids, 4, self)
+        return self.subwords.rows(ids).mean(axis=0).astype(np.float32)  # (n, D) -> (D,)
 
     def row_source(self, row: int) -> str:
         """Where the vector of ``row`` came from: "vocabulary" (the source's own) or "estimated"

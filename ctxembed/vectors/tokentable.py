@@ -74,7 +74,7 @@ class TokenTable:
         missing = np.flatnonzero(ids < 0)
         if len(missing):
             unseen = [flat[i] for i in missing.tolist()]
-            self._add(dict.fromkeys(unseen))  # each once, in order
+            self._add(list(dict.fromkeys(unseen)))  # each once, in order
             self._flush()
             ids[missing] = list(map(self.entries.__getitem__, unseen))
         width = self.width[ids]  # (m,) pieces per word, at least 1
@@ -88,9 +88,34 @@ class TokenTable:
         within = np.arange(int(ends[-1])) - np.repeat(ends - width, width)
         return np.repeat(self.first[ids], width) + within, starts
 
-    def _add(self, words: Iterable[str]) -> None:
+    def _add(self, words: list[str]) -> None:
         """Entries for words not seen before, each token resolved as Engine.prepare resolves it
-        (see Engine._look_up_slowly): the only per-word Python work, once per distinct word."""
+        (see Engine._look_up_slowly), once per distinct word.
+
+        Most new words are one vocabulary word as they stand (letters and digits: one token, see
+        :func:`word_pieces`): those are added in bulk, a dict lookup each and no Python step of
+        their own; the rest (punctuation, clitics, unknown words) one by one in :meth:`_add_one`."""
+        find = self.store.find
+        # letters and digits only is one token (str.isalnum is the regex's [^\W_]+); "\u02bc" is
+        # alphanumeric yet an apostrophe to the tokenizer, so such words take the long way
+        plain = [word for word in words if word.isalnum() and "\u02bc" not in word]
+        keys = list(map(str.lower, plain)) if self.lowercase else plain
+        rows = list(map(find, keys))  # None: not a vocabulary word as it stands
+        known = [i for i, row in enumerate(rows) if row is not None]
+        if len(known) < len(plain):
+            plain, keys, rows = [plain[i] for i in known], [keys[i] for i in known], [rows[i] for i in known]
+        taken = set(plain)
+        entry, piece = len(self.entries), len(self.texts)
+        self.entries.update(zip(plain, range(entry, entry + len(plain))))
+        self._new += zip(itertools.repeat(1), range(piece, piece + len(plain)))  # (width, first)
+        self.pieces += zip(rows, itertools.repeat(True), itertools.repeat(True), itertools.repeat(-1))
+        self.texts += plain
+        self.keys += keys
+        self.words += keys
+        self._add_one(word for word in words if word not in taken)
+
+    def _add_one(self, words: Iterable[str]) -> None:
+        """Entries for new words, one word at a time: its tokens, each looked up with its fallbacks."""
         find, lowercase, new = self.store.find, self.lowercase, self._new
         for word in words:
             pieces = word_pieces(word)
@@ -114,12 +139,13 @@ class TokenTable:
         if key is None and not self.lowercase and token_key != token_key.lower():
             key = vocabulary_key(token_key.lower(), lambda k: find(k) is not None)
         row = find(key) if key is not None else None
-        known = row is not None or (store.subwords is not None and store.can_embed(token_key))
+        built = store.subword_vector(token_key) if row is None else None  # (d,) or None: no n-gram rows
+        known = row is not None or built is not None
         used = known or self.oov == "zero"
         vector = -1
         if used and row is None:
             vector = len(self._vectors)
-            self._vectors.append(store.vector(token_key) if known else np.zeros(store.dim, np.float32))
+            self._vectors.append(built if known else np.zeros(store.dim, np.float32))
         self.pieces.append((-1 if row is None else row, known, used, vector))
         self.texts.append(text)
         self.keys.append(token_key)
