@@ -197,13 +197,12 @@ def batch_stages(corpus: str, n: int) -> None:
     def fill():
         records = []
         for members, group in groups:
-            for b, i in enumerate(members):
-                record = {"line": 1}
-                rec.fill_record(record, group, b, i, options)
-                records.append(record)
+            group_records = {i: {"line": 1} for i in members}  # read[i] = i: records by sentence index
+            rec.fill_group(group_records, range(max(members) + 1), group, options)
+            records += group_records.values()
         return records
 
-    records = clock("records (fill_record)", fill)
+    records = clock("records (fill_group)", fill)
     clock("JSON (encode_record)", lambda: [rec.encode_record(r) for r in records])
     chunks = [list(enumerate(raw, 1))[i : i + 1024] for i in range(0, len(raw), 1024)]
     clock("process_chunk, everything", lambda: [rec.process_chunk(engine, c, options) for c in chunks])

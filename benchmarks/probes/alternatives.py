@@ -74,9 +74,11 @@ def json(engine, lines: list[str]) -> None:
 
     def per_record():
         for members, group in groups:
-            for b, i in enumerate(members):
-                record = {"line": 1}
-                records.fill_record(record, group, b, i, {"weights": True, "with_vectors": False, "word": None})
+            group_records = {i: {"line": 1} for i in members}  # read[i] = i: records by sentence index
+            records.fill_group(
+                group_records, range(max(members) + 1), group, {"weights": True, "with_vectors": False, "word": None}
+            )
+            for record in group_records.values():
                 orjson.dumps(record, option=option | orjson.OPT_APPEND_NEWLINE)
 
     def per_group():  # the group's weights in one call, cut at the sentence boundaries, spliced in

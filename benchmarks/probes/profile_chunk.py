@@ -101,13 +101,12 @@ def stages(engine, chunks: list, texts: list, options: dict) -> None:
     def fill():
         filled = []
         for members, group in groups:
-            for b, i in enumerate(members):
-                record = {"line": 1}
-                records.fill_record(record, group, b, i, options)
-                filled.append(record)
+            group_records = {i: {"line": 1} for i in members}  # read[i] = i: records by sentence index
+            records.fill_group(group_records, range(max(members) + 1), group, options)
+            filled += group_records.values()
         return filled
 
-    filled = clock("records (fill_record)", fill)
+    filled = clock("records (fill_group)", fill)
     clock("their JSON (encode_record)", lambda: [records.encode_record(record) for record in filled])
     floats = orjson.OPT_SERIALIZE_NUMPY
     clock(

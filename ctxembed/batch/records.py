@@ -10,6 +10,7 @@ import contextlib
 import gc
 import json
 import math
+import operator
 import os
 from typing import NamedTuple
 
@@ -142,7 +143,39 @@ def _collector_paused():
 
 def parse_chunk(chunk: list[tuple[int, bytes]]) -> tuple[list[dict], list[str], list[int]]:
     """parse_line of every line: (a record per line, the texts to run, per text its index into the
-    records). A line whose record is already an error has no text."""
+    records). A line whose record is already an error has no text.
+
+    The usual chunk (plain sentences, valid UTF-8, no line refused as too long) is decoded in one
+    pass with no step per line beyond the decoding; only a line that may be JSON (one starting with
+    "{") is parsed on its own. Any other chunk goes line by line."""
+    raws = list(map(_RAW, chunk))
+    if not all(type(raw) is bytes for raw in raws):  # a LongLine
+        return _parse_each(chunk)
+    try:
+        texts = [raw.decode("utf-8").rstrip("\r\n") for raw in raws]
+    except UnicodeDecodeError:  # the line by line pass says which line and byte
+        return _parse_each(chunk)
+    records = [{"line": number} for number, _ in chunk]
+    if chunk and chunk[0][0] == 1 and texts[0].startswith("\ufeff"):
+        texts[0] = texts[0][1:]  # a byte-order mark at the start of the file
+    if "{" not in "".join(texts):
+        return records, texts, list(range(len(texts)))
+    kept, read = [], []
+    for index, text in enumerate(texts):
+        if text.lstrip().startswith("{"):  # JSON, or not: parse_line decides
+            text, records[index] = parse_line(*chunk[index])
+            if text is None:
+                continue
+        kept.append(text)
+        read.append(index)
+    return records, kept, read
+
+
+_RAW = operator.itemgetter(1)  # (number, raw) -> raw
+
+
+def _parse_each(chunk: list[tuple[int, bytes]]) -> tuple[list[dict], list[str], list[int]]:
+    """:func:`parse_chunk` line by line."""
     records: list = []
     texts: list[str] = []
     read: list[int] = []
@@ -162,11 +195,10 @@ def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict
         records[read[i]]["error"] = exc.render(engine.label)
     done = [False] * len(records)
     vectors = options["with_vectors"] or options["word"] is not None  # else the weights alone are read
-    for members, group in engine.arrays(sentences, weights=options["weights"], vectors=vectors):
-        for b, i in enumerate(members):
-            index = read[i]
-            fill_record(records[index], group, b, i, options)
-            if encode is not None:
+    for _, group in engine.arrays(sentences, weights=options["weights"], vectors=vectors):
+        filled = fill_group(records, read, group, options)
+        if encode is not None:
+            for index in filled:
                 records[index] = encode(records[index])
                 done[index] = True
     if encode is not None:
@@ -192,25 +224,37 @@ def one_blas_thread() -> None:
     threadpool_limits(limits=1, user_api="blas")  # not a context: the limit holds for this process
 
 
-def fill_record(record: dict, group, b: int, i: int, options: dict) -> None:
-    """Sentence ``i``, row ``b`` of a :class:`ctxembed.engine.GroupArrays`, into its record (arrays are views)."""
-    sentences = group.sentences
-    record["text"] = sentences.texts[i]
-    record["tokens"], record["in_vocab"], record["attended_positions"] = sentences.columns(i)
-    record["sources"] = sentences.sources(i)  # per token: vocabulary, estimated, subword or none
-    if options["weights"]:
-        record["weights"] = group.weights[b]  # (L, h, T, T), one contiguous block (orjson needs that)
-    if options["with_vectors"]:
-        record["static"] = group.static[b]  # (T, d)
-        record["contextual"] = group.contextual[b]  # (T, d_out)
-    word = options["word"]
-    if word is not None:
-        row = sentences.index_of(i, word)
-        record["word"] = (
-            None
-            if row is None
-            else {"word": word, "position": record["attended_positions"][row], "contextual": group.contextual[b, row]}
-        )
+def fill_group(records: list[dict], read: list[int], group, options: dict) -> list[int]:
+    """The records of a :class:`ctxembed.engine.GroupArrays`' sentences, filled from its columns and
+    arrays (arrays as views); returns their indices into ``records``. Sentence ``i`` of the group's
+    :class:`ctxembed.engine.Sentences` is the record ``records[read[i]]``."""
+    sentences, members = group.sentences, group.members
+    texts, tokens, in_vocab, attended, sources = (
+        sentences.texts, sentences.tokens, sentences.in_vocab, sentences.attended, sentences.sources_of
+    )  # fmt: skip
+    indices = [read[i] for i in members]
+    weights = list(group.weights) if options["weights"] else None  # B views (L, h, T, T), each one block
+    for b, (i, index) in enumerate(zip(members, indices, strict=True)):
+        record = records[index]
+        record["text"] = texts[i]
+        record["tokens"] = tokens[i]
+        record["in_vocab"] = in_vocab[i]  # per token: has a vector
+        record["attended_positions"] = attended[i]
+        record["sources"] = sources[i]  # per token: vocabulary, estimated, subword or none
+        if weights is not None:
+            record["weights"] = weights[b]  # (L, h, T, T), contiguous (orjson needs that)
+        if options["with_vectors"]:
+            record["static"] = group.static[b]  # (T, d)
+            record["contextual"] = group.contextual[b]  # (T, d_out)
+        word = options["word"]
+        if word is not None:
+            row = sentences.index_of(i, word)
+            record["word"] = (
+                None
+                if row is None
+                else {"word": word, "position": attended[i][row], "contextual": group.contextual[b, row]}
+            )
+    return indices
 
 
 def _encode_or_error(record: dict) -> bytes:

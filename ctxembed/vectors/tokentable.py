@@ -106,7 +106,7 @@ class TokenTable:
             plain, keys, rows = [plain[i] for i in known], [keys[i] for i in known], [rows[i] for i in known]
         taken = set(plain)
         entry, piece = len(self.entries), len(self.texts)
-        self.entries.update(zip(plain, range(entry, entry + len(plain))))
+        self.entries.update(zip(plain, range(entry, entry + len(plain)), strict=True))
         self._new += zip(itertools.repeat(1), range(piece, piece + len(plain)))  # (width, first)
         self.pieces += zip(rows, itertools.repeat(True), itertools.repeat(True), itertools.repeat(-1))
         self.texts += plain
