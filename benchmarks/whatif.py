@@ -77,7 +77,7 @@ def run_variant(path: str, variant: str) -> float:
             texts = records.parse_chunk(chunk)[1]
             prepared[len(texts), texts[0], texts[-1]] = prepared[key] = engine.prepare_many(texts)
         if variant in OUTPUT:
-            output[key] = records.process_chunk(engine, chunk, options)
+            output[key] = records.encoded_records(engine, chunk, options)
 
     def prepare_many(self, texts):
         return prepared[len(texts), texts[0], texts[-1]]
@@ -97,12 +97,12 @@ def run_variant(path: str, variant: str) -> float:
 
     if variant in ("free-tokenize", "free-tokenize-records"):
         Engine.prepare_many = prepare_many
-    batch.process_chunk = {
+    batch.encoded_records = {
         "free-records": attention_then_bytes,
         "free-tokenize-records": attention_then_bytes,
         "floats-only": attention_floats_then_bytes,
         "driver-only": lambda engine, chunk, options: output[chunk[0][0]],
-    }.get(variant, records.process_chunk)
+    }.get(variant, records.encoded_records)
     saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
     try:

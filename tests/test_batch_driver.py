@@ -49,9 +49,16 @@ def engine():
 def run_lines(engine, data: bytes, *, chunk: int = 4, workers: int = 1, word: str | None = None) -> list[dict]:
     options = {"with_vectors": False, "weights": True, "word": word}
     source = LineSource(io.BytesIO(data), line_limit(engine.max_tokens))
-    out = b"".join(_results(engine, source, options, chunk, workers))
-    assert out == b"" or out.endswith(b"\n")
-    return [json.loads(line) for line in out.splitlines()]
+    records = []
+    for block in _results(engine, source, options, chunk, workers):
+        assert block.data == b"" or block.data.endswith(b"\n")
+        got = [json.loads(line) for line in block.data.splitlines()]
+        # the counts of batch's summary, taken where the records were made, agree with the records
+        assert block.lines == len(got)
+        assert block.errors == sum("error" in record for record in got)
+        assert block.lacking == sum(record.get("word", 0) is None for record in got)
+        records += got
+    return records
 
 
 def test_every_bad_kind_becomes_its_own_record_and_the_batch_carries_on(engine):
@@ -136,6 +143,13 @@ def test_a_dying_worker_has_its_chunk_redone(engine, monkeypatch, tmp_path):
     reported = [r["line"] for r in records if "died" in r.get("error", "")]
     assert reported == [13, 14, 15, 16]  # its chunk, line by line
     assert "SIGKILL" in records[12]["error"]
+
+
+def test_the_summary_counts_cross_the_workers_pipes(engine):
+    data = b"\n".join([b"the river bank", b"{bad", b"the river"] * 10)
+    for workers in (1, 2):
+        records = run_lines(engine, data, chunk=4, workers=workers, word="bank")  # checks each block's counts
+        assert sum("error" in r for r in records) == 10 and sum(r.get("word", 0) is None for r in records) == 10
 
 
 def test_workers_give_the_same_records_as_one_process(engine):

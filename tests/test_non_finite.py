@@ -51,7 +51,8 @@ def test_batch_turns_it_into_error_records(store, monkeypatch):
     )
     data = b"the river bank\nthe bank of the river\nthe money bank\n"
     out = b"".join(
-        _results(
+        block.data
+        for block in _results(
             engine, LineSource(io.BytesIO(data), 1 << 16), {"with_vectors": False, "weights": True, "word": None}, 8, 1
         )
     )

@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ctxembed.batch.pool import WorkerPool
-from ctxembed.batch.records import LongLine, error_record, process_chunk
+from ctxembed.batch.records import Encoded, LongLine, encoded, encoded_records, error_record
 from ctxembed.engine import Engine
 from ctxembed.errors import CtxembedError, DataError
 from ctxembed.output import say
@@ -294,12 +294,11 @@ def run_batch(
     errors = lacking = 0
     try:
         for block in _results(engine, lines, options, chunk, workers):
-            out.write(block)
-            errors += count_errors(block)
-            if word is not None:
-                lacking += block.count(b',"word":null}\n')  # "word" is a result record's last field
+            out.write(block.data)
+            errors += block.errors  # counted where the records were made: the output is never scanned
+            lacking += block.lacking
             if progress:
-                written += block.count(b"\n")
+                written += block.lines
                 progress.advance(written, stream)
     finally:
         if progress:
@@ -308,12 +307,6 @@ def run_batch(
             stream.close()
     _summary(lines.number, errors, lacking, word)
     return lines.number
-
-
-def count_errors(block: bytes) -> int:
-    """Error records among a block's records: an error record ends with its "error" string (``"}``),
-    a result record with an array, an object or null, whatever its text holds."""
-    return block.count(b'"}\n')
 
 
 def _summary(lines: int, errors: int, lacking: int, word: str | None) -> None:
@@ -326,9 +319,13 @@ def _summary(lines: int, errors: int, lacking: int, word: str | None) -> None:
         say(f'batch: {errors:,} of {lines:,} lines could not be used: their records have an "error"')
 
 
-def _results(engine: Engine, lines: LineSource, options: dict, size: int, workers: int) -> Iterator[bytes]:
+def _results(engine: Engine, lines: LineSource, options: dict, size: int, workers: int) -> Iterator[Encoded]:
     """Encoded records of every chunk, in order: in this process until the input proves big
     (a full chunk with more to come), then over worker processes if fork is available."""
+
+    def work(chunk: list) -> Encoded:
+        return encoded(safe_records(engine, chunk, options))
+
     indexed = False
     while (block := lines.next_chunk(size)) is not None:
         full = len(block) >= size or lines.pending_bytes > 0 or bool(lines.lines)
@@ -337,9 +334,9 @@ def _results(engine: Engine, lines: LineSource, options: dict, size: int, worker
             indexed = True
         count = workers or (usable_cores() if full and not lines.eof else 1)
         if count > 1 and hasattr(os, "fork"):
-            yield from WorkerPool(lambda chunk: safe_process(engine, chunk, options), count).run(block, lines, size)
+            yield from WorkerPool(work, count).run(block, lines, size)
             return
-        yield safe_process(engine, block, options)
+        yield work(block)
 
 
 _CPU_LIMITS = (  # (file, how to read it): a container's CPU quota, cgroup v2 then v1
@@ -379,17 +376,23 @@ def _read(path: str) -> str | None:
 
 
 def safe_process(engine: Engine, block: list, options: dict) -> bytes:
-    """process_chunk, but an unexpected exception (or running out of memory) redoes the chunk line
+    """The output lines of ``block``, joined: what batch writes for it."""
+    return b"".join(safe_records(engine, block, options))
+
+
+def safe_records(engine: Engine, block: list, options: dict) -> list[bytes]:
+    """encoded_records, but an unexpected exception (or running out of memory) redoes the chunk line
     by line, and a line that still fails becomes an error record: one bad line never costs the others."""
     try:
-        return process_chunk(engine, block, options)
+        return encoded_records(engine, block, options)
     except (Exception, MemoryError):  # noqa: BLE001 - a bug or a memory shortage must not lose the chunk
         if len(block) == 1:
             number, _ = block[0]
             exc = sys.exc_info()[1]
             if isinstance(exc, CtxembedError):  # e.g. NaN at some stage: a known failure, said plainly
-                return error_record(number, exc.message)
+                return [error_record(number, exc.message)]
             if isinstance(exc, MemoryError):
-                return error_record(number, "out of memory for this line (try fewer --layers/--heads or --max-tokens)")
-            return error_record(number, f"internal error: {type(exc).__name__}: {exc}")
-        return b"".join(safe_process(engine, [item], options) for item in block)
+                message = "out of memory for this line (try fewer --layers/--heads or --max-tokens)"
+                return [error_record(number, message)]
+            return [error_record(number, f"internal error: {type(exc).__name__}: {exc}")]
+        return [line for item in block for line in safe_records(engine, [item], options)]

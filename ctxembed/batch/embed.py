@@ -38,7 +38,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ctxembed.batch.driver import line_limit, safe_process
+from ctxembed.batch.driver import line_limit, safe_process, safe_records
 from ctxembed.batch.records import LongLine, chunk_records
 from ctxembed.engine import Engine, open_engine
 from ctxembed.errors import UsageError
@@ -66,7 +66,7 @@ def embed_lines(
     engine, options, blocks = _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word)
     for block in blocks:
         if encoded:
-            yield from safe_process(engine, block, options).splitlines(keepends=True)
+            yield from safe_records(engine, block, options)
         else:
             yield from chunk_records(engine, block, options)
 

@@ -2,9 +2,11 @@
 forever on dead workers), each fed one chunk at a time over a pair of pipes.
 
 A frame on a pipe is the payload's length (8 bytes, little-endian), then the payload: a pickled chunk
-to a worker, its encoded records back. Workers ignore SIGINT (the parent decides), die silently on
-SIGTERM and exit when their task pipe closes. A worker that dies has its chunk redone once by a fresh
-worker; a second death reports the chunk's lines as error records.
+to a worker. Back come the records' length and three counts (records, errors, records lacking the
+word; 8 bytes each), then the encoded records: the parent adds the counts up and never scans the
+records. Workers ignore SIGINT (the parent decides), die silently on SIGTERM and exit when their task
+pipe closes. A worker that dies has its chunk redone once by a fresh worker; a second death reports
+the chunk's lines as error records.
 """
 
 from __future__ import annotations
@@ -14,19 +16,22 @@ import os
 import pickle
 import select
 import signal
+import struct
 import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
 
-from ctxembed.batch.records import error_record
+from ctxembed.batch.records import Encoded, encoded, error_record
+
+_RESULT_HEAD = struct.Struct("<4Q")  # a result frame's head: the records' length, then Encoded's three counts
 
 
 class _Worker:
     def __init__(self, pid: int, tasks: int, results: int):
         self.pid, self.tasks, self.results = pid, tasks, results
         self.job: tuple[int, list, int] | None = None  # (sequence number, chunk, attempt)
-        self.head = b""  # the result's 8-byte length, as it arrives
+        self.head = b""  # the result's head (length and counts), as it arrives
         self.body: bytearray | None = None  # the result, allocated once its length is known
         self.got = 0  # bytes of body received
 
@@ -35,13 +40,13 @@ class WorkerPool:
     """``count`` forked workers, each applying ``work`` to one chunk at a time (a list of (line number,
     line) pairs in, encoded records out) over pipes; the parent never blocks on a dead one."""
 
-    def __init__(self, work: Callable[[list], bytes], count: int):
+    def __init__(self, work: Callable[[list], Encoded], count: int):
         self.work, self.count = work, count
         self.workers: list[_Worker] = []
-        self.done: dict[int, bytes] = {}
+        self.done: dict[int, Encoded] = {}
         self.queue: list[tuple[int, list, int]] = []  # chunks to (re)send: (seq, chunk, attempt)
 
-    def run(self, first: list, lines, size: int) -> Iterator[bytes]:
+    def run(self, first: list, lines, size: int) -> Iterator[Encoded]:
         """The results of ``first`` and of every later chunk of ``size`` lines ``lines`` (a
         :class:`ctxembed.batch.driver.LineSource`) gives, in input order."""
         # Frozen objects are skipped by the workers' garbage collector, so the workers neither spend
@@ -57,7 +62,7 @@ class WorkerPool:
         finally:
             self._stop()
 
-    def _loop(self, first: list, lines, size: int) -> Iterator[bytes]:
+    def _loop(self, first: list, lines, size: int) -> Iterator[Encoded]:
         self.queue.append((0, first, 1))
         sent, next_out = 1, 0  # sequence numbers handed out, and the next one to write
         while True:
@@ -125,16 +130,16 @@ class WorkerPool:
             pass
 
     def _receive(self, worker: _Worker) -> None:
-        """Read what a worker has sent: its result's length, then the result straight into one buffer."""
+        """Read what a worker has sent: its result's head, then the records straight into one buffer."""
         if worker.body is None:
-            data = os.read(worker.results, 8 - len(worker.head))
+            data = os.read(worker.results, _RESULT_HEAD.size - len(worker.head))
             if not data:
                 self._lost(worker)
                 return
             worker.head += data
-            if len(worker.head) < 8:
+            if len(worker.head) < _RESULT_HEAD.size:
                 return
-            worker.body = bytearray(int.from_bytes(worker.head, "little"))
+            worker.body = bytearray(_RESULT_HEAD.unpack(worker.head)[0])
         if worker.got < len(worker.body):
             received = os.readv(worker.results, [memoryview(worker.body)[worker.got :]])
             if not received:
@@ -142,7 +147,7 @@ class WorkerPool:
                 return
             worker.got += received
         if worker.got == len(worker.body):
-            self.done[worker.job[0]] = worker.body
+            self.done[worker.job[0]] = Encoded(worker.body, *_RESULT_HEAD.unpack(worker.head)[1:])
             worker.head, worker.body, worker.got = b"", None, 0
             worker.job = None
 
@@ -157,7 +162,7 @@ class WorkerPool:
             self.queue.insert(0, (seq, block, attempt + 1))
         else:
             reason = f"the worker process died ({_describe_status(status)}) while processing this line's chunk"
-            self.done[seq] = b"".join(error_record(number, reason) for number, _ in block)
+            self.done[seq] = encoded([error_record(number, reason) for number, _ in block])
         self._spawn()
 
     def _stop(self) -> None:
@@ -176,7 +181,7 @@ class WorkerPool:
         self.workers.clear()
 
 
-def _serve(work: Callable[[list], bytes], tasks: int, results: int) -> None:
+def _serve(work: Callable[[list], Encoded], tasks: int, results: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # die silently
     warnings.simplefilter("ignore")
@@ -185,12 +190,14 @@ def _serve(work: Callable[[list], bytes], tasks: int, results: int) -> None:
         if payload is None:
             return  # the parent closed the pipe (done, or gone)
         block = pickle.loads(payload)
-        write_frame(results, work(block))
+        output = work(block)
+        write_frame(results, output.data, output.lines, output.errors, output.lacking)
 
 
-def write_frame(fd: int, payload: bytes) -> None:
-    """The payload's length (8 bytes), then the payload, without copying it into one buffer first."""
-    parts = [memoryview(len(payload).to_bytes(8, "little")), memoryview(payload)]
+def write_frame(fd: int, payload: bytes, *counts: int) -> None:
+    """The payload's length and ``counts`` (8 bytes each), then the payload, without copying it into
+    one buffer first."""
+    parts = [memoryview(struct.pack(f"<{1 + len(counts)}Q", len(payload), *counts)), memoryview(payload)]
     while parts:
         done = os.writev(fd, parts)
         while parts and done >= len(parts[0]):

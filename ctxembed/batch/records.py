@@ -111,7 +111,31 @@ def error_record(number: int, message: str) -> bytes:
 
 def process_chunk(engine: Engine, chunk: list[tuple[int, bytes]], options: dict) -> bytes:
     """Input lines -> their output lines (bytes, newline-terminated), in the same order."""
-    return b"".join(chunk_records(engine, chunk, options, encode=_encode_or_error))
+    return b"".join(encoded_records(engine, chunk, options))
+
+
+def encoded_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict) -> list[bytes]:
+    """Input lines -> their output lines, one ``bytes`` each (newline-terminated), in the same order."""
+    return chunk_records(engine, chunk, options, encode=_encode_or_error)
+
+
+class Encoded(NamedTuple):
+    """A chunk's output lines joined, with what a run's summary counts among them (no scan of ``data``)."""
+
+    data: bytes  # the records, newline-terminated, in input order (a bytearray when read from a worker)
+    lines: int  # records: one per input line
+    errors: int  # error records
+    lacking: int  # result records whose "word" is null
+
+
+_ERROR_END = operator.methodcaller("endswith", b'"}\n')  # an error record ends with its "error" string,
+# a result record with an array, an object or null, whatever its text holds
+_LACKING_END = operator.methodcaller("endswith", b',"word":null}\n')  # "word" is a result record's last field
+
+
+def encoded(lines: list[bytes]) -> Encoded:
+    """Output lines (one record each) -> :class:`Encoded`, each count read from a record's last bytes."""
+    return Encoded(b"".join(lines), len(lines), sum(map(_ERROR_END, lines)), sum(map(_LACKING_END, lines)))
 
 
 def chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict, *, encode=None) -> list:
