@@ -9,7 +9,7 @@ import pytest
 
 from ctxembed.errors import DataError
 from ctxembed.vectors.store import ROW_SOURCE_SECTION, Subwords, VectorStore, quantize_int8, write_store
-from ctxembed.vectors.subwords import ngram_buckets
+from ctxembed.vectors.subwords import ngram_buckets, ngram_buckets_many
 
 WORDS = ["the", "bank", "river", "money"]
 BUCKET, MIN_N, MAX_N = 64, 3, 4
@@ -82,3 +82,53 @@ def test_row_source_names_each_row_and_head_keeps_the_first_codes(tmp_path):
 def test_a_store_without_row_sources_has_only_vocabulary_rows(tmp_path):
     store = VectorStore.open(write_store(tmp_path / "s.ctxv", WORDS, _matrix(len(WORDS))))
     assert store.row_sources is None and store.row_source(3) == "vocabulary"
+
+
+def _tricky_words(count=1500, seed=3):
+    """Words of mixed scripts and lengths: ASCII, accents, CJK, emoji (4 UTF-8 bytes), combining
+    marks, the markers "<" ">" themselves, the empty word and a long one."""
+    rng = np.random.default_rng(seed)
+    alphabet = list("abcxyzAZ09'-_.<>") + [
+        "é",
+        "ß",
+        "İ",
+        "\u212a",
+        "日",
+        "本",
+        "\U0001f600",
+        "\u0301",
+        "\u02bc",
+        "\u2019",
+    ]
+    words = ["".join(rng.choice(alphabet, size=rng.integers(0, 14))) for _ in range(count)]
+    return [*words, "", "a", "<", ">", "banks", "don't", "x" * 300, "naïve" * 40]
+
+
+@pytest.mark.parametrize(
+    ("min_n", "max_n", "bucket"), [(3, 6, 2_000_000), (1, 1, 97), (1, 3, 64), (2, 4, 1000), (5, 5, 7)]
+)
+def test_ngram_buckets_many_equals_the_pure_python_reference(min_n, max_n, bucket):
+    words = _tricky_words()
+    rows, counts = ngram_buckets_many(words, min_n, max_n, bucket)
+    reference = [ngram_buckets(word, min_n, max_n, bucket) for word in words]
+    assert counts.tolist() == list(map(len, reference))
+    assert rows.tolist() == [row for word_rows in reference for row in word_rows]  # fastText's order too
+
+
+@pytest.mark.parametrize("quantized", [True, False])
+def test_subword_vectors_equal_the_mean_of_the_ngram_rows_bit_for_bit(tmp_path, quantized):
+    table = np.random.default_rng(4).normal(size=(BUCKET * 50, 9)).astype(np.float32)
+    table[np.abs(table) < 0.3] = -0.0  # a column of -0.0 rows: mean's sum starts at +0.0
+    codes, scales = quantize_int8(table)
+    subwords = Subwords(codes, 2, 5, scales) if quantized else Subwords(table, 2, 5)
+    store = VectorStore.open(write_store(tmp_path / "s.ctxv", WORDS, _matrix(len(WORDS), d=9), subwords=subwords))
+    words = _tricky_words()
+    vectors, built = store.subword_vectors(words)
+    for word, vector, has in zip(words, vectors, built, strict=True):
+        rows = ngram_buckets(word, 2, 5, BUCKET * 50)
+        assert has == bool(rows) == store.can_embed(word)
+        if not rows:
+            assert store.subword_vector(word) is None and not vector.any()
+            continue
+        expected = store.subwords.rows(rows).mean(axis=0).astype(np.float32)  # (D,) one word's mean, as before
+        assert expected.tobytes() == vector.tobytes() == store.subword_vector(word).tobytes(), word

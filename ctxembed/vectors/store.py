@@ -48,7 +48,7 @@ import numpy as np
 
 from ctxembed.errors import DataError
 from ctxembed.output import atomic_file
-from ctxembed.vectors.subwords import ngram_buckets
+from ctxembed.vectors.subwords import ngram_buckets_many
 
 MAGIC = b"CTXEMB\x00\x01"
 STORE_VERSION = 2
@@ -253,7 +253,7 @@ class VectorStore:
         """True when :meth:`vector` has an answer: in vocabulary, or built from subwords."""
         if self.find(word) is not None:
             return True
-        return self.subwords is not None and bool(self._ngram_rows(word))
+        return self.subwords is not None and len(self._ngram_rows(word)) > 0
 
     @property
     def dtype(self) -> str:
@@ -283,14 +283,36 @@ class VectorStore:
     def subword_vector(self, word: str) -> np.ndarray | None:
         """The float32 (D,) vector built from ``word``'s n-grams (whether or not it is in the
         vocabulary), or None: no n-gram table, or no n-gram of the word in it."""
-        ngram_rows = self._ngram_rows(word)
-        if not ngram_rows:
-            return None
-        ids = np.asarray(ngram_rows)
-        self._checks.rows("ngrams", ids, self.subwords.ngrams.shape[1] * self.subwords.ngrams.itemsize, self)
-        if self.subwords.scales is not None:
+        vectors, built = self.subword_vectors([word])
+        return vectors[0] if built[0] else None
+
+    def subword_vectors(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`subword_vector` of many words at once: (vectors (k, D) float32, zeros for a word
+        with none; built (k,) bool, True where a word has one).
+
+        Each vector is the mean of its word's dequantised n-gram rows, summed in order and divided
+        by their count exactly as ``rows.mean(axis=0)`` does (float32 sums, the count an integer)."""
+        vectors, built = np.zeros((len(words), self.dim), np.float32), np.zeros(len(words), bool)
+        sub = self.subwords
+        if sub is None or not len(words):
+            return vectors, built
+        ids, counts = ngram_buckets_many(words, sub.min_n, sub.max_n, sub.ngrams.shape[0])  # (G,), (k,)
+        built = counts > 0
+        if not len(ids):
+            return vectors, built
+        self._checks.rows("ngrams", ids, sub.ngrams.shape[1] * sub.ngrams.itemsize, self)
+        if sub.scales is not None:
             self._checks.rows("ngram_scales", ids, 4, self)
-        return self.subwords.rows(ids).mean(axis=0).astype(np.float32)  # (n, D) -> (D,)
+        rows = sub.rows(ids)  # (G, D) float32
+        # the built words, most n-grams first, so the words with a k-th n-gram are a prefix
+        which = np.flatnonzero(built)[np.argsort(-counts[built], kind="stable")]  # (b,)
+        firsts, sizes = (np.cumsum(counts) - counts)[which], counts[which]  # (b,) first row in ids, rows
+        sums = np.zeros((len(which), self.dim), np.float32)  # (b, D) mean's sum starts at 0.0 (-0.0 + 0.0 = 0.0)
+        for k in range(int(sizes[0])):  # add the k-th rows in order, as mean's sum over rows does
+            having = int(np.count_nonzero(sizes > k))
+            sums[:having] += rows[firsts[:having] + k]  # (h, D)
+        vectors[which] = np.true_divide(sums, sizes[:, None], out=sums, casting="unsafe")  # as np.mean divides
+        return vectors, built
 
     def row_source(self, row: int) -> str:
         """Where the vector of ``row`` came from: "vocabulary" (the source's own) or "estimated"
@@ -298,9 +320,11 @@ class VectorStore:
         codes = self.row_sources
         return ROW_SOURCES[0 if codes is None else int(codes[row])]
 
-    def _ngram_rows(self, word: str) -> list[int]:
+    def _ngram_rows(self, word: str) -> np.ndarray:
         sub = self.subwords
-        return ngram_buckets(word, sub.min_n, sub.max_n, sub.ngrams.shape[0]) if sub else []
+        return (
+            ngram_buckets_many([word], sub.min_n, sub.max_n, sub.ngrams.shape[0])[0] if sub else np.zeros(0, np.int64)
+        )
 
     def matrix(self) -> np.ndarray:
         """The whole vocabulary as float32 (N, D). Reads every page: for big stores use blocks."""

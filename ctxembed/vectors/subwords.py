@@ -1,11 +1,19 @@
-"""fastText character n-gram hashing, in pure Python, so cached fastText stores need no gensim.
+"""fastText character n-gram hashing, without gensim, so cached fastText stores need no gensim.
 
 Mirrors fastText (and gensim's ``ft_ngram_hashes``): the word is wrapped as ``<word>``, its
 n-grams of ``min_n``..``max_n`` characters are taken over UTF-8 bytes (never splitting a
 character), and each is hashed with 32-bit FNV-1a, bytes sign-extended as in fastText's C++.
+
+:func:`ft_hash`, :func:`char_ngrams` and :func:`ngram_buckets` spell this out in plain Python, one
+word at a time: the reference. The stores use :func:`ngram_buckets_many`, the same in NumPy for
+many words at once (tests/test_store_subwords.py holds it equal to the reference).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
 
 _FNV_OFFSET = 2166136261
 _FNV_PRIME = 16777619
@@ -45,3 +53,39 @@ def ngram_buckets(word: str, min_n: int, max_n: int, bucket: int) -> list[int]:
     if bucket <= 0 or max_n <= 0:
         return []
     return [ft_hash(gram) % bucket for gram in char_ngrams(word, min_n, max_n)]
+
+
+def ngram_buckets_many(words: Sequence[str], min_n: int, max_n: int, bucket: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`ngram_buckets` of many words at once, in NumPy: (rows (G,) int64, every word's rows
+    word after word, each word's in fastText's order; counts (k,) int64 rows per word).
+
+    Each character of ``<word>`` starts an n-gram of 1, 2, ... ``max_n`` characters; their FNV-1a
+    hashes grow a character at a time, one array operation per byte for every start at once
+    (uint32 wrap-around is fastText's 32-bit arithmetic)."""
+    if bucket <= 0 or max_n <= 0 or not len(words):
+        return np.zeros(0, np.int64), np.zeros(len(words), np.int64)
+    wrapped = [f"<{word}>".encode() for word in words]
+    data = np.frombuffer(b"".join(wrapped), np.uint8)  # (B,) every wrapped word's UTF-8, one after the other
+    signed = data.view(np.int8).astype(np.uint32)  # (B,) each byte sign-extended to 32 bits, as ft_hash
+    begins = np.flatnonzero(data & 0xC0 != 0x80)  # (C,) byte where each character begins
+    ends = np.append(begins[1:], len(data))  # (C,) and where it ends (a word ends where the next begins)
+    sizes = np.fromiter(map(len, words), np.int64, len(words)) + 2  # (k,) characters of each, "<" and ">" too
+    word_of = np.repeat(np.arange(len(words)), sizes)  # (C,) the word each character belongs to
+    first = np.cumsum(sizes) - sizes  # (k,) each word's first character
+    left = sizes[word_of] - (np.arange(len(begins)) - first[word_of])  # (C,) characters from it to its word's end
+    last = len(begins) - 1
+    hashes = np.full(len(begins), _FNV_OFFSET, np.uint32)  # (C,) hash of the n-gram starting at each character
+    grams = np.zeros((len(begins), max_n), np.uint32)  # (C, max_n) hash of its n-gram of 1..max_n characters
+    for n in range(1, max_n + 1):
+        char = np.minimum(np.arange(len(begins)) + (n - 1), last)  # (C,) the character the n-grams grow by
+        start, length = begins[char], ends[char] - begins[char]  # (C,) its bytes
+        for k in range(int(length.max())):  # one step per byte (UTF-8: at most 4)
+            grown = (hashes ^ signed[np.minimum(start + k, len(data) - 1)]) * np.uint32(_FNV_PRIME)  # (C,)
+            hashes = np.where(k < length, grown, hashes)
+        grams[:, n - 1] = hashes
+    n_chars = np.arange(1, max_n + 1)  # (max_n,)
+    valid = (n_chars <= left[:, None]) & (n_chars >= min_n)  # (C, max_n) the n-gram exists and is long enough
+    if min_n <= 1:  # fastText skips the lone "<" and ">" markers
+        valid[:, 0] &= (left > 1) & (np.arange(len(begins)) != first[word_of])
+    counts = np.add.reduceat(valid.sum(axis=1), first)  # (k,) every word has characters: "<" and ">"
+    return grams[valid].astype(np.int64) % bucket, counts  # row-major: start after start, n growing

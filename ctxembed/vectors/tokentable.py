@@ -18,7 +18,7 @@ sentence; the rest is NumPy over the chunk's arrays.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -48,9 +48,13 @@ class TokenTable:
         self.known = np.zeros(0, bool)  # (pieces,) has a vector: a store row or subwords
         self.used = np.zeros(0, bool)  # (pieces,) enters attention: known, or --oov zero
         self.vector = np.zeros(0, np.int64)  # (pieces,) row of ``vectors`` for a used piece with no store row
-        self._new: list[tuple] = []  # (width, first) of each entry added since the last flush
-        self.pieces: list[tuple] = []  # (row, known, used, vector) of each piece added since then
-        self._vectors: list[np.ndarray] = []  # (d,) float32 each
+        # added since the last flush, as columns: each new entry's width (its pieces follow the
+        # previous entry's), each new piece's store row; the pieces with no row (all others are
+        # known and used, with no vector of their own) in blocks of (piece ids, known, used, vector)
+        self._widths: list[int] = []
+        self._rows: list[int] = []  # -1 for none
+        self._unknown: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (u,) each
+        self._blocks: list[np.ndarray] = []  # (k, d) float32 vectors not yet in _matrix
         self._matrix = np.zeros((0, store.dim), np.float32)
 
     @property
@@ -60,8 +64,9 @@ class TokenTable:
     @property
     def vectors(self) -> np.ndarray:
         """(k, d) float32 every vector that is no store row, in the order ``vector`` points into."""
-        if len(self._matrix) != len(self._vectors):
-            self._matrix = np.stack(self._vectors)  # (k, d)
+        if self._blocks:
+            self._matrix = np.concatenate([self._matrix, *self._blocks])  # (k, d)
+            self._blocks = []
         return self._matrix
 
     def chunk(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -94,7 +99,9 @@ class TokenTable:
 
         Most new words are one vocabulary word as they stand (letters and digits: one token, see
         :func:`word_pieces`): those are added in bulk, a dict lookup each and no Python step of
-        their own; the rest (punctuation, clitics, unknown words) one by one in :meth:`_add_one`."""
+        their own; the rest are cut by :func:`word_pieces` one by one, their tokens looked up in
+        bulk, and the tokens that are no vocabulary word as they are resolved together
+        (:meth:`_add_unknown`: fallbacks, then every subword vector in one call)."""
         find = self.store.find
         # letters and digits only is one token (str.isalnum is the regex's [^\W_]+); "\u02bc" is
         # alphanumeric yet an apostrophe to the tokenizer, so such words take the long way
@@ -104,67 +111,81 @@ class TokenTable:
         known = [i for i, row in enumerate(rows) if row is not None]
         if len(known) < len(plain):
             plain, keys, rows = [plain[i] for i in known], [keys[i] for i in known], [rows[i] for i in known]
+        self._append(plain, [1] * len(plain), plain, keys, rows)
         taken = set(plain)
+        rest = [word for word in words if word not in taken]
+        cut = list(map(word_pieces, rest))  # per word: (text, text with straight apostrophes) per token
+        texts = [text for pieces in cut for text, _ in pieces]
+        keys = [straight for pieces in cut for _, straight in pieces]
+        if self.lowercase:
+            keys = list(map(str.lower, keys))
+        self._append(rest, list(map(len, cut)), texts, keys, list(map(find, keys)))
+
+    def _append(self, words: list[str], widths: list[int], texts: list[str], keys: list[str], rows: list) -> None:
+        """Entries for ``words``, ``widths`` pieces each, whose pieces are ``texts``/``keys`` in order,
+        with their store rows as looked up (None: no vocabulary word as it is)."""
         entry, piece = len(self.entries), len(self.texts)
-        self.entries.update(zip(plain, range(entry, entry + len(plain)), strict=True))
-        self._new += zip(itertools.repeat(1), range(piece, piece + len(plain)))  # (width, first)
-        self.pieces += zip(rows, itertools.repeat(True), itertools.repeat(True), itertools.repeat(-1))
-        self.texts += plain
+        self.entries.update(zip(words, range(entry, entry + len(words)), strict=True))
+        self._widths += widths
+        self.texts += texts
         self.keys += keys
         self.words += keys
-        self._add_one(word for word in words if word not in taken)
+        unknown = [i for i, row in enumerate(rows) if row is None]
+        if unknown:
+            rows = list(rows)
+            for i, row in zip(unknown, self._add_unknown([piece + i for i in unknown]), strict=True):
+                rows[i] = row
+        self._rows += rows
 
-    def _add_one(self, words: Iterable[str]) -> None:
-        """Entries for new words, one word at a time: its tokens, each looked up with its fallbacks."""
-        find, lowercase, new = self.store.find, self.lowercase, self._new
-        for word in words:
-            pieces = word_pieces(word)
-            self.entries[word] = len(self.entries)
-            new.append((len(pieces), len(self.texts)))
-            for text, straight in pieces:
-                token_key = straight.lower() if lowercase else straight
-                row = find(token_key)
-                if row is None:
-                    self._add_unknown(text, token_key)
-                    continue
-                self.pieces.append((row, True, True, -1))
-                self.texts.append(text)
-                self.keys.append(token_key)
-                self.words.append(token_key)
-
-    def _add_unknown(self, text: str, token_key: str) -> None:
-        """A token that is no vocabulary word as it is: clitic and case fallbacks, subwords, --oov."""
-        store, find = self.store, self.store.find
-        key = vocabulary_key(token_key, lambda k: find(k) is not None)
-        if key is None and not self.lowercase and token_key != token_key.lower():
-            key = vocabulary_key(token_key.lower(), lambda k: find(k) is not None)
-        row = find(key) if key is not None else None
-        built = store.subword_vector(token_key) if row is None else None  # (d,) or None: no n-gram rows
-        known = row is not None or built is not None
-        used = known or self.oov == "zero"
-        vector = -1
-        if used and row is None:
-            vector = len(self._vectors)
-            self._vectors.append(built if known else np.zeros(store.dim, np.float32))
-        self.pieces.append((-1 if row is None else row, known, used, vector))
-        self.texts.append(text)
-        self.keys.append(token_key)
-        self.words.append(key if row is not None else (token_key if known else None))
+    def _add_unknown(self, pieces: list[int]) -> list[int]:
+        """Pieces whose key is no vocabulary word as it is: clitic and case fallbacks one by one,
+        then the subword vectors of those still without a row in one call, and --oov. Returns
+        their store rows (-1 for none)."""
+        store, find, keys = self.store, self.store.find, self.keys
+        rows: list[int] = []
+        unfound: list[int] = []  # pieces with no row after the fallbacks
+        for piece in pieces:
+            token_key = keys[piece]
+            key = vocabulary_key(token_key, lambda k: find(k) is not None)
+            if key is None and not self.lowercase and token_key != token_key.lower():
+                key = vocabulary_key(token_key.lower(), lambda k: find(k) is not None)
+            row = find(key) if key is not None else None
+            if row is None:
+                unfound.append(piece)
+            else:
+                self.words[piece] = key  # a fallback: known and used, like a vocabulary word
+            rows.append(-1 if row is None else row)
+        if not unfound:
+            return rows
+        built, known = store.subword_vectors([keys[piece] for piece in unfound])  # (u, d), (u,)
+        used = known | (self.oov == "zero")  # (u,) enters attention: subwords, or --oov zero's zeros
+        first = len(self._matrix) + sum(map(len, self._blocks))  # the next row of ``vectors``
+        vector = np.full(len(unfound), -1, np.int64)  # (u,)
+        vector[used] = np.arange(first, first + np.count_nonzero(used))
+        self._blocks.append(built[used])  # (k, d) zeros where a piece has no subword vector
+        self._unknown.append((np.array(unfound, np.int64), known, used, vector))
+        for piece in np.array(unfound)[~known].tolist():
+            self.words[piece] = None
+        return rows
 
     def _flush(self) -> None:
         """Copy the entries and pieces added since the last flush into the NumPy columns."""
-        entries, self._new = self._new, []
-        pieces, self.pieces = self.pieces, []
-        for names, rows, size in (
-            (("width", "first"), entries, len(self.entries)),
-            (("row", "known", "used", "vector"), pieces, len(self.texts)),
+        entries, pieces = len(self.entries), len(self.texts)
+        widths, rows = np.array(self._widths, np.int64), np.array(self._rows, np.int64)  # (e,), (p,)
+        first = np.cumsum(widths) - widths + (pieces - len(rows))  # (e,) each entry's pieces follow the last's
+        known, used, vector = np.ones(len(rows), bool), np.ones(len(rows), bool), np.full(len(rows), -1, np.int64)
+        for at, known_at, used_at, vector_at in self._unknown:  # (u,) each
+            at = at - (pieces - len(rows))  # (u,) among the new pieces
+            known[at], used[at], vector[at] = known_at, used_at, vector_at
+        self._widths, self._rows, self._unknown = [], [], []
+        for names, values, size in (
+            (("width", "first"), (widths, first), entries),
+            (("row", "known", "used", "vector"), (rows, known, used, vector), pieces),
         ):
-            if not rows:
-                continue
-            for name, values in zip(names, zip(*rows, strict=True), strict=True):
+            for name, column_values in zip(names, values, strict=True):
                 column = getattr(self, name)
                 if size > len(column):  # grow by doubling, the first part copied
                     grown = np.zeros(max(1024, 2 * size), column.dtype)
                     grown[: len(column)] = column
                     setattr(self, name, column := grown)
-                column[size - len(values) : size] = values
+                column[size - len(column_values) : size] = column_values
