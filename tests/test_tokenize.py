@@ -230,3 +230,54 @@ def test_a_huge_line_is_refused_before_it_is_tokenised_whole():
     with pytest.raises(DataError, match="over 512 tokens, more than max_tokens 512"):
         engine.prepare(line)
     assert time.perf_counter() - start < 0.5  # tokenising it whole takes over a minute
+
+
+BULK_CASES = [
+    "said,", '"red"', "(1940).", "Rogues'", "T.,", "A.", "--", "...", "?!", "''", "``x''", "$3", "#1", "50%", "(a)",
+    "[b]", "{c}", "Café,", "日本語。", "naïve!", "\u212a!", "x\u0301,", "emoji\U0001f600", "U.S.", "U.S.A.,", "e.g.",
+    "e.g.,", "a.b.c", "1,000", "3.5", "3.5.", "-3", "well-known", "re-entry,", "x_y", "_x_", "__", "A.D..", "5p.m.",
+    "$2,000,000", "\u201cquoted\u201d", "Ph.D.'s", "'s", "'S", "'ſ", "'re", "'tis", "'90s", "don't", "can't,",
+    "O'Neill's", "rock'n'roll", "U.K.'s", "it\u2019s", "\u2018x\u2019", "it\u02bcs", "dog\u2019s,", "x'",
+]  # fmt: skip
+
+
+def _brown_words(lines=4000) -> list[str]:
+    import gzip
+    from itertools import islice
+    from pathlib import Path
+
+    with gzip.open(Path(__file__).parent.parent / "data" / "brown.txt.gz", "rt", encoding="utf-8") as fh:
+        return list(dict.fromkeys(word for line in islice(fh, lines) for word in line.split()))
+
+
+def _check_bulk(words: list[str]) -> list[str]:
+    """The words of ``words`` that are cut in bulk, after checking that words_pieces cuts them,
+    one at a time and all together, exactly as word_pieces does."""
+    from ctxembed.vectors.tokenize import cut_in_bulk, word_pieces, words_pieces
+
+    together = [word for word, ok in zip(words, cut_in_bulk(words), strict=True) if ok]
+    expected = [word_pieces(word) for word in together]
+    assert all(text == straight for pieces in expected for text, straight in pieces)  # nothing to straighten
+    texts, widths = words_pieces(together)
+    assert texts == [text for pieces in expected for text, _ in pieces]
+    assert widths.tolist() == list(map(len, expected))
+    for word, pieces in zip(together[:300], expected, strict=False):
+        assert words_pieces([word])[0] == [text for text, _ in pieces]
+    return together
+
+
+def test_words_without_apostrophes_are_cut_in_one_pass_exactly_as_word_pieces_cuts_them():
+    words = _brown_words()
+    punctuated = [word for word in words if not word.isalnum()]
+    together = _check_bulk(words)
+    assert len(punctuated) > 2000 and len(set(together) & set(punctuated)) > 0.8 * len(punctuated)
+    together = _check_bulk(BULK_CASES)
+    assert {"said,", '"red"', "U.S.A.,", "e.g.,", "3.5.", "$2,000,000", "well-known", "x_y", "--"} <= set(together)
+    # an apostrophe, straight or curly, may split off a clitic or be straightened: one by one
+    assert not {"'s", "'tis", "don't", "Rogues'", "U.K.'s", "x'", "it\u2019s", "it\u02bcs"} & set(together)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(exclude_categories=["Zs", "Zl", "Zp", "Cc", "Cs"]), min_size=1)))
+def test_words_pieces_equal_word_pieces_on_any_words(words):
+    _check_bulk([word for word in words if word.split() == [word]])

@@ -18,12 +18,13 @@ sentence; the rest is NumPy over the chunk's arrays.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Sequence
 
 import numpy as np
 
 from ctxembed.vectors.store import VectorStore
-from ctxembed.vectors.tokenize import vocabulary_key, word_pieces
+from ctxembed.vectors.tokenize import cut_in_bulk, vocabulary_key, word_pieces, words_pieces
 
 MAX_PIECES = 1 << 21  # a table this full is replaced by an empty one (a few hundred MB at most)
 
@@ -52,7 +53,7 @@ class TokenTable:
         # previous entry's), each new piece's store row; the pieces with no row (all others are
         # known and used, with no vector of their own) in blocks of (piece ids, known, used, vector)
         self._widths: list[int] = []
-        self._rows: list[int] = []  # -1 for none
+        self._rows: list[int | None] = []  # -1 for none (None until _add_unknown has looked further)
         self._unknown: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (u,) each
         self._blocks: list[np.ndarray] = []  # (k, d) float32 vectors not yet in _matrix
         self._matrix = np.zeros((0, store.dim), np.float32)
@@ -97,44 +98,47 @@ class TokenTable:
         """Entries for words not seen before, each token resolved as Engine.prepare resolves it
         (see Engine._look_up_slowly), once per distinct word.
 
-        Most new words are one vocabulary word as they stand (letters and digits: one token, see
-        :func:`word_pieces`): those are added in bulk, a dict lookup each and no Python step of
-        their own; the rest are cut by :func:`word_pieces` one by one, their tokens looked up in
-        bulk, and the tokens that are no vocabulary word as they are resolved together
-        (:meth:`_add_unknown`: fallbacks, then every subword vector in one call)."""
-        find = self.store.find
+        Every step is a whole-list call: words of letters and digits are one token as they stand
+        (see :func:`word_pieces`); the other words without an apostrophe ("said," '"red"' "U.S."
+        "well-known" "3.5") are cut in one regex pass (:func:`words_pieces`); only words with one
+        ("don't" "Atlanta's" "O'Neill" curly ones) are cut by :func:`word_pieces` one by one.
+        Their tokens are looked up together, then those that are no vocabulary word as they are
+        (:meth:`_add_unknown`: fallbacks, then all their subword vectors in one call)."""
+        find = self.store.finder
         # letters and digits only is one token (str.isalnum is the regex's [^\W_]+); "\u02bc" is
         # alphanumeric yet an apostrophe to the tokenizer, so such words take the long way
-        plain = [word for word in words if word.isalnum() and "\u02bc" not in word]
+        alone = [word.isalnum() and "\u02bc" not in word for word in words]
+        plain = list(itertools.compress(words, alone))
         keys = list(map(str.lower, plain)) if self.lowercase else plain
-        rows = list(map(find, keys))  # None: not a vocabulary word as it stands
-        known = [i for i, row in enumerate(rows) if row is not None]
-        if len(known) < len(plain):
-            plain, keys, rows = [plain[i] for i in known], [keys[i] for i in known], [rows[i] for i in known]
-        self._append(plain, [1] * len(plain), plain, keys, rows)
-        taken = set(plain)
-        rest = [word for word in words if word not in taken]
+        self._append(plain, [1] * len(plain), plain, keys, list(map(find, keys)))
+        rest = list(itertools.compress(words, map(operator.not_, alone)))
+        bulk = cut_in_bulk(rest)  # no apostrophe: all their tokens in one regex pass
+        together = list(itertools.compress(rest, bulk))
+        texts, widths = words_pieces(together)
+        keys = list(map(str.lower, texts)) if self.lowercase else texts
+        self._append(together, widths.tolist(), texts, keys, list(map(find, keys)))
+        rest = list(itertools.compress(rest, map(operator.not_, bulk)))
         cut = list(map(word_pieces, rest))  # per word: (text, text with straight apostrophes) per token
         texts = [text for pieces in cut for text, _ in pieces]
         keys = [straight for pieces in cut for _, straight in pieces]
         if self.lowercase:
             keys = list(map(str.lower, keys))
         self._append(rest, list(map(len, cut)), texts, keys, list(map(find, keys)))
+        unknown = [i for i, row in enumerate(self._rows) if row is None]  # among the pieces since the last flush
+        if unknown:
+            first = len(self.texts) - len(self._rows)
+            for i, row in zip(unknown, self._add_unknown([first + i for i in unknown]), strict=True):
+                self._rows[i] = row
 
     def _append(self, words: list[str], widths: list[int], texts: list[str], keys: list[str], rows: list) -> None:
         """Entries for ``words``, ``widths`` pieces each, whose pieces are ``texts``/``keys`` in order,
-        with their store rows as looked up (None: no vocabulary word as it is)."""
-        entry, piece = len(self.entries), len(self.texts)
+        with their store rows as looked up (None: no vocabulary word as it is, see _add_unknown)."""
+        entry = len(self.entries)
         self.entries.update(zip(words, range(entry, entry + len(words)), strict=True))
         self._widths += widths
         self.texts += texts
         self.keys += keys
         self.words += keys
-        unknown = [i for i, row in enumerate(rows) if row is None]
-        if unknown:
-            rows = list(rows)
-            for i, row in zip(unknown, self._add_unknown([piece + i for i in unknown]), strict=True):
-                rows[i] = row
         self._rows += rows
 
     def _add_unknown(self, pieces: list[int]) -> list[int]:
