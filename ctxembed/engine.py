@@ -51,6 +51,9 @@ from ctxembed.vectors.weights import check_trained_weights, load_projections
 # bounded whatever its sentences' lengths (a longer sentence runs alone). Batch's speed is flat from
 # 2^15 to 2^20 (within 10%: benchmarks/probes/alternatives.py groups); a larger group only costs memory.
 GROUP_FLOATS = 1 << 17
+# Floats of static vectors gathered from the store at once for a run of groups (1 MB of float32): one
+# gather and one SIF call for many groups, in a block that stays in a core's cache.
+SLAB_FLOATS = 1 << 18
 _EULER_GAMMA = 0.5772156649
 INDEX_MAX_WORDS = 1_000_000  # above this a word -> row dict costs hundreds of MB: keep the binary search
 
@@ -641,7 +644,8 @@ class Engine:
         are not, and T x d for its vectors. Without padding, a sentence's arithmetic is the same
         whatever it runs with. ``vectors=False`` is for a caller that reads the weights alone: the
         last layer stops at its weights, and no contextual vector is made. A text in
-        ``sentences.errors`` is in no group."""
+        ``sentences.errors`` is in no group. The static vectors of consecutive groups are gathered
+        from the store together, up to SLAB_FLOATS floats (see :meth:`_slab_rows`)."""
         if not isinstance(sentences, Sentences):
             sentences = Sentences.of(sentences)
         a = self.settings.attention
@@ -649,34 +653,76 @@ class Engine:
         order = np.argsort(lengths, kind="stable")  # (n,) by length, then in input order
         order = order[lengths[order] > 0]  # texts in errors (-1) are in no group
         cuts = np.flatnonzero(np.diff(lengths[order])) + 1  # where the length changes
+        groups: list[np.ndarray] = []  # the groups' members, in running order: consecutive slices of order
         for members in np.split(order, cuts) if len(order) else []:
             T = int(lengths[members[0]])
             # floats a sentence holds at once: its attention weights, or its (T, d) vectors if more
             per_sentence = T * max(a.heads * T * (a.layers if weights else 1), self.dim)
             size = max(1, GROUP_FLOATS // per_sentence)
-            for start in range(0, len(members), size):
-                chosen = members[start : start + size].tolist()
-                yield chosen, self._run_group(sentences, chosen, T, weights, vectors or trace, trace)
+            groups += [members[start : start + size] for start in range(0, len(members), size)]
+        vectors = vectors or trace
+        for slab in self._slabs(groups, lengths):
+            static, bias = self._slab_rows(sentences, np.concatenate(slab))  # (n, d), (n,) or None
+            first = 0  # where the group's rows begin in the slab
+            for members in slab:
+                B, T = len(members), int(lengths[members[0]])
+                rows = slice(first, first + B * T)
+                first += B * T
+                chosen = members.tolist()
+                group_static = static[rows].reshape(B, T, -1)  # (B, T, d) a view
+                group_bias = None if bias is None else bias[rows].reshape(B, T)  # (B, T)
+                yield chosen, self._run_group(sentences, chosen, group_static, group_bias, weights, vectors, trace)
 
-    def _run_group(
-        self, sentences: Sentences, members: list[int], T: int, weights: bool, vectors: bool, trace: bool
-    ) -> GroupArrays:
-        """Attention over sentences of one length T, stacked into (B, T, d) without padding."""
-        B = len(members)
-        at = sentences.starts[members][:, None] + np.arange(T)  # (B, T) positions in sentences.rows
-        ranks = sentences.rows[at]  # (B, T)
-        static = self.store.rows(np.maximum(ranks, 0).ravel()).reshape(B, T, self.dim)  # (B, T, d)
-        built = sentences.vectors[at]  # (B, T) rows of table.vectors: subwords, --oov zero
+    def _slabs(self, groups: list[np.ndarray], lengths: np.ndarray):
+        """Runs of consecutive groups whose static vectors fill at most SLAB_FLOATS floats (a group
+        larger than that alone): their vectors are gathered from the store in one go."""
+        slab: list[np.ndarray] = []
+        floats = 0
+        for members in groups:
+            size = len(members) * int(lengths[members[0]]) * self.dim
+            if slab and floats + size > SLAB_FLOATS:
+                yield slab
+                slab, floats = [], 0
+            slab.append(members)
+            floats += size
+        if slab:
+            yield slab
+
+    def _slab_rows(self, sentences: Sentences, members: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The static vectors (n, d) and SIF key biases (n,) or None of the sentences ``members``,
+        their rows one after the other. Both are computed row by row: a row's numbers are the same
+        whichever rows it is computed with. (All-but-the-top is not: BLAS may round a matrix
+        product's rows differently with the number of rows, so it runs per group, on (B, T, d).)"""
+        lengths = sentences.lengths[members]  # (S,)
+        firsts = np.cumsum(lengths) - lengths  # (S,) where each sentence's rows begin in the slab
+        n = int(firsts[-1] + lengths[-1])
+        at = np.arange(n) + np.repeat(sentences.starts[members] - firsts, lengths)  # (n,) positions in sentences.rows
+        ranks = sentences.rows[at]  # (n,) store rows, -1 for none
+        static = self.store.rows(np.maximum(ranks, 0))  # (n, d)
+        built = sentences.vectors[at]  # (n,) rows of table.vectors: subwords, --oov zero
         if (built >= 0).any():
             static[built >= 0] = sentences.table.vectors[built[built >= 0]]
         if sentences.prepared:  # vectors that are no store row: subwords, --oov zero
-            for b, i in enumerate(members):
+            for first, i in zip(firsts.tolist(), members.tolist(), strict=True):
                 given = sentences.prepared.get(i)
                 if given is not None:
                     for index, vector in given.extra.items():
-                        static[b, index] = vector
+                        static[first + index] = vector
+        return static, self.key_bias(ranks)  # (n, d), (n,) or None
+
+    def _run_group(
+        self,
+        sentences: Sentences,
+        members: list[int],
+        static: np.ndarray,
+        bias: np.ndarray | None,
+        weights: bool,
+        vectors: bool,
+        trace: bool,
+    ) -> GroupArrays:
+        """Attention over B sentences of one length T, from their static vectors (B, T, d) and key
+        biases (B, T) or None, without padding."""
         inputs = self.project_inputs(static)  # (B, T, d)
-        bias = self.key_bias(ranks)  # (B, T) or None
         with np.errstate(all="ignore"):  # a NaN or overflow is reported below, naming its stage, not warned
             result = encode(
                 inputs,

@@ -66,3 +66,27 @@ def test_encode_without_weights_returns_none_and_the_same_output():
     kept, dropped = encode(x, config), encode(x, config, keep_weights=False)
     assert kept.weights.shape == (3, 3, 2, 5, 5) and dropped.weights is None
     assert np.array_equal(kept.contextual, dropped.contextual)
+
+
+def test_the_store_rows_of_many_groups_at_once_change_no_byte(monkeypatch):
+    """Engine.arrays gathers the static vectors of a run of groups in one go (SLAB_FLOATS): the
+    numbers are those of every group gathered alone, with subword vectors, one-token sentences and
+    a sentence off the fast path among them."""
+    engine = Engine(open_vectors(None), build_settings("default")).bulk()
+    long = "the zxqvbank of the river " + "extraordinarily " * 300  # past the tokenizer's window: off the fast path
+    texts = [*SENTENCES, "the zxqvbank of the river", "bank", "I", long, "money"] * 3
+    sentences = engine.prepare_many(texts)
+    assert sentences.prepared and (sentences.vectors >= 0).any()  # both kinds of built vector take part
+
+    def run():
+        return {
+            i: [group.static[b].tobytes(), group.inputs[b].tobytes(), group.weights[b].tobytes()]
+            + [group.contextual[b].tobytes()]
+            for members, group in engine.arrays(sentences)
+            for b, i in enumerate(members)
+        }
+
+    together = run()
+    monkeypatch.setattr(explore, "SLAB_FLOATS", 1)  # each group gathered alone
+    assert run() == together
+    assert len(together) == len(texts)
