@@ -738,7 +738,7 @@ class Engine:
         finite = np.isfinite(checked).all() and (result.weights is None or np.isfinite(result.weights).all())
         if not finite:
             raise DataError(f"the computation gave NaN or infinite values at {self._bad_stage(inputs, None, bias)}")
-        kept = None if not weights else np.ascontiguousarray(np.moveaxis(result.weights, 1, 0))  # (B, L, h, T, T)
+        kept = None if not weights else np.ascontiguousarray(result.weights.swapaxes(0, 1))  # (B, L, h, T, T)
         if not vectors:
             return GroupArrays(sentences, members, static, inputs, None, kept, [], None, None)
         hidden_in = input_positions(inputs, self.settings.attention)[0]  # (B, T, d) the first layer's input

@@ -123,14 +123,13 @@ def softmax(scores: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray
     ``allowed`` is a boolean mask broadcastable to ``scores`` (True = keep); a score of -inf counts as
     masked too. Masked keys get exactly 0; a row without any allowed key is all zeros.
     """
-    allowed = _allowed_keys(scores, allowed)  # (..., T, T) bool
-    masked = np.where(allowed, scores, -np.inf)  # (..., T, T)
+    masked = scores if allowed is None else np.where(allowed, scores, -np.inf)  # (..., T, T)
     row_max = masked.max(axis=-1, keepdims=True)  # (..., T, 1)
     # Subtracting the row max keeps every exp() <= 1, so scores of 1e4 cannot overflow.
     # A fully masked row has max -inf; use 0 there to avoid -inf - (-inf) = NaN.
     row_max = np.where(np.isfinite(row_max), row_max, 0)  # (..., T, 1)
     exponentials = np.exp(masked - row_max)  # (..., T, T), masked keys: exp(-inf) = 0
-    return _normalize_rows(exponentials, allowed)
+    return _normalize_rows(exponentials, scores, allowed)
 
 
 def sum_normalize(scores: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
@@ -140,9 +139,10 @@ def sum_normalize(scores: np.ndarray, allowed: np.ndarray | None = None) -> np.n
     whose allowed scores are all <= 0 gets uniform weights over its allowed keys; masked keys get 0.
     Dividing every score by the same number (scaling, temperature) does not change these weights.
     """
-    allowed = _allowed_keys(scores, allowed)  # (..., T, T) bool
-    positive = np.where(allowed, np.maximum(scores, 0), 0)  # (..., T, T)
-    return _normalize_rows(positive, allowed)
+    positive = np.maximum(scores, 0)  # (..., T, T); a score of -inf gets 0
+    if allowed is not None:
+        positive = np.where(allowed, positive, 0)  # (..., T, T)
+    return _normalize_rows(positive, scores, allowed)
 
 
 _NORMALIZERS: dict[str, Callable[..., np.ndarray]] = {"softmax": softmax, "sum": sum_normalize}
@@ -317,12 +317,14 @@ def _allowed_keys(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     return finite if allowed is None else np.broadcast_to(allowed, scores.shape) & finite
 
 
-def _normalize_rows(values: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """Divide non-negative values (..., T) by their row sum. A zero-sum row becomes uniform over its
-    allowed keys, or stays all zero if it has none (no 0 / 0)."""
+def _normalize_rows(values: np.ndarray, scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+    """Divide non-negative values (..., T) by their row sum. A zero-sum row becomes uniform
+    over its allowed keys (``allowed``, and a score other than -inf), or stays all zero if it has
+    none (no 0 / 0)."""
     total = values.sum(axis=-1, keepdims=True)  # (..., T, 1)
-    if np.all(total > 0):  # the usual case: no row needs the fallback, so skip building it
+    if (total > 0).all():  # the usual case: no row needs the fallback, so skip building it
         return values / total  # (..., T, T)
+    allowed = _allowed_keys(scores, allowed)  # (..., T, T) bool
     count = allowed.sum(axis=-1, keepdims=True)  # (..., T, 1)
     uniform = (allowed / np.maximum(count, 1)).astype(values.dtype)  # (..., T, T)
     ratio = values / np.where(total > 0, total, 1)  # (..., T, T)
