@@ -58,6 +58,8 @@ BEFORE_REAL_TEXT = "9478ac1"
 # field added since), so the output must equal this commit's byte for byte
 BEFORE_FAST_PATH = "6a11a27"
 REAL_TEXT_SPEEDUP = 2.5  # target: batch on Brown at least this many times that code's rate, same run
+REAL_TEXT_SHARE = 0.40  # target: batch on Brown at least this share of the bare kernel's rate on the same rows
+BENCHMARK_CORPUS_SHARE = 0.45  # target (issue 23): batch on the benchmark corpus, this share of the kernel's rate
 SCALING_SIZES = "8,16,32,64,128,256,512,1024"
 WAVE1_SLACK = 0.05  # cold start: at or under wave 1's code, within this (one run's spread is ±25% here)
 WAVE1_RUNS = 31  # runs of each side, alternating (benchmarks/coldstart_vs.py does the same by hand)
@@ -554,8 +556,8 @@ def batch(repeat: int) -> Report:
                 f"{per_second(rates)}; {steady['median']:,.0f}/s after the {fixed_s['median']:.2f} s start",
                 f"bare NumPy kernel {per_second(k_rate)} (one process, one BLAS thread)",
                 f"{share:.0%} of the kernel ({ratios['min']:.0%}–{ratios['max']:.0%} per round)",
-                ("≥ 50% of kernel" + (", ≥ 40,000/s" if with_json else "")) if target else "",
-                (share >= 0.5 and (rates["median"] >= 40_000 or not with_json)) if target else None,
+                (f"≥ {BENCHMARK_CORPUS_SHARE:.0%} of kernel" + (", ≥ 40,000/s" if with_json else "")) if target else "",
+                (share >= BENCHMARK_CORPUS_SHARE and (rates["median"] >= 40_000 or not with_json)) if target else None,
             )
         )
     report.rows.append(
@@ -665,8 +667,8 @@ def realtext(repeat: int) -> Report:
             f"{per_second(this)}; {tokens['median']:,.0f} tokens/s",
             f"bare NumPy kernel on the same rows {per_second(k_rate)} (one process, one BLAS thread)",
             f"{shares['median']:.0%} of the kernel ({shares['min']:.0%}–{shares['max']:.0%} per round)",
-            "≥ 40% of kernel",
-            shares["median"] >= 0.4,
+            f"≥ {REAL_TEXT_SHARE:.0%} of kernel",
+            shares["median"] >= REAL_TEXT_SHARE,
         ),
         Row(
             f"… against the code before the real-text path ({BEFORE_REAL_TEXT}), the same command on that code's "
