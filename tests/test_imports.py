@@ -1,4 +1,5 @@
-"""Commands that only read a store never import gensim (and so scipy): about a second saved per call."""
+"""Start-up: commands that only read a store never import gensim (and so scipy): about a second saved per call;
+batch starts numpy without idle BLAS threads."""
 
 from __future__ import annotations
 
@@ -40,3 +41,28 @@ def test_store_commands_do_not_import_gensim(args, isolated_env):
     )
     line = [x for x in out.stderr.splitlines() if x.startswith("MODULES")]
     assert line == ["MODULES" + " False" * 11], out.stderr
+
+
+BLAS_PROBE = """
+import sys
+sys.argv = ["ctxembed", *{args!r}]
+{imports}  # loads numpy, and with it OpenBLAS and its threads
+from threadpoolctl import threadpool_info
+print("BLAS", *[i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"])
+"""
+
+
+def _blas_threads(args: list[str], imports: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENBLAS_", "OMP_"))}
+    probe = BLAS_PROBE.format(args=args, imports=imports)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
+    return next(line for line in out.stdout.splitlines() if line.startswith("BLAS"))
+
+
+def test_batch_starts_numpy_with_one_blas_thread_and_other_commands_as_numpy_does():
+    # batch's work runs one BLAS thread per process: threads started at load would only spin idle
+    assert _blas_threads(["batch", "sentences.txt"], "import ctxembed.cli") == "BLAS 1"
+    as_numpy = _blas_threads([], "import numpy")
+    assert _blas_threads(["attend", "the bank"], "import ctxembed.cli") == as_numpy
+    if os.cpu_count() and os.cpu_count() > 1:
+        assert as_numpy != "BLAS 1"  # so the first assertion could fail

@@ -18,6 +18,12 @@ import sys
 import warnings
 from typing import Annotated
 
+# batch does its BLAS work in one thread per process (ctxembed.batch.records.one_blas_thread), so the
+# threads OpenBLAS starts when numpy loads would only spin idle, ~70 ms of CPU on the cores the
+# workers need. Set before the first import that loads numpy; a value the user gave is kept.
+if sys.argv[1:2] == ["batch"]:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import typer
 
 from ctxembed import __version__
