@@ -145,6 +145,32 @@ def test_a_dying_worker_has_its_chunk_redone(engine, monkeypatch, tmp_path):
     assert "SIGKILL" in records[12]["error"]
 
 
+def test_a_worker_dying_on_the_last_chunk_is_redone_after_the_idle_ones_were_let_go(engine, monkeypatch, tmp_path):
+    import ctxembed.batch.pool as pool
+
+    real, marker, retired = engine.prepare_many, tmp_path / "died-once", []
+    real_retire = pool.WorkerPool._retire_idle
+
+    def prepare_many(texts):
+        if "die once" in texts and not marker.exists():
+            time.sleep(0.2)  # the other workers are idle, the input is done: they are let go meanwhile
+            marker.write_text("x")
+            os._exit(3)
+        return real(texts)
+
+    def retire(self):
+        real_retire(self)
+        retired.append(len(self.retired))
+
+    monkeypatch.setattr(engine, "prepare_many", prepare_many)
+    monkeypatch.setattr(pool.WorkerPool, "_retire_idle", retire)
+    lines = [b"the river bank"] * 11 + [b"die once"]
+    records = run_lines(engine, b"\n".join(lines) + b"\n", chunk=4, workers=3)
+    assert [r["line"] for r in records] == list(range(1, 13)) and marker.exists()
+    assert all("error" not in r or r["line"] == 12 for r in records)  # redone by a fresh worker
+    assert retired[0] == 2  # the two idle workers were let go while the third ran the last chunk
+
+
 def test_the_summary_counts_cross_the_workers_pipes(engine):
     data = b"\n".join([b"the river bank", b"{bad", b"the river"] * 10)
     for workers in (1, 2):

@@ -45,6 +45,7 @@ class WorkerPool:
         self.workers: list[_Worker] = []
         self.done: dict[int, Encoded] = {}
         self.queue: list[tuple[int, list, int]] = []  # chunks to (re)send: (seq, chunk, attempt)
+        self.retired: list[int] = []  # workers let go at the end of the input, to reap
 
     def run(self, first: list, lines, size: int) -> Iterator[Encoded]:
         """The results of ``first`` and of every later chunk of ``size`` lines ``lines`` (a
@@ -72,6 +73,8 @@ class WorkerPool:
             while next_out in self.done:
                 yield self.done.pop(next_out)
                 next_out += 1
+            if lines.eof and not lines.lines and not self.queue:
+                self._retire_idle()
             idle = any(worker.job is None for worker in self.workers)
             busy = any(worker.job is not None for worker in self.workers)
             if lines.eof and not lines.lines and not busy and not self.queue:
@@ -165,6 +168,15 @@ class WorkerPool:
             self.done[seq] = encoded([error_record(number, reason) for number, _ in block])
         self._spawn()
 
+    def _retire_idle(self) -> None:
+        """No chunk is left to hand out: idle workers are let go now (their task pipe closes, so they
+        exit) and exit while the others finish, instead of one after the other at the end."""
+        for worker in [worker for worker in self.workers if worker.job is None]:
+            self.workers.remove(worker)
+            os.close(worker.tasks)
+            os.close(worker.results)
+            self.retired.append(worker.pid)
+
     def _stop(self) -> None:
         """Close the task pipes (workers exit on EOF); anything still alive after a moment is killed."""
         for worker in self.workers:
@@ -174,11 +186,12 @@ class WorkerPool:
                 except OSError:
                     pass
         interrupted = sys.exc_info()[0] is not None
-        for worker in self.workers:
+        for pid in self.retired + [worker.pid for worker in self.workers]:
             if interrupted:
-                _kill(worker.pid)
-            _reap(worker.pid, patience=0.5)
+                _kill(pid)
+            _reap(pid, patience=0.5)
         self.workers.clear()
+        self.retired.clear()
 
 
 def _serve(work: Callable[[list], Encoded], tasks: int, results: int) -> None:
@@ -263,7 +276,7 @@ def _reap(pid: int, patience: float = 0.0) -> int | None:
                 return os.waitpid(pid, 0)[1]
             except ChildProcessError:
                 return None
-        time.sleep(0.01)
+        time.sleep(0.001)  # a worker that was told to stop exits within a few ms
 
 
 def _describe_status(status: int | None) -> str:
