@@ -51,8 +51,9 @@ def run_lines(engine, data: bytes, *, chunk: int = 4, workers: int = 1, word: st
     source = LineSource(io.BytesIO(data), line_limit(engine.max_tokens))
     records = []
     for block in _results(engine, source, options, chunk, workers):
-        assert block.data == b"" or block.data.endswith(b"\n")
-        got = [json.loads(line) for line in block.data.splitlines()]
+        data = b"".join(block.parts)
+        assert data == b"" or data.endswith(b"\n")
+        got = [json.loads(line) for line in data.splitlines()]
         # the counts of batch's summary, taken where the records were made, agree with the records
         assert block.lines == len(got)
         assert block.errors == sum("error" in record for record in got)
@@ -188,21 +189,21 @@ def test_full_disk_cuts_the_output_back_to_a_line_boundary(tmp_path, monkeypatch
     with open(target, "wb") as fh:
         output = Output.__new__(Output)
         output.fd, output.stream = fh.fileno(), fh
-        output.write(b'{"line":1}\n')
+        output.write([b'{"line":1}\n'])
         real_write = os.write
         calls = []
 
-        def write(fd, data):
-            calls.append(len(data))
+        def writev(fd, parts):
+            calls.append(len(parts))
             if len(calls) == 1:
-                return real_write(fd, bytes(data[:15]))  # a partial write: the disk fills up
+                return real_write(fd, bytes(parts[0]))  # the first piece goes out, then the disk is full
             raise OSError(errno.ENOSPC, "No space left on device")
 
-        monkeypatch.setattr(os, "write", write)
+        monkeypatch.setattr(os, "writev", writev)
         from ctxembed.errors import DataError
 
         with pytest.raises(DataError, match="No space left on device"):
-            output.write(b'{"line":2}\n{"line":3}\n')
+            output.write([b'{"line":2}\n{"li', b'ne":3}\n'])  # a record across two pieces
     assert target.read_bytes() == b'{"line":1}\n{"line":2}\n'
 
 

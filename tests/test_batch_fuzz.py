@@ -54,7 +54,7 @@ def test_one_valid_record_per_line_in_order(engine, batch, chunk, final_newline)
     data = b"\n".join(batch) + (b"\n" if final_newline and batch else b"")
     source = LineSource(io.BytesIO(data), line_limit(engine.max_tokens))
     options = {"with_vectors": False, "weights": True, "word": "bank"}
-    out = b"".join(block.data for block in _results(engine, source, options, chunk, 1))
+    out = b"".join(part for block in _results(engine, source, options, chunk, 1) for part in block.parts)
     expected = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)  # lines in the input
     records = [json.loads(line, parse_constant=_no_constant) for line in out.splitlines()]
     assert out == b"" or out.endswith(b"\n")

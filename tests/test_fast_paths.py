@@ -228,7 +228,7 @@ def test_frames_cross_a_pipe_whole():
     reader = threading.Thread(target=lambda: received.extend(read_frame(read) for _ in payloads))
     reader.start()
     for payload in payloads:
-        write_frame(write, payload)
+        write_frame(write, [payload])
     reader.join()
     os.close(read)
     os.close(write)

@@ -51,10 +51,11 @@ def test_batch_turns_it_into_error_records(store, monkeypatch):
     )
     data = b"the river bank\nthe bank of the river\nthe money bank\n"
     out = b"".join(
-        block.data
+        part
         for block in _results(
             engine, LineSource(io.BytesIO(data), 1 << 16), {"with_vectors": False, "weights": True, "word": None}, 8, 1
         )
+        for part in block.parts
     )
     records = [json.loads(line) for line in out.splitlines()]
     assert [r["line"] for r in records] == [1, 2, 3]

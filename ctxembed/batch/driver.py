@@ -38,7 +38,7 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ctxembed.batch.pool import WorkerPool
+from ctxembed.batch.pool import WorkerPool, write_all
 from ctxembed.batch.records import Encoded, LongLine, encoded, encoded_records, error_record
 from ctxembed.engine import Engine
 from ctxembed.errors import CtxembedError, DataError
@@ -203,31 +203,31 @@ class Output:
             self.fd = None  # e.g. a test runner's captured stdout
         self.stream = stream
 
-    def write(self, block: bytes) -> None:
-        if not block:
+    def write(self, parts: list[bytes]) -> None:
+        """One block of records, given as the pieces it is made of (see records.Encoded)."""
+        if not any(parts):
             return
         if self.fd is None:
             target = getattr(self.stream, "buffer", None)
-            if target is not None:
-                target.write(block)
-            else:
-                self.stream.write(block.decode())
+            for part in parts:
+                if target is not None:
+                    target.write(part)
+                else:
+                    self.stream.write(bytes(part).decode())
             self.stream.flush()
             return
         with _signals_deferred():
-            self._write_all(block)
+            self._write_all(parts)
 
-    def _write_all(self, block: bytes) -> None:
-        view, done = memoryview(block), 0
+    def _write_all(self, parts: list[bytes]) -> None:
         start = self._position()
-        while done < len(view):
-            try:
-                done += os.write(self.fd, view[done:])
-            except OSError as exc:
-                if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-                    self._cut_to_line(start, block, done)
-                    raise DataError(f"cannot write the output: {exc.strerror}") from None
-                raise
+        try:
+            write_all(self.fd, parts)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                self._cut_to_line(start, b"".join(parts), getattr(exc, "written", 0))
+                raise DataError(f"cannot write the output: {exc.strerror}") from None
+            raise
 
     def _position(self) -> int | None:
         try:
@@ -294,7 +294,7 @@ def run_batch(
     errors = lacking = 0
     try:
         for block in _results(engine, lines, options, chunk, workers):
-            out.write(block.data)
+            out.write(block.parts)
             errors += block.errors  # counted where the records were made: the output is never scanned
             lacking += block.lacking
             if progress:

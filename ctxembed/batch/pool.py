@@ -4,9 +4,10 @@ forever on dead workers), each fed one chunk at a time over a pair of pipes.
 A frame on a pipe is the payload's length (8 bytes, little-endian), then the payload: a pickled chunk
 to a worker. Back come the records' length and three counts (records, errors, records lacking the
 word; 8 bytes each), then the encoded records: the parent adds the counts up and never scans the
-records. Workers ignore SIGINT (the parent decides), die silently on SIGTERM and exit when their task
-pipe closes. A worker that dies has its chunk redone once by a fresh worker; a second death reports
-the chunk's lines as error records.
+records, and passes on the pieces it read them in (neither side joins them into one copy). Workers
+ignore SIGINT (the parent decides), die silently on SIGTERM and exit when their task pipe closes. A
+worker that dies has its chunk redone once by a fresh worker; a second death reports the chunk's
+lines as error records.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ class _Worker:
         self.pid, self.tasks, self.results = pid, tasks, results
         self.job: tuple[int, list, int] | None = None  # (sequence number, chunk, attempt)
         self.head = b""  # the result's head (length and counts), as it arrives
-        self.body: bytearray | None = None  # the result, allocated once its length is known
-        self.got = 0  # bytes of body received
+        self.body: list[bytes] | None = None  # the result's pieces as read, once its length is known
+        self.size = self.got = 0  # bytes of the result, and received so far
 
 
 class WorkerPool:
@@ -125,15 +126,16 @@ class WorkerPool:
 
     def _send(self, worker: _Worker, job: tuple[int, list, int]) -> None:
         worker.job = job
-        worker.head, worker.body, worker.got = b"", None, 0
+        worker.head, worker.body, worker.size, worker.got = b"", None, 0, 0
         payload = pickle.dumps(job[1], protocol=pickle.HIGHEST_PROTOCOL)
         try:
-            write_frame(worker.tasks, payload)
+            write_frame(worker.tasks, [payload])
         except OSError:  # it died before reading: _receive sees the EOF and redoes the job
             pass
 
     def _receive(self, worker: _Worker) -> None:
-        """Read what a worker has sent: its result's head, then the records straight into one buffer."""
+        """Read what a worker has sent: its result's head, then a piece of the records (at most a
+        pipeful: fresh bytes, never zero-filled first, and small enough for malloc to reuse)."""
         if worker.body is None:
             data = os.read(worker.results, _RESULT_HEAD.size - len(worker.head))
             if not data:
@@ -142,16 +144,17 @@ class WorkerPool:
             worker.head += data
             if len(worker.head) < _RESULT_HEAD.size:
                 return
-            worker.body = bytearray(_RESULT_HEAD.unpack(worker.head)[0])
-        if worker.got < len(worker.body):
-            received = os.readv(worker.results, [memoryview(worker.body)[worker.got :]])
-            if not received:
+            worker.body, worker.size = [], _RESULT_HEAD.unpack(worker.head)[0]
+        if worker.got < worker.size:
+            data = os.read(worker.results, min(worker.size - worker.got, _PIPE_BYTES))
+            if not data:
                 self._lost(worker)
                 return
-            worker.got += received
-        if worker.got == len(worker.body):
+            worker.body.append(data)
+            worker.got += len(data)
+        if worker.got == worker.size:
             self.done[worker.job[0]] = Encoded(worker.body, *_RESULT_HEAD.unpack(worker.head)[1:])
-            worker.head, worker.body, worker.got = b"", None, 0
+            worker.head, worker.body, worker.size, worker.got = b"", None, 0, 0
             worker.job = None
 
     def _lost(self, worker: _Worker) -> None:
@@ -204,20 +207,36 @@ def _serve(work: Callable[[list], Encoded], tasks: int, results: int) -> None:
             return  # the parent closed the pipe (done, or gone)
         block = pickle.loads(payload)
         output = work(block)
-        write_frame(results, output.data, output.lines, output.errors, output.lacking)
+        write_frame(results, output.parts, output.lines, output.errors, output.lacking)
 
 
-def write_frame(fd: int, payload: bytes, *counts: int) -> None:
-    """The payload's length and ``counts`` (8 bytes each), then the payload, without copying it into
-    one buffer first."""
-    parts = [memoryview(struct.pack(f"<{1 + len(counts)}Q", len(payload), *counts)), memoryview(payload)]
-    while parts:
-        done = os.writev(fd, parts)
-        while parts and done >= len(parts[0]):
-            done -= len(parts[0])
-            parts.pop(0)
-        if parts:
-            parts[0] = parts[0][done:]
+def write_frame(fd: int, parts: list[bytes], *counts: int) -> None:
+    """The payload's length and ``counts`` (8 bytes each), then the payload's ``parts``, without
+    copying them into one buffer first."""
+    head = struct.pack(f"<{1 + len(counts)}Q", sum(map(len, parts)), *counts)
+    write_all(fd, [head, *parts])
+
+
+_IOVECS = 512  # parts per writev call (Linux takes up to 1024)
+
+
+def write_all(fd: int, parts: list[bytes]) -> None:
+    """Every byte of ``parts``, in order, with as few writev calls as the kernel allows. An OSError
+    carries in ``written`` how many bytes went out before it."""
+    views = [memoryview(part) for part in parts if len(part)]
+    first = done = 0
+    while first < len(views):
+        try:
+            count = os.writev(fd, views[first : first + _IOVECS])
+        except OSError as exc:
+            exc.written = done
+            raise
+        done += count
+        while first < len(views) and count >= len(views[first]):
+            count -= len(views[first])
+            first += 1
+        if count:
+            views[first] = views[first][count:]
 
 
 _PIPE_BYTES = 1 << 20

@@ -120,9 +120,10 @@ def encoded_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dic
 
 
 class Encoded(NamedTuple):
-    """A chunk's output lines joined, with what a run's summary counts among them (no scan of ``data``)."""
+    """A chunk's output, with what a run's summary counts among it (no scan of the records)."""
 
-    data: bytes  # the records, newline-terminated, in input order (a bytearray when read from a worker)
+    parts: list[bytes]  # the records in input order, newline-terminated, as pieces to write one after another:
+    # the records themselves, or the pieces they crossed a worker's pipe in (never joined into one copy)
     lines: int  # records: one per input line
     errors: int  # error records
     lacking: int  # result records whose "word" is null
@@ -135,7 +136,7 @@ _LACKING_END = operator.methodcaller("endswith", b',"word":null}\n')  # "word" i
 
 def encoded(lines: list[bytes]) -> Encoded:
     """Output lines (one record each) -> :class:`Encoded`, each count read from a record's last bytes."""
-    return Encoded(b"".join(lines), len(lines), sum(map(_ERROR_END, lines)), sum(map(_LACKING_END, lines)))
+    return Encoded(lines, len(lines), sum(map(_ERROR_END, lines)), sum(map(_LACKING_END, lines)))
 
 
 def chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict, *, encode=None) -> list:
