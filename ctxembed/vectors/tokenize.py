@@ -11,6 +11,8 @@ the unambiguous ones fall back to their full word: n't -> not, 're -> are, 've -
 
 from __future__ import annotations
 
+import itertools
+import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
@@ -32,7 +34,7 @@ _TOKEN = re.compile(
 # don't -> do n't, can't -> ca n't, it's -> it 's; O'Neill and rock'n'roll stay whole.
 _CLITIC_END = re.compile(r"(.+?)(n't|'s|'re|'ve|'ll|'m|'d)", re.IGNORECASE)
 
-_APOSTROPHE = re.compile("['\u2018\u2019\u02bc]")  # the only characters word_pieces does more for than _TOKEN
+_CURLY = re.compile("[\u2018\u2019\u02bc]")  # apostrophes word_pieces straightens
 
 WINDOW = 4096  # characters tokenised at a time by token_pieces
 CLITIC_FALLBACKS = {"n't": "not", "'re": "are", "'ve": "have", "'ll": "will", "'m": "am"}
@@ -94,23 +96,37 @@ def word_pieces(word: str) -> list[tuple[str, str]]:
 
 
 def cut_in_bulk(words: Iterable[str]) -> list[bool]:
-    """Per word (no white space in it): True when it has no apostrophe, straight or curly, so
-    that :func:`word_pieces` is :data:`_TOKEN`'s matches (no clitic to split off, nothing to
-    straighten) and :func:`words_pieces` can cut it together with others."""
-    return [match is None for match in map(_APOSTROPHE.search, words)]
+    """Per word (no white space in it): True when it has no curly apostrophe (nor "\u02bc"), so
+    that :func:`word_pieces` is _TOKEN's matches with clitics split off, nothing to straighten,
+    and :func:`words_pieces` can cut it together with others."""
+    return [match is None for match in map(_CURLY.search, words)]
 
 
 def words_pieces(words: Sequence[str]) -> tuple[list[str], np.ndarray]:
-    """:func:`word_pieces` of many words without apostrophes (:func:`cut_in_bulk`) in one regex
-    pass over them joined by spaces: (texts (P,) their tokens, word after word, each its own key;
-    widths (k,) int64 tokens per word).
+    """:func:`word_pieces` of many words without curly apostrophes (:func:`cut_in_bulk`) in one
+    regex pass over them joined by spaces: (texts (P,) their tokens, word after word, each its own
+    key; widths (k,) int64 tokens per word).
 
     No token spans a space, and _TOKEN leaves no character of a word out of its tokens (any
-    other symbol is a token of its own), so a word's tokens are those ending by its last character."""
+    other symbol is a token of its own), so a word's tokens are those ending by its last character.
+    Then, as :func:`_word_tokens` does, the tokens of words with an apostrophe lose their clitics."""
     texts = _TOKEN.findall(" ".join(words))
     token_ends = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)))  # (P,) characters so far
     word_ends = np.cumsum(np.fromiter(map(len, words), np.int64, len(words)))  # (k,)
-    return texts, np.diff(np.searchsorted(token_ends, word_ends, side="right"), prepend=0)
+    ends = np.searchsorted(token_ends, word_ends, side="right")  # (k,) tokens up to each word's last
+    widths = np.diff(ends, prepend=0)  # (k,)
+    quoted = np.flatnonzero(np.fromiter(map(operator.contains, words, itertools.repeat("'")), bool, len(words)))
+    if not len(quoted):
+        return texts, widths
+    split: list[str] = []  # the tokens again, with those words' clitics split off ("don't" -> "do" "n't")
+    done = 0
+    for word, end in zip(quoted.tolist(), ends[quoted].tolist(), strict=True):
+        start = end - int(widths[word])
+        split += texts[done:start]
+        pieces = [piece for token in texts[start:end] for piece in _split_clitic_word(token)]
+        split += pieces
+        widths[word], done = len(pieces), end
+    return split + texts[done:], widths
 
 
 def token_pieces(

@@ -99,9 +99,9 @@ class TokenTable:
         (see Engine._look_up_slowly), once per distinct word.
 
         Every step is a whole-list call: words of letters and digits are one token as they stand
-        (see :func:`word_pieces`); the other words without an apostrophe ("said," '"red"' "U.S."
-        "well-known" "3.5") are cut in one regex pass (:func:`words_pieces`); only words with one
-        ("don't" "Atlanta's" "O'Neill" curly ones) are cut by :func:`word_pieces` one by one.
+        (see :func:`word_pieces`); the others ("said," '"red"' "U.S." "3.5" "don't" "Atlanta's")
+        are cut in one regex pass (:func:`words_pieces`), but for words with curly apostrophes
+        ("don\u2019t"), cut by :func:`word_pieces` one by one.
         Their tokens are looked up together, then those that are no vocabulary word as they are
         (:meth:`_add_unknown`: fallbacks, then all their subword vectors in one call)."""
         find = self.store.finder
@@ -112,7 +112,7 @@ class TokenTable:
         keys = list(map(str.lower, plain)) if self.lowercase else plain
         self._append(plain, [1] * len(plain), plain, keys, list(map(find, keys)))
         rest = list(itertools.compress(words, map(operator.not_, alone)))
-        bulk = cut_in_bulk(rest)  # no apostrophe: all their tokens in one regex pass
+        bulk = cut_in_bulk(rest)  # no curly apostrophe: all their tokens in one regex pass
         together = list(itertools.compress(rest, bulk))
         texts, widths = words_pieces(together)
         keys = list(map(str.lower, texts)) if self.lowercase else texts
