@@ -154,6 +154,7 @@ def first_match(word: str, texts: Sequence[str], keys: Sequence[str], used: Sequ
 # as estimated, see VectorStore.row_sources), character n-grams (subwords), or nowhere (skipped, or
 # the zero vector of --oov zero).
 TOKEN_SOURCES = ("vocabulary", "estimated", "subword", "none")
+_SOURCE_NAMES = np.array(TOKEN_SOURCES, object)  # the same, to turn many codes into names in one gather
 
 
 def token_sources(
@@ -461,13 +462,13 @@ class Engine:
         rows, vectors = table.row[pieces[used]], table.vector[pieces[used]]  # (total,)
         # per text, slices of flat lists: its tokens as written, has-a-vector flags, attended positions
         bounds, used_bounds = piece_starts.tolist(), used_before[piece_starts].tolist()
-        flat = list(map(table.texts.__getitem__, pieces.tolist()))
+        flat = table.text[pieces].tolist()
         tokens = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
         flat = known.tolist()
         in_vocab = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
         flat = (np.arange(len(pieces)) - np.repeat(piece_starts[:-1], count))[used].tolist()  # position in its text
         attended = [flat[begin:end] for begin, end in itertools.pairwise(used_bounds)]
-        flat = list(map(TOKEN_SOURCES.__getitem__, self._source_codes(table.row[pieces], known).tolist()))
+        flat = _SOURCE_NAMES[self._source_codes(table.row[pieces], known)].tolist()
         sources = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
         prepared: dict[int, Prepared] = {}
         errors: dict[int, DataError] = {}

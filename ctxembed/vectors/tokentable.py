@@ -49,6 +49,7 @@ class TokenTable:
         self.known = np.zeros(0, bool)  # (pieces,) has a vector: a store row or subwords
         self.used = np.zeros(0, bool)  # (pieces,) enters attention: known, or --oov zero
         self.vector = np.zeros(0, np.int64)  # (pieces,) row of ``vectors`` for a used piece with no store row
+        self.text = np.zeros(0, object)  # (pieces,) ``texts`` again: a chunk's token texts in one gather
         # added since the last flush, as columns: each new entry's width (its pieces follow the
         # previous entry's), each new piece's store row; the pieces with no row (all others are
         # known and used, with no vector of their own) in blocks of (piece ids, known, used, vector)
@@ -178,13 +179,14 @@ class TokenTable:
         widths, rows = np.array(self._widths, np.int64), np.array(self._rows, np.int64)  # (e,), (p,)
         first = np.cumsum(widths) - widths + (pieces - len(rows))  # (e,) each entry's pieces follow the last's
         known, used, vector = np.ones(len(rows), bool), np.ones(len(rows), bool), np.full(len(rows), -1, np.int64)
+        text = np.array(self.texts[pieces - len(rows) :], object)  # (p,)
         for at, known_at, used_at, vector_at in self._unknown:  # (u,) each
             at = at - (pieces - len(rows))  # (u,) among the new pieces
             known[at], used[at], vector[at] = known_at, used_at, vector_at
         self._widths, self._rows, self._unknown = [], [], []
         for names, values, size in (
             (("width", "first"), (widths, first), entries),
-            (("row", "known", "used", "vector"), (rows, known, used, vector), pieces),
+            (("row", "known", "used", "vector", "text"), (rows, known, used, vector, text), pieces),
         ):
             for name, column_values in zip(names, values, strict=True):
                 column = getattr(self, name)
