@@ -591,12 +591,13 @@ class Engine:
                 if key is None and not lowercase and token_key != token_key.lower():
                     key = vocabulary_key(token_key.lower(), lambda k: lookup(k) is not None)
                 row = lookup(key) if key is not None else None
-            known = row is not None or (store.subwords is not None and store.can_embed(token_key))
+            built = store.subword_vector(token_key) if row is None else None  # (d,) or None: no n-gram rows
+            known = row is not None or built is not None
             in_vocab.append(known)
             keys.append(key if row is not None else (token_key if known else None))
             if known or self.oov == "zero":
                 if row is None:
-                    extra[len(used)] = store.vector(token_key) if known else np.zeros(store.dim, np.float32)
+                    extra[len(used)] = built if known else np.zeros(store.dim, np.float32)
                 used.append(position)
                 rows.append(-1 if row is None else row)
 

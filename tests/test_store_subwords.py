@@ -115,8 +115,9 @@ def test_ngram_buckets_many_equals_the_pure_python_reference(min_n, max_n, bucke
     assert rows.tolist() == [row for word_rows in reference for row in word_rows]  # fastText's order too
 
 
-@pytest.mark.parametrize("quantized", [True, False])
-def test_subword_vectors_equal_the_mean_of_the_ngram_rows_bit_for_bit(tmp_path, quantized):
+@pytest.mark.parametrize(("quantized", "block"), [(True, 8192), (False, 8192), (True, 60)])
+def test_subword_vectors_equal_the_mean_of_the_ngram_rows_bit_for_bit(tmp_path, monkeypatch, quantized, block):
+    monkeypatch.setattr("ctxembed.vectors.store._NGRAM_BLOCK", block)  # 60: a few words a block, long ones alone
     table = np.random.default_rng(4).normal(size=(BUCKET * 50, 9)).astype(np.float32)
     table[np.abs(table) < 0.3] = -0.0  # a column of -0.0 rows: mean's sum starts at +0.0
     codes, scales = quantize_int8(table)

@@ -58,6 +58,7 @@ _EAGER_BLOBS = ("vocab", "order")  # verified at open: every lookup reads them
 STORE_SUFFIX = ".ctxv"
 _ALIGN = 64
 _BLOCK_ROWS = 32768  # rows per block in whole-vocabulary scans: bounds the float32 temporary to ~13 MB
+_NGRAM_BLOCK = 8192  # n-gram rows per block in subword_vectors (~3 MB of float32 at D = 100)
 
 
 def _pad(n: int) -> int:
@@ -297,8 +298,9 @@ class VectorStore:
         """:meth:`subword_vector` of many words at once: (vectors (k, D) float32, zeros for a word
         with none; built (k,) bool, True where a word has one).
 
-        Each vector is the mean of its word's dequantised n-gram rows, summed in order and divided
-        by their count exactly as ``rows.mean(axis=0)`` does (float32 sums, the count an integer)."""
+        Each vector is its word's dequantised n-gram rows' mean, computed as ``rows.mean(axis=0)``
+        computes it, in its two steps: the float32 sum over the rows, then the division by their
+        count (an integer). The rows are read for many words at once, a block at a time."""
         vectors, built = np.zeros((len(words), self.dim), np.float32), np.zeros(len(words), bool)
         sub = self.subwords
         if sub is None or not len(words):
@@ -310,14 +312,18 @@ class VectorStore:
         self._checks.rows("ngrams", ids, sub.ngrams.shape[1] * sub.ngrams.itemsize, self)
         if sub.scales is not None:
             self._checks.rows("ngram_scales", ids, 4, self)
-        # the built words, most n-grams first, so the words with a k-th n-gram are a prefix
-        which = np.flatnonzero(built)[np.argsort(-counts[built], kind="stable")]  # (b,)
-        firsts, sizes = (np.cumsum(counts) - counts)[which], counts[which]  # (b,) first row in ids, rows
-        sums = np.zeros((len(which), self.dim), np.float32)  # (b, D) mean's sum starts at 0.0 (-0.0 + 0.0 = 0.0)
-        for k in range(int(sizes[0])):  # add the k-th rows in order, as mean's sum over rows does
-            having = int(np.count_nonzero(sizes > k))
-            sums[:having] += sub.rows(ids[firsts[:having] + k])  # (h, D) dequantised n-gram rows
-        vectors[which] = np.true_divide(sums, sizes[:, None], out=sums, casting="unsafe")  # as np.mean divides
+        ends = np.cumsum(counts)  # (k,) n-gram rows up to each word's last
+        bounds = list(zip((ends - counts).tolist(), ends.tolist(), strict=True))  # (start, end) of each in ids
+        first, add = 0, np.add.reduce
+        while first < len(words):  # words with at most _NGRAM_BLOCK n-gram rows at a time (or one word)
+            offset = bounds[first][0]
+            last = max(first + 1, int(np.searchsorted(ends, offset + _NGRAM_BLOCK, side="right")))
+            rows = sub.rows(ids[offset : bounds[last - 1][1]])  # (g, D) their dequantised n-gram rows
+            for word in np.flatnonzero(built[first:last]).tolist():
+                start, end = bounds[first + word]
+                vectors[first + word] = add(rows[start - offset : end - offset], axis=0)  # mean's sum
+            first = last
+        vectors[built] = vectors[built] / counts[built][:, None]  # float64 quotients made float32, as in mean
         return vectors, built
 
     def row_source(self, row: int) -> str:

@@ -68,21 +68,26 @@ def ngram_buckets_many(words: Sequence[str], min_n: int, max_n: int, bucket: int
     data = np.frombuffer(b"".join(wrapped), np.uint8)  # (B,) every wrapped word's UTF-8, one after the other
     signed = data.view(np.int8).astype(np.uint32)  # (B,) each byte sign-extended to 32 bits, as ft_hash
     begins = np.flatnonzero(data & 0xC0 != 0x80)  # (C,) byte where each character begins
-    ends = np.append(begins[1:], len(data))  # (C,) and where it ends (a word ends where the next begins)
+    lengths = np.diff(begins, append=len(data))  # (C,) its bytes (a word ends where the next begins)
     sizes = np.fromiter(map(len, words), np.int64, len(words)) + 2  # (k,) characters of each, "<" and ">" too
     word_of = np.repeat(np.arange(len(words)), sizes)  # (C,) the word each character belongs to
     first = np.cumsum(sizes) - sizes  # (k,) each word's first character
     left = sizes[word_of] - (np.arange(len(begins)) - first[word_of])  # (C,) characters from it to its word's end
-    last = len(begins) - 1
-    hashes = np.full(len(begins), _FNV_OFFSET, np.uint32)  # (C,) hash of the n-gram starting at each character
-    grams = np.zeros((len(begins), max_n), np.uint32)  # (C, max_n) hash of its n-gram of 1..max_n characters
-    for n in range(1, max_n + 1):
-        char = np.minimum(np.arange(len(begins)) + (n - 1), last)  # (C,) the character the n-grams grow by
-        start, length = begins[char], ends[char] - begins[char]  # (C,) its bytes
-        for k in range(int(length.max())):  # one step per byte (UTF-8: at most 4)
-            grown = (hashes ^ signed[np.minimum(start + k, len(data) - 1)]) * np.uint32(_FNV_PRIME)  # (C,)
-            hashes = np.where(k < length, grown, hashes)
-        grams[:, n - 1] = hashes
+    # per character, its k-th byte (0 past its end) and whether it has one, then max_n characters of
+    # padding, so that "the character n after each" is a slice
+    chars, widest, pad = len(begins), int(lengths.max()), np.zeros(max_n, np.uint32)
+    byte = [
+        np.concatenate([np.where(k < lengths, signed[np.minimum(begins + k, len(data) - 1)], 0), pad])
+        for k in range(widest)
+    ]
+    has = [np.concatenate([k < lengths, pad.astype(bool)]) for k in range(1, widest)]  # (C + max_n,) each
+    hashes = np.full(chars, _FNV_OFFSET, np.uint32)  # (C,) hash of the n-gram starting at each character
+    grams = np.zeros((chars, max_n), np.uint32)  # (C, max_n) hash of its n-gram of 1..max_n characters
+    for n in range(max_n):  # grow every n-gram by the character n after its start
+        for k in range(widest):  # one step per byte (UTF-8: at most 4), the first always there
+            grown = (hashes ^ byte[k][n : n + chars]) * np.uint32(_FNV_PRIME)  # (C,)
+            hashes = grown if k == 0 else np.where(has[k - 1][n : n + chars], grown, hashes)
+        grams[:, n] = hashes
     n_chars = np.arange(1, max_n + 1)  # (max_n,)
     valid = (n_chars <= left[:, None]) & (n_chars >= min_n)  # (C, max_n) the n-gram exists and is long enough
     if min_n <= 1:  # fastText skips the lone "<" and ">" markers
