@@ -224,15 +224,20 @@ def test_lines_are_split_the_same_whatever_the_reads(data, sizes, limit, chunk):
 def test_frames_cross_a_pipe_whole():
     read, write = os.pipe()
     payloads = [b"", b"x", os.urandom(3 << 20), b"end"]  # bigger than any pipe: written in parts
+    many = [os.urandom(n % 7) for n in range(3000)] + [os.urandom(2 << 20)]  # more pieces than one writev takes
     received = []
-    reader = threading.Thread(target=lambda: received.extend(read_frame(read) for _ in payloads))
+    frames = len(payloads) + 1
+    reader = threading.Thread(target=lambda: received.extend(read_frame(read) for _ in range(frames)), daemon=True)
     reader.start()
-    for payload in payloads:
-        write_frame(write, [payload])
-    reader.join()
+    try:
+        for payload in payloads:
+            write_frame(write, [payload])
+        write_frame(write, many)
+        reader.join(timeout=30)
+    finally:
+        os.close(write)
     os.close(read)
-    os.close(write)
-    assert received == payloads
+    assert received == [*payloads, b"".join(many)]
 
 
 @pytest.mark.parametrize(
