@@ -231,6 +231,23 @@ def big_input(tmp_path_factory):
     return path
 
 
+def test_batch_exits_at_once_yet_a_profiler_or_atexit_function_still_runs(tmp_path):
+    (tmp_path / "in.txt").write_text("the river bank\n\n")
+    done = _ctxembed(["batch", str(tmp_path / "in.txt"), "--no-weights"], stdout=subprocess.PIPE)
+    assert done.returncode == 0 and done.stdout.count(b"\n") == 2 and b"1 of 2 lines" in done.stderr
+    profiled = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-m", "ctxembed", "batch", str(tmp_path / "in.txt")],
+        capture_output=True,
+        timeout=60,
+    )
+    assert profiled.returncode == 0 and b"function calls" in profiled.stdout  # the profile is printed
+    script = "import atexit, runpy; atexit.register(print, 'ran'); runpy.run_module('ctxembed', run_name='__main__')"
+    wrapped = subprocess.run(
+        [sys.executable, "-c", script, "batch", str(tmp_path / "in.txt")], capture_output=True, timeout=60
+    )
+    assert wrapped.stdout.endswith(b"ran\n")  # an atexit function of the caller's
+
+
 def test_closed_pipe_exits_0_silently(big_input):
     proc = subprocess.Popen(
         [*CLI, "batch", str(big_input), "--preset", "textbook"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
