@@ -7,7 +7,7 @@ projection, no per-sentence objects). Sentences are grouped by length, 256 per b
 times their scales) and runs attention; turning text into token ids (batch's own rows, from
 Engine.prepare_many) happens before the clock. One BLAS thread, as in each of batch's workers.
 
-    python benchmarks/bare_kernel.py benchmarks/results/cache/sentences-20000.txt   # prints JSON
+    python benchmarks/bare_kernel.py benchmarks/results/cache/sentences-20000-own.txt   # prints JSON
 """
 
 from __future__ import annotations

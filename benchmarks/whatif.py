@@ -18,7 +18,7 @@ fork, so they inherit them):
 Each rate is the lines over run_batch's wall time, beside the bare kernel's rate measured in the
 same run (benchmarks/bare_kernel.py), with the share the issue asks for (50%).
 
-    .venv/bin/python benchmarks/whatif.py benchmarks/results/cache/sentences-200000.txt [--runs 3]
+    .venv/bin/python benchmarks/whatif.py benchmarks/results/cache/sentences-200000-own.txt [--runs 3]
 """
 
 from __future__ import annotations
