@@ -414,6 +414,16 @@ class Engine:
                 pass
         return self
 
+    def bulk_for_chunks(self) -> Engine:
+        """What batch and embed_lines do for a run. They read texts through :meth:`prepare_many`,
+        whose TokenTable looks each chunk's new words up together in the store's sorted keys
+        (:meth:`VectorStore.find_many`, ~10 ms to set up for 400k words against ~90 ms for the
+        dict); only a text off that path looks its tokens up one by one, by binary search. When
+        the sorted keys cannot be built: :meth:`bulk_if_affordable`."""
+        if not self.store.sorted_lookup:
+            self.bulk_if_affordable()
+        return self
+
     def _layer_mix(self) -> LayerMix | None:
         """The mix the settings name, checked against the layers (None: the last layer alone)."""
         mix = resolve_mix(self.settings.mix, self.settings.attention.layers)

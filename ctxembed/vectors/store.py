@@ -59,6 +59,8 @@ STORE_SUFFIX = ".ctxv"
 _ALIGN = 64
 _BLOCK_ROWS = 32768  # rows per block in whole-vocabulary scans: bounds the float32 temporary to ~13 MB
 _NGRAM_BLOCK = 8192  # n-gram rows per block in subword_vectors (~3 MB of float32 at D = 100)
+_TABLE_AFTER_WORDS = 1024  # find_many builds its table (~10 ms for 400k words) for this many words
+_KEY_BYTES = 24  # width of find_many's sorted keys: all but ~182 of GloVe's 400k words fit
 
 
 def _pad(n: int) -> int:
@@ -150,6 +152,7 @@ class VectorStore:
         self.count = count
         self._words: list[str] | None = None
         self._index: dict[str, int] | None = None
+        self._sorted: SortedKeys | None | bool = None  # find_many's table; False: it cannot be built
         self._matrix = section("matrix", header["dtype"], (count, self.dim))  # (N, D)
         self.norms = section("norms", np.float32, (count,))  # (N,) norms of the dequantised rows
         self._scales = section("scales", np.float32, (count,)) if "scales" in sections else None  # (N,)
@@ -246,6 +249,25 @@ class VectorStore:
             if vocab[offsets[row] : offsets[row + 1] - 1] == target:
                 return row
         return None
+
+    def find_many(self, words: Sequence[str]) -> np.ndarray:
+        """(n,) int64 row of each word, -1 when absent: :meth:`find` of many words at once, with
+        no dict (see :class:`SortedKeys`, built on first use), or the dict once :attr:`index` has
+        been built. Fewer than _TABLE_AFTER_WORDS words, with neither built yet: one binary search
+        each (~10 µs), cheaper than building either."""
+        if self._index is None and self._sorted is None and len(words) >= _TABLE_AFTER_WORDS:
+            self._sorted = SortedKeys.of(self) or False
+        if self._index is not None or not self._sorted:
+            found = (-1 if row is None else row for row in map(self.find, words))
+            return np.fromiter(found, np.int64, len(words))
+        return self._sorted.rows_of(words)
+
+    @property
+    def sorted_lookup(self) -> bool:
+        """True when :meth:`find_many` works without the dict (built now if need be)."""
+        if self._sorted is None:
+            self._sorted = SortedKeys.of(self) or False
+        return self._sorted is not False
 
     @property
     def finder(self) -> Callable[[str], int | None]:
@@ -390,6 +412,7 @@ class VectorStore:
         clone.count = n
         clone._words = None if self._words is None else self._words[:n]
         clone._index = None
+        clone._sorted = None
         clone._order = self._order[self._order < n]  # still sorted, restricted to the first n rows
         clone._matrix = self._matrix[:n]
         clone.norms = self.norms[:n]
@@ -450,6 +473,63 @@ class VectorStore:
         if isinstance(self._buffer, mmap.mmap):
             # The numpy views keep the buffer alive; only drop our reference.
             self._buffer = b""
+
+
+class SortedKeys:
+    """The vocabulary as fixed-width byte strings in sorted order, for exact lookups of many words
+    at once with ``np.searchsorted``: what a word -> row dict gives, without building one (~10 ms
+    against ~90 ms for 400k words).
+
+    A NumPy ``S`` string drops trailing NUL bytes, so a word longer than the width or holding a NUL
+    byte (a few hundred) is in ``others`` instead, a plain dict of its UTF-8 bytes."""
+
+    def __init__(self, keys: np.ndarray, rows: np.ndarray, others: dict[bytes, int]):
+        self.keys = keys  # (M,) S{_KEY_BYTES}, strictly increasing
+        self.rows = rows  # (M,) int64 store row of each key
+        self.others = others  # the other words' UTF-8 bytes -> row
+
+    @classmethod
+    def of(cls, store: VectorStore) -> SortedKeys | None:
+        """Built from the store's vocabulary blob with whole-array gathers; None when its order is
+        not strictly increasing (then only the dict or the binary search are trusted)."""
+        width, order, offsets = _KEY_BYTES, store._order, store._offsets
+        starts = offsets[:-1][order]  # (N,) where each word begins, in sorted order
+        lengths = offsets[1:][order] - starts - 1  # (N,) its bytes
+        padded = np.frombuffer(store._vocab + bytes(width), np.uint8)  # (B + width,)
+        # every width-byte window of the vocabulary (stride 1 byte); the words' ones gathered
+        windows = np.ndarray((len(padded) - width + 1,), f"S{width}", padded, 0, (1,))
+        keys = windows[starts]  # (N,) a copy, bytes past each word's end still to clear
+        inside = np.arange(width, dtype=np.int32) < lengths.astype(np.int32)[:, None]  # (N, width)
+        key_bytes = keys.view(np.uint8).reshape(-1, width)  # (N, width)
+        np.multiply(key_bytes, inside, out=key_bytes, casting="unsafe")
+        fits = lengths <= width  # (N,)
+        nul = np.flatnonzero(padded[: len(store._vocab)] == 0)  # NUL bytes in the blob (normally none)
+        if len(nul):
+            fits &= ~np.isin(order, np.searchsorted(offsets, nul, side="right") - 1)
+        keys, rows = keys[fits], order[fits].astype(np.int64)  # (M,)
+        if len(keys) > 1 and not bool((keys[1:] > keys[:-1]).all()):
+            return None
+        others = {
+            store._vocab[offsets[row] : offsets[row + 1] - 1]: row for row in order[~fits].astype(np.int64).tolist()
+        }
+        return cls(keys, rows, others)
+
+    def rows_of(self, words: Sequence[str]) -> np.ndarray:
+        """(n,) int64 row of each word, -1 when absent."""
+        width = _KEY_BYTES
+        encoded = [word.encode("utf-8", "surrogatepass") for word in words]  # as find encodes
+        wanted = np.array(encoded, f"S{width}")  # (n,) cut to the width, trailing NULs dropped
+        lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))  # (n,)
+        # a key its S string does not hold whole (too long, or a NUL) can only be one of the others
+        elsewhere = np.count_nonzero(wanted.view(np.uint8).reshape(-1, width), axis=1) != lengths  # (n,)
+        if not len(self.keys):
+            found = np.full(len(encoded), -1, np.int64)
+        else:
+            at = np.minimum(np.searchsorted(self.keys, wanted), len(self.keys) - 1)  # (n,)
+            found = np.where(self.keys[at] == wanted, self.rows[at], -1)  # (n,)
+        for i in np.flatnonzero(elsewhere).tolist():
+            found[i] = self.others.get(encoded[i], -1)
+        return found
 
 
 def write_store(

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ctxembed.vectors.store import VectorStore
-from ctxembed.vectors.tokenize import cut_in_bulk, vocabulary_key, word_pieces, words_pieces
+from ctxembed.vectors.tokenize import CLITIC_FALLBACKS, cut_in_bulk, vocabulary_key, word_pieces, words_pieces
 
 MAX_PIECES = 1 << 21  # a table this full is replaced by an empty one (a few hundred MB at most)
 
@@ -105,31 +105,35 @@ class TokenTable:
         ("don\u2019t"), cut by :func:`word_pieces` one by one.
         Their tokens are looked up together, then those that are no vocabulary word as they are
         (:meth:`_add_unknown`: fallbacks, then all their subword vectors in one call)."""
-        find = self.store.finder
+        find = self._look_up
         # letters and digits only is one token (str.isalnum is the regex's [^\W_]+); "\u02bc" is
         # alphanumeric yet an apostrophe to the tokenizer, so such words take the long way
         alone = [word.isalnum() and "\u02bc" not in word for word in words]
         plain = list(itertools.compress(words, alone))
         keys = list(map(str.lower, plain)) if self.lowercase else plain
-        self._append(plain, [1] * len(plain), plain, keys, list(map(find, keys)))
+        self._append(plain, [1] * len(plain), plain, keys, find(keys))
         rest = list(itertools.compress(words, map(operator.not_, alone)))
         bulk = cut_in_bulk(rest)  # no curly apostrophe: all their tokens in one regex pass
         together = list(itertools.compress(rest, bulk))
         texts, widths = words_pieces(together)
         keys = list(map(str.lower, texts)) if self.lowercase else texts
-        self._append(together, widths.tolist(), texts, keys, list(map(find, keys)))
+        self._append(together, widths.tolist(), texts, keys, find(keys))
         rest = list(itertools.compress(rest, map(operator.not_, bulk)))
         cut = list(map(word_pieces, rest))  # per word: (text, text with straight apostrophes) per token
         texts = [text for pieces in cut for text, _ in pieces]
         keys = [straight for pieces in cut for _, straight in pieces]
         if self.lowercase:
             keys = list(map(str.lower, keys))
-        self._append(rest, list(map(len, cut)), texts, keys, list(map(find, keys)))
+        self._append(rest, list(map(len, cut)), texts, keys, find(keys))
         unknown = [i for i, row in enumerate(self._rows) if row is None]  # among the pieces since the last flush
         if unknown:
             first = len(self.texts) - len(self._rows)
             for i, row in zip(unknown, self._add_unknown([first + i for i in unknown]), strict=True):
                 self._rows[i] = row
+
+    def _look_up(self, keys: list[str]) -> list[int | None]:
+        """The store row of each key, None when absent (:meth:`VectorStore.find_many`)."""
+        return [None if row < 0 else row for row in self.store.find_many(keys).tolist()]
 
     def _append(self, words: list[str], widths: list[int], texts: list[str], keys: list[str], rows: list) -> None:
         """Entries for ``words``, ``widths`` pieces each, whose pieces are ``texts``/``keys`` in order,
@@ -146,7 +150,15 @@ class TokenTable:
         """Pieces whose key is no vocabulary word as it is: clitic and case fallbacks one by one,
         then the subword vectors of those still without a row in one call, and --oov. Returns
         their store rows (-1 for none)."""
-        store, find, keys = self.store, self.store.find, self.keys
+        store, keys = self.store, self.keys
+        # every key the fallbacks may ask about, looked up at once
+        asked = [key for piece in pieces for key in (keys[piece], keys[piece].lower())]
+        asked += [fallback for key in asked if (fallback := CLITIC_FALLBACKS.get(key)) is not None]
+        answers = dict(zip(asked, self._look_up(asked), strict=True))
+
+        def find(key: str) -> int | None:
+            return answers[key] if key in answers else store.find(key)
+
         rows: list[int] = []
         unfound: list[int] = []  # pieces with no row after the fallbacks
         for piece in pieces:
