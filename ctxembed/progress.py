@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ctxembed.output import printable
+
 # rich.progress costs ~60 ms to import (rich.console ~30 ms): only a bar that is drawn imports it.
 SLOW_SECONDS = 1.0  # a step shows progress once it has taken this long
 
@@ -33,10 +35,18 @@ def enabled() -> bool:
 
 def _progress(*, bar: bool):
     from rich.console import Console  # rich and rich.progress: ~30 ms, --json runs never
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TaskProgressColumn, TimeElapsedColumn
+    from rich.text import Text
 
-    # markup=False: a description may quote a file name, which must print as it is spelled
-    columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}", markup=False)]
+    class Description(ProgressColumn):
+        """The task's description as plain text (no markup: a description may quote a file name,
+        which must print as it is spelled), with control characters shown as escapes: a file
+        named with a terminal escape sequence cannot drive the terminal."""
+
+        def render(self, task) -> Text:
+            return Text(printable(task.description))
+
+    columns: list[Any] = [SpinnerColumn(), Description()]
     if bar:
         columns += [BarColumn(), TaskProgressColumn()]
     columns.append(TimeElapsedColumn())

@@ -17,7 +17,7 @@ ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "config": set(),
     "output": set(),
-    "progress": set(),
+    "progress": {"output"},  # a description on the terminal is printable() as every other text
     "core": set(),
     "views": {"output"},
     "vectors": {"core", "output", "progress"},

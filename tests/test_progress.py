@@ -46,6 +46,14 @@ def test_a_bar_is_drawn_on_a_terminal():
     assert "evaluating ladder" in _stderr_of(SCRIPT, terminal=True)
 
 
+def test_a_description_cannot_drive_the_terminal():
+    # a file name with an escape sequence (here: set the window title) is shown escaped, not obeyed
+    script = SCRIPT.replace('"evaluating ladder"', '"reading evil\\x1b]0;pwned\\x07.txt"')
+    shown = _stderr_of(script, terminal=True)
+    assert "\x1b]0;pwned" not in shown and "\x07" not in shown
+    assert "reading evil\\x1b]0;pwned\\x07.txt" in shown
+
+
 def test_nothing_is_drawn_in_a_pipe():
     assert _stderr_of(SCRIPT, terminal=False) == ""
 
