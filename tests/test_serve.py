@@ -7,6 +7,8 @@ import http.client
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -261,6 +263,44 @@ def test_serve_prints_its_url_on_stderr_and_stops_on_ctrl_c():
         process.kill()
     assert process.returncode == 130 and stdout == ""
     assert stderr == "ctxembed: interrupted\n"
+
+
+def test_a_client_that_resets_its_connection_leaves_stderr_quiet():
+    # a browser tab closed mid-request resets the connection: the server says nothing (no traceback)
+    process, line = _start()
+    try:
+        port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
+        for partial in (
+            b"GET /api/attend?sentence=Apple+makes+phones HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
+            b"GET /",
+        ):
+            client = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+            client.sendall(partial.replace(b"%d", str(port).encode()))
+            if partial.endswith(b"\r\n\r\n"):
+                assert client.recv(12) == b"HTTP/1.1 200"  # answered; the server now waits for the next request
+            time.sleep(0.2)  # the server's thread is reading from the connection
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            client.close()  # linger 0: a reset, not a polite close
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=TIMEOUT)
+    finally:
+        process.kill()
+    assert stderr == "ctxembed: interrupted\n", stderr
+
+
+def test_a_request_that_fails_otherwise_is_one_line_not_a_traceback(capsys):
+    live = make_server(Explorers(), "127.0.0.1", 0)
+    try:
+        for problem in (ConnectionResetError(104, "reset"), BrokenPipeError(32, "pipe"), TimeoutError(), KeyError("x")):
+            try:
+                raise problem
+            except Exception:  # as socketserver calls handle_error: inside the except
+                live.handle_error(None, ("127.0.0.1", 5555))
+    finally:
+        live.server_close()
+    err = capsys.readouterr().err
+    assert err == "ctxembed serve: a request from 127.0.0.1 failed (KeyError: 'x')\n", err
 
 
 def test_serve_beyond_loopback_warns_loudly():

@@ -82,6 +82,15 @@ class LiveServer(ThreadingHTTPServer):
             names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
         self.names = names
 
+    def handle_error(self, request, client_address) -> None:
+        """A request that failed outside the handler's own answers (socketserver prints a traceback
+        here). A client that went away (a closed tab resets its connection; a broken pipe; a silent
+        one timed out) is no news: nothing is said. Anything else is one line on stderr."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            return
+        say(f"ctxembed serve: a request from {client_address[0]} failed ({type(exc).__name__}: {exc})")
+
     def host_allowed(self, header: str | None) -> bool:
         """The Host header names this server: one of its names (any IP literal when it listens beyond
         loopback: a literal address involves no DNS) with its port."""
