@@ -227,7 +227,9 @@ def _ctxembed(args, **kwargs):
 @pytest.fixture(scope="module")
 def big_input(tmp_path_factory):
     path = tmp_path_factory.mktemp("batch") / "big.txt"
-    path.write_text("the river bank is wide and the money bank is closed\n" * 30_000)
+    # long enough (~2 s of batch on 2 cores) that a signal sent once records flow always lands mid-run,
+    # even on a loaded machine: at 30,000 lines a faster batch could finish before the signal arrived
+    path.write_text("the river bank is wide and the money bank is closed\n" * 200_000)
     return path
 
 
