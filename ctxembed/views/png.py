@@ -112,8 +112,7 @@ def _colour_map(diverging: bool):
 
     stops = DIVERGING if diverging else SEQUENTIAL
     cmap = LinearSegmentedColormap.from_list("ctxembed", [(at, tuple(c / 255 for c in rgb)) for at, rgb in stops])
-    cmap.set_bad(tuple(c / 255 for c in MASKED_FILL))
-    return cmap
+    return cmap.with_extremes(bad=tuple(c / 255 for c in MASKED_FILL))  # set_bad is deprecated
 
 
 def _heatmap(ax, panel: Heatmap) -> None:
