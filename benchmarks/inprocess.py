@@ -49,6 +49,17 @@ def emit(result: dict) -> None:
     print(json.dumps(result))
 
 
+def group_records(group, options: dict) -> list[dict]:
+    """The records of one :class:`ctxembed.engine.GroupArrays` alone (numbered 1, no id), in the
+    group's order: batch's ``fill_group`` with the records held by sentence index (read[i] = i).
+    What the probes time as the records stage."""
+    from ctxembed.batch.records import fill_group
+
+    by_sentence = {i: {"line": 1} for i in group.members}
+    fill_group(by_sentence, range(max(group.members) + 1), group, options)
+    return list(by_sentence.values())
+
+
 # ------------------------------------------------------------------------------ stores
 def open_store(path: str | None, similar: bool) -> None:
     """open_vectors (the default store, or a foreign file through its cache), one find, one most_similar."""
@@ -194,15 +205,7 @@ def batch_stages(corpus: str, n: int) -> None:
     ids = [p.ranks for p in sorted(prepared, key=lambda p: len(p.used))]
     clock("bare kernel on the same ids", lambda: bare_kernel.run(ids, store))
 
-    def fill():
-        records = []
-        for members, group in groups:
-            group_records = {i: {"line": 1} for i in members}  # read[i] = i: records by sentence index
-            rec.fill_group(group_records, range(max(members) + 1), group, options)
-            records += group_records.values()
-        return records
-
-    records = clock("records (fill_group)", fill)
+    records = clock("records (fill_group)", lambda: [r for _, g in groups for r in group_records(g, options)])
     clock("JSON (encode_record)", lambda: [rec.encode_record(r) for r in records])
     chunks = [list(enumerate(raw, 1))[i : i + 1024] for i in range(0, len(raw), 1024)]
     clock("process_chunk, everything", lambda: [rec.process_chunk(engine, c, options) for c in chunks])

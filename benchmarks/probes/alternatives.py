@@ -23,6 +23,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import numpy as np  # noqa: E402
 import orjson  # noqa: E402
+from inprocess import group_records  # noqa: E402
 from make_corpus import make_sentences  # noqa: E402
 
 from ctxembed import engine as explore  # noqa: E402
@@ -73,12 +74,8 @@ def json(engine, lines: list[str]) -> None:
     option = orjson.OPT_SERIALIZE_NUMPY
 
     def per_record():
-        for members, group in groups:
-            group_records = {i: {"line": 1} for i in members}  # read[i] = i: records by sentence index
-            records.fill_group(
-                group_records, range(max(members) + 1), group, {"weights": True, "with_vectors": False, "word": None}
-            )
-            for record in group_records.values():
+        for _, group in groups:
+            for record in group_records(group, {"weights": True, "with_vectors": False, "word": None}):
                 orjson.dumps(record, option=option | orjson.OPT_APPEND_NEWLINE)
 
     def per_group():  # the group's weights in one call, cut at the sentence boundaries, spliced in

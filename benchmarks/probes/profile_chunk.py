@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # make_corpus
 
+from inprocess import group_records  # noqa: E402
 from make_corpus import make_sentences  # noqa: E402
 
 from ctxembed.api import Explorer  # noqa: E402
@@ -98,15 +99,7 @@ def stages(engine, chunks: list, texts: list, options: dict) -> None:
         lambda: [g for sentences in many for g in engine.arrays(sentences, weights=True, vectors=False)],
     )
 
-    def fill():
-        filled = []
-        for members, group in groups:
-            group_records = {i: {"line": 1} for i in members}  # read[i] = i: records by sentence index
-            records.fill_group(group_records, range(max(members) + 1), group, options)
-            filled += group_records.values()
-        return filled
-
-    filled = clock("records (fill_group)", fill)
+    filled = clock("records (fill_group)", lambda: [r for _, g in groups for r in group_records(g, options)])
     clock("their JSON (encode_record)", lambda: [records.encode_record(record) for record in filled])
     floats = orjson.OPT_SERIALIZE_NUMPY
     clock(
