@@ -67,7 +67,7 @@ def run_variant(path: str, variant: str) -> float:
     from ctxembed.engine import Engine
 
     engine = Explorer().engine
-    engine.bulk_if_affordable()
+    engine.bulk_for_chunks()  # as batch's driver does before it forks
     options = {"with_vectors": False, "weights": True, "word": None}
     records.one_blas_thread()
     prepared, output = {}, {}
