@@ -39,21 +39,21 @@ class TokenTable:
     def __init__(self, store: VectorStore, *, oov: str = "skip"):
         self.store, self.oov, self.lowercase = store, oov, store.lowercase
         self.entries: dict[str, int] = {}  # word (white space around it) -> entry id
-        self.texts: list[str] = []  # per piece: its text as written
         self.keys: list[str] = []  # per piece: the tokenizer's key (lower-cased for a lower-case store)
         self.words: list[str | None] = []  # per piece: the vocabulary word looked up (None: no vector)
-        # the NumPy columns, filled up to len(entries) and len(texts) (see _flush)
+        # the NumPy columns, filled up to len(entries) and len(keys) (see _flush)
         self.width = np.zeros(0, np.int64)  # (entries,) pieces of each entry: its tokens, clitics split off
         self.first = np.zeros(0, np.int64)  # (entries,) its first piece id
         self.row = np.zeros(0, np.int64)  # (pieces,) store row, -1 for none
         self.known = np.zeros(0, bool)  # (pieces,) has a vector: a store row or subwords
         self.used = np.zeros(0, bool)  # (pieces,) enters attention: known, or --oov zero
         self.vector = np.zeros(0, np.int64)  # (pieces,) row of ``vectors`` for a used piece with no store row
-        self.text = np.zeros(0, object)  # (pieces,) ``texts`` again: a chunk's token texts in one gather
+        self.text = np.zeros(0, object)  # (pieces,) its text as written (a chunk's token texts in one gather)
         # added since the last flush, as columns: each new entry's width (its pieces follow the
-        # previous entry's), each new piece's store row; the pieces with no row (all others are
-        # known and used, with no vector of their own) in blocks of (piece ids, known, used, vector)
+        # previous entry's), each new piece's text and store row; the pieces with no row (all others
+        # are known and used, with no vector of their own) in blocks of (piece ids, known, used, vector)
         self._widths: list[int] = []
+        self._texts: list[str] = []
         self._rows: list[int | None] = []  # -1 for none (None until _add_unknown has looked further)
         self._unknown: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (u,) each
         self._blocks: list[np.ndarray] = []  # (k, d) float32 vectors not yet in _matrix
@@ -61,7 +61,7 @@ class TokenTable:
 
     @property
     def full(self) -> bool:
-        return len(self.texts) >= MAX_PIECES
+        return len(self.keys) >= MAX_PIECES
 
     @property
     def vectors(self) -> np.ndarray:
@@ -127,7 +127,7 @@ class TokenTable:
         self._append(rest, list(map(len, cut)), texts, keys, find(keys))
         unknown = [i for i, row in enumerate(self._rows) if row is None]  # among the pieces since the last flush
         if unknown:
-            first = len(self.texts) - len(self._rows)
+            first = len(self.keys) - len(self._rows)
             for i, row in zip(unknown, self._add_unknown([first + i for i in unknown]), strict=True):
                 self._rows[i] = row
 
@@ -141,7 +141,7 @@ class TokenTable:
         entry = len(self.entries)
         self.entries.update(zip(words, range(entry, entry + len(words)), strict=True))
         self._widths += widths
-        self.texts += texts
+        self._texts += texts
         self.keys += keys
         self.words += keys
         self._rows += rows
@@ -187,15 +187,15 @@ class TokenTable:
 
     def _flush(self) -> None:
         """Copy the entries and pieces added since the last flush into the NumPy columns."""
-        entries, pieces = len(self.entries), len(self.texts)
+        entries, pieces = len(self.entries), len(self.keys)
         widths, rows = np.array(self._widths, np.int64), np.array(self._rows, np.int64)  # (e,), (p,)
         first = np.cumsum(widths) - widths + (pieces - len(rows))  # (e,) each entry's pieces follow the last's
         known, used, vector = np.ones(len(rows), bool), np.ones(len(rows), bool), np.full(len(rows), -1, np.int64)
-        text = np.array(self.texts[pieces - len(rows) :], object)  # (p,)
+        text = np.array(self._texts, object)  # (p,)
         for at, known_at, used_at, vector_at in self._unknown:  # (u,) each
             at = at - (pieces - len(rows))  # (u,) among the new pieces
             known[at], used[at], vector[at] = known_at, used_at, vector_at
-        self._widths, self._rows, self._unknown = [], [], []
+        self._widths, self._texts, self._rows, self._unknown = [], [], [], []
         for names, values, size in (
             (("width", "first"), (widths, first), entries),
             (("row", "known", "used", "vector", "text"), (rows, known, used, vector, text), pieces),
