@@ -105,26 +105,21 @@ class TokenTable:
         ("don\u2019t"), cut by :func:`word_pieces` one by one.
         Their tokens are looked up together, then those that are no vocabulary word as they are
         (:meth:`_add_unknown`: fallbacks, then all their subword vectors in one call)."""
-        find = self._look_up
         # letters and digits only is one token (str.isalnum is the regex's [^\W_]+); "\u02bc" is
         # alphanumeric yet an apostrophe to the tokenizer, so such words take the long way
         alone = [word.isalnum() and "\u02bc" not in word for word in words]
         plain = list(itertools.compress(words, alone))
-        keys = list(map(str.lower, plain)) if self.lowercase else plain
-        self._append(plain, [1] * len(plain), plain, keys, find(keys))
+        self._append(plain, [1] * len(plain), plain)
         rest = list(itertools.compress(words, map(operator.not_, alone)))
         bulk = cut_in_bulk(rest)  # no curly apostrophe: all their tokens in one regex pass
         together = list(itertools.compress(rest, bulk))
         texts, widths = words_pieces(together)
-        keys = list(map(str.lower, texts)) if self.lowercase else texts
-        self._append(together, widths.tolist(), texts, keys, find(keys))
+        self._append(together, widths.tolist(), texts)
         rest = list(itertools.compress(rest, map(operator.not_, bulk)))
         cut = list(map(word_pieces, rest))  # per word: (text, text with straight apostrophes) per token
         texts = [text for pieces in cut for text, _ in pieces]
-        keys = [straight for pieces in cut for _, straight in pieces]
-        if self.lowercase:
-            keys = list(map(str.lower, keys))
-        self._append(rest, list(map(len, cut)), texts, keys, find(keys))
+        straight = [text for pieces in cut for _, text in pieces]
+        self._append(rest, list(map(len, cut)), texts, straight)
         unknown = [i for i, row in enumerate(self._rows) if row is None]  # among the pieces since the last flush
         if unknown:
             first = len(self.keys) - len(self._rows)
@@ -135,16 +130,21 @@ class TokenTable:
         """The store row of each key, None when absent (:meth:`VectorStore.find_many`)."""
         return [None if row < 0 else row for row in self.store.find_many(keys).tolist()]
 
-    def _append(self, words: list[str], widths: list[int], texts: list[str], keys: list[str], rows: list) -> None:
-        """Entries for ``words``, ``widths`` pieces each, whose pieces are ``texts``/``keys`` in order,
-        with their store rows as looked up (None: no vocabulary word as it is, see _add_unknown)."""
+    def _append(self, words: list[str], widths: list[int], texts: list[str], straight: list[str] | None = None) -> None:
+        """Entries for ``words``, ``widths`` pieces each, whose pieces are ``texts`` in order, each
+        looked up by its key: ``straight`` (the texts with straight apostrophes; the texts themselves
+        when None), lower-cased for a lower-case store. A row of None: no vocabulary word as it is
+        (see _add_unknown)."""
+        keys = texts if straight is None else straight
+        if self.lowercase:
+            keys = list(map(str.lower, keys))
         entry = len(self.entries)
         self.entries.update(zip(words, range(entry, entry + len(words)), strict=True))
         self._widths += widths
         self._texts += texts
         self.keys += keys
         self.words += keys
-        self._rows += rows
+        self._rows += self._look_up(keys)
 
     def _add_unknown(self, pieces: list[int]) -> list[int]:
         """Pieces whose key is no vocabulary word as it is: clitic and case fallbacks one by one,
