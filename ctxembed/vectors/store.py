@@ -255,24 +255,24 @@ class VectorStore:
         no dict (see :class:`SortedKeys`, built on first use), or the dict once :attr:`index` has
         been built. Fewer than _TABLE_AFTER_WORDS words, with neither built yet: one binary search
         each (~10 µs), cheaper than building either."""
-        if self._index is None and self._sorted is None and len(words) >= _TABLE_AFTER_WORDS:
-            self._sorted = SortedKeys.of(self) or False
-        if self._index is not None or not self._sorted:
+        table = None
+        if self._index is None and (self._sorted is not None or len(words) >= _TABLE_AFTER_WORDS):
+            table = self._sorted_keys()
+        if table is None:
             found = (-1 if row is None else row for row in map(self.find, words))
             return np.fromiter(found, np.int64, len(words))
-        return self._sorted.rows_of(words)
+        return table.rows_of(words)
 
     @property
     def sorted_lookup(self) -> bool:
         """True when :meth:`find_many` works without the dict (built now if need be)."""
+        return self._sorted_keys() is not None
+
+    def _sorted_keys(self) -> SortedKeys | None:
+        """find_many's table, built once; None when it cannot be built."""
         if self._sorted is None:
             self._sorted = SortedKeys.of(self) or False
-        return self._sorted is not False
-
-    @property
-    def finder(self) -> Callable[[str], int | None]:
-        """:meth:`find` as the quickest callable for many lookups: the index's ``get`` once built."""
-        return self._index.get if self._index is not None else self.find
+        return self._sorted or None
 
     def __contains__(self, word: str) -> bool:
         return self.find(word) is not None
