@@ -597,9 +597,7 @@ class Engine:
         for position, (token_key, row) in enumerate(zip(piece_keys, found, strict=True), start=offset):
             key = token_key
             if row is None:
-                key = vocabulary_key(token_key, lambda k: lookup(k) is not None)
-                if key is None and not lowercase and token_key != token_key.lower():
-                    key = vocabulary_key(token_key.lower(), lambda k: lookup(k) is not None)
+                key = vocabulary_key(token_key, lambda k: lookup(k) is not None, cased=not lowercase)
                 row = lookup(key) if key is not None else None
             built = store.subword_vector(token_key) if row is None else None  # (d,) or None: no n-gram rows
             known = row is not None or built is not None

@@ -185,11 +185,15 @@ def pretokenized(words: Sequence[str], *, lowercase: bool = True) -> list[Token]
     return [Token(w, (w.lower() if lowercase else w).translate(_APOSTROPHES), i, -1, -1) for i, w in enumerate(words)]
 
 
-def vocabulary_key(key: str, known: Callable[[str], bool]) -> str | None:
-    """The key to look up for a token: itself, its clitic fallback, or None when unknown."""
+def vocabulary_key(key: str, known: Callable[[str], bool], *, cased: bool = False) -> str | None:
+    """The key to look up for a token: itself, its clitic fallback, or None when unknown. In a
+    case-sensitive vocabulary (``cased``), a key with capitals that has neither falls back to its
+    lower-cased form's."""
     if known(key):
         return key
     fallback = CLITIC_FALLBACKS.get(key)
     if fallback is not None and known(fallback):
         return fallback
+    if cased and key != key.lower():
+        return vocabulary_key(key.lower(), known)
     return None

@@ -163,9 +163,7 @@ class TokenTable:
         unfound: list[int] = []  # pieces with no row after the fallbacks
         for piece in pieces:
             token_key = keys[piece]
-            key = vocabulary_key(token_key, lambda k: find(k) is not None)
-            if key is None and not self.lowercase and token_key != token_key.lower():
-                key = vocabulary_key(token_key.lower(), lambda k: find(k) is not None)
+            key = vocabulary_key(token_key, lambda k: find(k) is not None, cased=not self.lowercase)
             row = find(key) if key is not None else None
             if row is None:
                 unfound.append(piece)
