@@ -8,7 +8,7 @@
 >>> a.weights.shape  # (layers, heads, query, key)
 (1, 1, 4, 4)
 >>> a.to_dict()["schema"]
-'ctxembed.attend/2'
+'ctxembed.attend/3'
 
 Every setting is a keyword (``heads=2, causal=True``), named as in :mod:`ctxembed.settings`; the
 command line is a thin layer over this module, so ``a.to_dict()`` is the ``--json`` document.
@@ -33,9 +33,12 @@ from ctxembed.output import as_json, dumps, say
 from ctxembed.report import (
     NEIGHBOURS_AMONG,
     attend_document,
+    attention_reading,
+    check_reading,
     compare_document,
     explain_steps,
     neighbors_document,
+    output_projections,
     skipped_records,
     token_records,
 )
@@ -109,18 +112,22 @@ class Explorer:
         engine = self.engine
         return engine.run([engine.prepare(text) for text in sentences], trace=trace)
 
-    def attend(self, text: str, *, trace: bool = False) -> AttendResult:
+    def attend(self, text: str, *, trace: bool = False, attention: str = "raw") -> AttendResult:
         """The attention weights of one sentence and its static and contextual vectors (``trace``: keep
-        every step for :func:`ctxembed.report.explain_steps`)."""
-        [result] = self.contextualize([text], trace=trace)
-        return AttendResult(self, result)
+        every step for :func:`ctxembed.report.explain_steps`). ``attention``: a reading to add beside the
+        raw weights, ``mean``, ``rollout`` or ``value-norm`` (see :mod:`ctxembed.core.readings`)."""
+        check_reading(attention)
+        [result] = self.contextualize([text], trace=trace or attention == "value-norm")
+        return AttendResult(self, result, attention=attention)
 
-    def explain(self, text: str, *, layer: int | None = None, head: int | None = None) -> AttendResult:
+    def explain(
+        self, text: str, *, layer: int | None = None, head: int | None = None, attention: str = "raw"
+    ) -> AttendResult:
         """:meth:`attend` with every step kept; its document carries ``explain``, the steps of ``layer``
         (default: the last) and ``head`` (default 0) with their numbers: ``attend --explain --json``."""
         a = self.settings.attention
         check_view(a.layers, a.heads, layer, head)
-        result = self.attend(text, trace=True)
+        result = self.attend(text, trace=True, attention=attention)
         result.explained = (a.layers - 1 if layer is None else layer, head or 0)
         return result
 
@@ -310,6 +317,7 @@ class AttendResult(_Shown):
     top: int = 3
     with_vectors: bool = False
     explained: tuple[int, int] | None = None  # (layer, head) whose steps the document carries
+    attention: str = "raw"  # the reading the document carries beside the raw weights (core.readings)
 
     @property
     def tokens(self) -> list[dict]:
@@ -345,6 +353,11 @@ class AttendResult(_Shown):
         doc = attend_document(
             self.result, self.explorer.settings, self.explorer.vectors, with_vectors=self.with_vectors, top=self.top
         )
+        if self.attention != "raw":
+            projections = output_projections(self.explorer.engine)
+            doc["attention"] = attention_reading(
+                self.result, self.attention, self.explorer.settings, projections, top=self.top
+            )
         if self.explained is not None:
             layer, head = self.explained
             doc["explain"] = explain_steps(self.result, self.explorer.settings, layer=layer, head=head)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ctxembed.core.attention import build_mask, masked_keys, mean_over_heads
+from ctxembed.core.readings import READINGS, rollout, sent_vectors, value_norm
 from ctxembed.core.similarity import cosine, cosine_matrix
 from ctxembed.engine import Contextualized, Engine, locate, split_word
 from ctxembed.errors import DataError, UsageError
@@ -61,7 +62,7 @@ def attend_document(
     summary = mean_over_heads(result.weights[-1])  # (h, T, T) -> (T, T) the last layer
     a = settings.attention
     doc = {
-        "schema": "ctxembed.attend/2",
+        "schema": "ctxembed.attend/3",
         "vectors": vectors,
         "settings": settings.as_dict(),
         "settings_summary": settings.summary(),
@@ -78,6 +79,77 @@ def attend_document(
         doc["static"] = result.static
         doc["contextual"] = result.contextual
     return doc
+
+
+READING_ABOUT = {
+    "mean": "the mean of each layer's heads",
+    "rollout": "attention rollout (Abnar & Zuidema 2020): each layer's head mean plus 0.5 I for the residual, "
+    "multiplied through the layers; layer l: how much of each input token reaches each position after it",
+    "value-norm": "value-norm attention (Kobayashi et al. 2020): ||weight x value x W_out|| of what each key "
+    "sends, per head and for the heads added up, each row divided by its sum",
+}
+
+
+def check_reading(reading: str, *, head: int | None = None, all_heads: bool = False) -> None:
+    """Refuse an unknown reading, and a head asked of a reading that has one map per layer."""
+    if reading not in READINGS:
+        raise UsageError(f"{{attention}} must be one of {', '.join(READINGS)}, not {reading!r}", "attention")
+    if not READINGS[reading] and (head is not None or all_heads):
+        raise UsageError(
+            f"{{attention}} {reading} has one map per layer, not one per head: drop {{head}} and {{all_heads}}",
+            "attention",
+            "head",
+            "all_heads",
+        )
+
+
+def output_projections(engine: Engine) -> list[np.ndarray | None]:
+    """Each layer's W_out (heads * d_v, d_model), or None where the heads' contexts are concatenated as they are."""
+    layers = engine.settings.attention.layers
+    return [None] * layers if engine.params is None else [p.W_out for p in engine.params]
+
+
+def attention_reading(
+    result: Contextualized, reading: str, settings: Settings, output_projections: list, *, top: int = 3
+) -> dict:
+    """The ``attention`` object of an attend document: ``reading`` of the result's weights (L, h, T, T).
+
+    ``layers`` (L, T, T) is the reading of each whole layer, ``heads`` (L, h, T, T) its map per head
+    (None for mean and rollout), ``sent_norms`` (L, h, T) how long a vector each token sends through
+    each head (value-norm only), ``top_attended`` as the document's, read from the last layer's map, and
+    ``masked_keys`` the cells forced to 0 (the document's, none for rollout).
+    Value-norm needs the traced values (``Engine.run(..., trace=True)``) and each layer's W_out or None."""
+    check_reading(reading)
+    weights = result.weights  # (L, h, T, T)
+    a = settings.attention
+    masks = {"causal": a.causal, "exclude_self": a.exclude_self}
+    heads = sent_norms = None
+    if reading == "mean":
+        layers = mean_over_heads(weights)  # (L, T, T)
+    elif reading == "rollout":
+        layers = rollout(weights)  # (L, T, T)
+    elif reading == "value-norm":
+        if result.steps is None:
+            raise ValueError("value-norm needs a result computed with trace=True")
+        per_layer = [
+            value_norm(step.attention.weights, sent_vectors(step.v, w_out))
+            for step, w_out in zip(result.steps, output_projections, strict=True)
+        ]
+        layers = np.stack([r.layer for r in per_layer])  # (L, T, T)
+        heads = np.stack([r.heads for r in per_layer])  # (L, h, T, T)
+        sent_norms = np.stack([r.sent_norms for r in per_layer])  # (L, h, T)
+    else:  # raw: the document's own weights
+        raise ValueError("the raw weights are the document's 'weights'; no reading to add")
+    return {
+        "reading": reading,
+        "about": READING_ABOUT[reading],
+        "layers": layers,
+        "heads": heads,
+        "sent_norms": sent_norms,
+        "top_attended": top_attended(layers[-1], result, top),
+        # rollout's 0.5 I keeps every token on itself, so no cell of it is forced to 0
+        "masked_keys": [[] for _ in layers[-1]] if reading == "rollout" else masked_keys(len(layers[-1]), **masks),
+    }
 
 
 def focus_token(doc: dict, word: str) -> tuple[int, int, int]:

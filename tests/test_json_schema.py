@@ -123,7 +123,7 @@ def _used_keywords(schema: dict):
 
 
 SCHEMA_FILES = {
-    "ctxembed.attend/2": "attend.schema.json",
+    "ctxembed.attend/3": "attend.schema.json",
     "ctxembed.compare/2": "compare.schema.json",
     "ctxembed.neighbors/2": "neighbors.schema.json",
     "ctxembed.batch/1": "batch.schema.json",
@@ -263,11 +263,14 @@ def test_strict_json_rejects_nan():
         ["the cat sat on the mat", "--preset", "textbook", "--heads", "4", "--layers", "2", "--with-vectors"],
         ["it's fine", "--oov", "zero", "--preset", "notes", "--causal", "--explain"],
         ["bank"],  # one token with the diagonal masked: an all-zero row
+        ["the cat sat", "--preset", "textbook", "--heads", "2", "--layers", "2", "--attention", "value-norm"],
+        ["we sat on the river bank", "--attention", "rollout"],
+        ["we sat on the river bank", "--attention", "mean", "--explain"],
     ],
 )
 def test_attend_document_matches_schema(args):
     doc = run_json("attend", *args, "--json")
-    assert_valid(doc, "ctxembed.attend/2")
+    assert_valid(doc, "ctxembed.attend/3")
     assert_attend_shapes(doc)
 
 
@@ -275,7 +278,7 @@ def test_attend_cosine_is_null_not_nan_when_sizes_differ():
     doc = run_json(
         "attend", "the river bank", "--preset", "textbook", "--projection", "random", "--d-out", "8", "--json"
     )
-    assert_valid(doc, "ctxembed.attend/2")
+    assert_valid(doc, "ctxembed.attend/3")
     assert doc["static_contextual_cosine"] == [None, None, None]
 
 

@@ -168,7 +168,7 @@ def test_learned_before_any_fit_says_how_to_make_one():
 
 @pytest.mark.parametrize(
     "fields",
-    [{"schema": "ctxembed.attend/2"}, {"weights": [0.5, 0.6]}, {"weights": [1]}, {"gamma": 0}, {"gamma": "1"}],
+    [{"schema": "ctxembed.attend/3"}, {"weights": [0.5, 0.6]}, {"weights": [1]}, {"gamma": 0}, {"gamma": "1"}],
 )
 def test_a_bad_mix_file_is_a_data_error(tmp_path, fields):
     with pytest.raises(DataError, match="m.json"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import doctest
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,9 +15,17 @@ from ctxembed.core.attention import AttentionConfig, encode, random_params
 from ctxembed.core.readings import mean_over_heads, rollout, row_shares, sent_vectors, value_norm
 
 
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
 def test_doctests_run():
     failures, tried = doctest.testmod(readings_module)
     assert tried > 0 and failures == 0
+
+
+def test_the_worked_example_in_the_docs_holds():
+    failures, tried = doctest.testfile(str(DOCS / "attention.md"), module_relative=False)
+    assert tried >= 8 and failures == 0
 
 
 def test_rollout_of_two_layers_by_hand():

@@ -7,7 +7,14 @@ from typing import Annotated
 import typer
 
 from ctxembed.cli import app, read_sentence, read_stdin, reports_errors, show
-from ctxembed.cli.options import JsonOpt, SaveOpt, check_saves, save_all, with_attention_options
+from ctxembed.cli.options import (
+    AttentionReadingOpt,
+    JsonOpt,
+    SaveOpt,
+    check_saves,
+    save_all,
+    with_attention_options,
+)
 from ctxembed.config import check_view
 from ctxembed.errors import UsageError
 from ctxembed.output import emit_json, stdout_console
@@ -54,18 +61,23 @@ def attend(
     max_display: Annotated[
         int | None, typer.Option("--max-display", min=1, help="At most N tokens in the matrix (default: all that fit).")
     ] = None,
+    attention: AttentionReadingOpt = "raw",
     save: SaveOpt = None,
     explorer=None,
 ) -> None:
     """Show the attention weights of a sentence and how far context moved each token."""
-    from ctxembed.report import focus_token, row_at_position  # ~26 ms at `import ctxembed.cli`
+    from ctxembed.report import check_reading, focus_token, row_at_position  # ~26 ms at `import ctxembed.cli`
 
     text = read_sentence(sentence, "attend")
     check_saves(save)
+    check_reading(attention, head=None if explain else head, all_heads=all_heads)
     ex = explorer()
     a = ex.settings.attention
     check_view(a.layers, a.heads, layer, head)
-    result = ex.explain(text, layer=layer, head=head) if explain else ex.attend(text)
+    if explain:
+        result = ex.explain(text, layer=layer, head=head, attention=attention)
+    else:
+        result = ex.attend(text, attention=attention)
     result.top, result.with_vectors = top, with_vectors
     shown = a.layers - 1 if layer is None else layer
     doc = result.document()

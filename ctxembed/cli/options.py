@@ -51,6 +51,17 @@ TrustOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
+AttentionReadingOpt = Annotated[
+    str,
+    typer.Option(
+        "--attention",
+        help="What the maps show: raw (the weights), mean (each layer's heads averaged), rollout (Abnar & "
+        "Zuidema: the residual counted, multiplied through the layers) or value-norm (Kobayashi et al.: "
+        "||weight x value x W_out||, the size of what each token sends). See docs/attention.md.",
+        metavar="[raw|mean|rollout|value-norm]",
+        show_default="raw",
+    ),
+]
 SaveOpt = Annotated[
     list[Path] | None,
     typer.Option(

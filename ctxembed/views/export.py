@@ -94,7 +94,7 @@ def html_fragment(doc: dict, view: View | None = None) -> str:
     a notebook's ``_repr_html_``. Several fragments can live on one page."""
     view = view or View()
     root = f"ctxembed-{secrets.token_hex(6)}"
-    interactive = doc.get("schema") == "ctxembed.attend/2"
+    interactive = doc.get("schema") == "ctxembed.attend/3"
     too_big = interactive and _weight_count(doc) > PAGE_WEIGHTS
     if interactive and not too_big:
         body = '<div class="app"></div>'
@@ -135,7 +135,7 @@ def _weight_count(doc: dict) -> int:
 
 def html_page(doc: dict, view: View | None = None) -> str:
     """One self-contained HTML page (no network, no CDN) holding the interactive view of ``doc``."""
-    title = {"ctxembed.attend/2": "attention", "ctxembed.compare/2": "compare", "ctxembed.neighbors/2": "neighbours"}
+    title = {"ctxembed.attend/3": "attention", "ctxembed.compare/2": "compare", "ctxembed.neighbors/2": "neighbours"}
     name = title.get(doc.get("schema"), str(doc.get("schema")))
     subject = doc.get("text") or doc.get("word") or ""
     subject = markup_safe(str(subject))

@@ -207,7 +207,8 @@ def attention_masks(doc: dict, n: int) -> np.ndarray:
     """(T, T) True where the settings forced the weight to 0, as the document's ``masked_keys`` lists
     them (the attention core computed them); a document without the list marks nothing."""
     masked = np.zeros((n, n), dtype=bool)
-    for query, keys in enumerate(doc.get("masked_keys", [])[:n]):
+    listed = (doc.get("attention") or doc).get("masked_keys", [])  # a reading lists its own (rollout: none)
+    for query, keys in enumerate(listed[:n]):
         masked[query, keys] = True
     return masked
 
@@ -224,11 +225,15 @@ def _floats(values) -> np.ndarray:
 
 
 def attention_view(doc: dict, view: View) -> tuple[str, list[tuple[str, np.ndarray]]]:
-    """A title and (panel title, weights (T, T)) pairs of one layer: a head, the mean of heads, or every head."""
+    """A title and (panel title, weights (T, T)) pairs of one layer: a head, the mean of heads, or every head.
+    A document with a reading (``attention``, from ``--attention``) shows the reading's maps instead."""
     weights = _floats(doc["weights"])  # (L, h, T, T)
     layers, heads = weights.shape[:2]
     check_view(layers, heads, view.layer, view.head)
     layer = layers - 1 if view.layer is None else view.layer
+    reading = doc.get("attention")
+    if reading is not None:
+        return _reading_view(reading, layer, view)
     if view.all_heads and heads > 1:
         return f"layer {layer}, every head", [(f"head {h}", weights[layer, h]) for h in range(heads)]
     if view.head is not None:
@@ -236,6 +241,20 @@ def attention_view(doc: dict, view: View) -> tuple[str, list[tuple[str, np.ndarr
     if heads > 1:
         return f"layer {layer}, mean of {heads} heads", [("", layer_weights(weights, layer, None))]
     return f"layer {layer}", [("", weights[layer, 0])]
+
+
+def _reading_view(reading: dict, layer: int, view: View) -> tuple[str, list[tuple[str, np.ndarray]]]:
+    """:func:`attention_view` of a reading: its map of the whole layer, or its maps per head when it has them."""
+    name, per_head = reading["reading"], reading.get("heads")
+    if per_head is not None and (view.all_heads or view.head is not None):
+        maps = _floats(per_head)[layer]  # (h, T, T)
+        if view.head is not None:
+            return f"{name}, layer {layer}, head {view.head}", [("", maps[view.head])]
+        return f"{name}, layer {layer}, every head", [(f"head {h}", m) for h, m in enumerate(maps)]
+    if per_head is None and (view.all_heads or view.head is not None):
+        raise UsageError(f"{name} has one map per layer, not one per head: drop --head and --all-heads")
+    whole = {"mean": "mean of the heads", "rollout": "through the layers", "value-norm": "the heads added up"}
+    return f"{name}, layer {layer} ({whole.get(name, 'the layer')})", [("", _floats(reading["layers"])[layer])]
 
 
 # How every view marks a token whose vector is not the vocabulary's own (documents' "source"), and
@@ -266,7 +285,7 @@ def token_labels(doc: dict) -> tuple[list[str], list[int]]:
     return [marked(doc["tokens"][p]["text"], doc["tokens"][p].get("source")) for p in positions], positions
 
 
-@figure_for("ctxembed.attend/2")
+@figure_for("ctxembed.attend/3")
 def attend_figure(doc: dict, view: View) -> Figure:
     labels, _ = token_labels(doc)
     title, panels = attention_view(doc, view)
@@ -286,7 +305,7 @@ def attend_figure(doc: dict, view: View) -> Figure:
         for panel, values in panels
     ]
     return Figure(
-        f"attention weights, {title}",
+        title if "attention" in doc else f"attention weights, {title}",
         [doc["text"], *_settings_lines(doc)],
         heatmaps,
         notes=[

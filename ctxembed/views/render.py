@@ -218,10 +218,10 @@ def render_attend(
             start=start,
             limit=max_display,
         )
-        console.print(
-            Text(f"attention weights, {title} (row: how much that token attends to each column)", style="bold"),
-            overflow="fold",
-        )
+        what = title if "attention" in doc else f"attention weights, {title}"
+        console.print(Text(f"{what} (row: how much that token attends to each column)", style="bold"), overflow="fold")
+        if "attention" in doc:
+            console.print(Text(doc["attention"]["about"], style="dim"), overflow="fold")
         for line in draw(layout, labels, positions, [(t, v, masked) for t, v in panels], top):
             console.print(_segments_text(line), overflow="ignore", crop=False, no_wrap=True)
         shown = slice(layout.start, layout.start + layout.count)
@@ -246,14 +246,17 @@ def render_attend(
                 ),
                 overflow="fold",
             )
-    console.print(Text("per token (last layer, mean over heads)", style="bold"))
+    reading = doc.get("attention")
+    tops = doc["top_attended"] if reading is None else reading["top_attended"]
+    which = "mean over heads" if reading is None else reading["reading"]
+    console.print(Text(f"per token (last layer, {which})", style="bold"))
     table = Table()
     table.add_column("#", justify="right", overflow="fold")
     table.add_column("token", style="bold", overflow="fold")
     table.add_column("attends most to", overflow="fold")
     table.add_column("cos(static, contextual)", justify="right", overflow="fold")
     moved = doc["static_contextual_cosine"]
-    for row, (label, position, tops) in enumerate(zip(labels, positions, doc["top_attended"], strict=True)):
+    for row, (label, position, tops) in enumerate(zip(labels, positions, tops, strict=True)):
         listed = ", ".join(f"{t['text']} {t['weight']:.2f}" for t in tops)
         if not tops:  # every key masked: a one-token sentence with the self mask, or the first token, causal
             listed = "(no token to attend to: every key is masked)" if masked[row].all() else "(no weight above 0)"
