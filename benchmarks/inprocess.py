@@ -139,10 +139,10 @@ def coldstart_profile() -> None:
     phases = {
         "typer: build pydantic adapters for the options": ("typer/_coercion.py", "build_runtime_param"),
         "open the store": ("ctxembed/vectors/sources.py", "open_vectors"),
-        "Engine(): vocabulary statistics, projections": ("ctxembed/engine.py", "__init__"),
+        "Engine(): vocabulary statistics, projections": ("ctxembed/engine/glove.py", "__init__"),
         "all-but-the-top statistics (store section, cache or computed)": ("ctxembed/core/abtt.py", "statistics"),
-        "prepare the sentences": ("ctxembed/engine.py", "prepare"),
-        "attention (Engine.run)": ("ctxembed/engine.py", "run"),
+        "prepare the sentences": ("ctxembed/engine/glove.py", "prepare"),
+        "attention (Engine.run)": ("ctxembed/engine/glove.py", "run"),
         "compare_document": ("ctxembed/report.py", "compare_document"),
         "emit_json": ("ctxembed/output.py", "emit_json"),
     }

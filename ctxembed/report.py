@@ -311,8 +311,8 @@ def neighbors_document(
     return {
         "schema": "ctxembed.neighbors/2",
         "vectors": vectors,
-        "settings": engine.settings.as_dict(),
-        "settings_summary": engine.settings.summary(),
+        "settings": engine.describe(),
+        "settings_summary": engine.summary(),
         "text": result.prepared.text,
         "word": token.key,
         "position": token.position,

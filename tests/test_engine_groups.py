@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import ctxembed.engine as explore
+import ctxembed.engine.glove as explore
 from ctxembed.core.attention import AttentionConfig, encode
 from ctxembed.engine import Engine
 from ctxembed.settings import build_settings

@@ -31,7 +31,7 @@ import threadpoolctl  # noqa: E402
 
 from ctxembed.api import Explorer  # noqa: E402
 from ctxembed.batch import records  # noqa: E402
-from ctxembed.engine import SLAB_FLOATS  # noqa: E402
+from ctxembed.engine.glove import SLAB_FLOATS  # noqa: E402
 
 LINES = 3000
 

@@ -26,9 +26,9 @@ import orjson  # noqa: E402
 from inprocess import group_records  # noqa: E402
 from make_corpus import make_sentences  # noqa: E402
 
-from ctxembed import engine as explore  # noqa: E402
 from ctxembed.api import Explorer  # noqa: E402
 from ctxembed.batch import records  # noqa: E402
+from ctxembed.engine import glove as explore  # noqa: E402
 
 CHUNK = 1024
 

@@ -64,8 +64,8 @@ def senses(
     doc = {
         "schema": found.pop("schema"),
         "vectors": vectors,
-        "settings": engine.settings.as_dict(),
-        "settings_summary": engine.settings.summary(),
+        "settings": engine.describe(),
+        "settings_summary": engine.summary(),
         **found,
     }
     return doc, problems

@@ -1,4 +1,6 @@
-"""Sentences -> contextual vectors and the numbers the commands show. No printing, no files.
+"""The first engine behind the contract (:mod:`ctxembed.engine.contract`), registered as "glove":
+a store of static word vectors (GloVe by default, or any store ``--vectors`` opens) -> attention
+layers whose projections come from the settings. No printing, no files.
 
     engine = Engine(store, build_settings("default"))
     sentence = engine.prepare("we sat on the river bank")           # tokens, vocabulary status
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from os import PathLike
@@ -34,7 +35,12 @@ from ctxembed.core.attention import (
 )
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.projections import LayerParams, random_params
-from ctxembed.core.similarity import row_cosines
+from ctxembed.engine.sentence import (
+    TOKEN_SOURCES,
+    Contextualized,
+    Prepared,
+    first_match,
+)
 from ctxembed.errors import DataError, SettingError
 from ctxembed.output import say
 from ctxembed.settings import Settings, build_settings, fit_to_vectors
@@ -42,10 +48,11 @@ from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.sources import open_vectors
 from ctxembed.vectors.statistics import statistics
 from ctxembed.vectors.store import ROW_SOURCES, VectorStore
-from ctxembed.vectors.tokenize import WINDOW, Token, pretokenized, token_pieces, token_strings, tokenize, vocabulary_key
+from ctxembed.vectors.tokenize import WINDOW, pretokenized, token_pieces, token_strings, vocabulary_key
 from ctxembed.vectors.tokentable import TokenTable
 from ctxembed.vectors.weights import check_trained_weights, load_projections
 
+_SOURCE_NAMES = np.array(TOKEN_SOURCES, object)  # TOKEN_SOURCES, to turn many codes into names in one gather
 # Floats one group of sentences holds at once in each of its arrays (512 KB of float32): a group's
 # (B, T, d) vectors stay in a core's cache between steps, and the memory of a chunk's attention is
 # bounded whatever its sentences' lengths (a longer sentence runs alone). Batch's speed is flat from
@@ -56,121 +63,6 @@ GROUP_FLOATS = 1 << 17
 SLAB_FLOATS = 1 << 18
 _EULER_GAMMA = 0.5772156649
 INDEX_MAX_WORDS = 1_000_000  # above this a word -> row dict costs hundreds of MB: keep the binary search
-
-
-@dataclass(slots=True)  # slots: batch makes one per sentence, and a __dict__ each would be ~10% of that
-class Prepared:
-    """A sentence ready for attention: every token, and the ones that take part.
-
-    Token objects (with character offsets) are built only when asked for: batch needs the
-    tokens' texts and keys alone. Static vectors are gathered from the store when first asked
-    for, so that a batch of sentences is gathered in one operation by :meth:`Engine.run`."""
-
-    text: str
-    texts: list[str]  # per token: its text as written
-    token_keys: list[str]  # per token: the tokenizer's key (normalised, lower-cased for a lower-case vocabulary)
-    in_vocab: list[bool]  # per token: has a vector (in the vocabulary, or built from subwords)
-    used: list[int]  # positions (into tokens) of the tokens that enter attention, in order
-    rows: list[int]  # per used token: its store row (= frequency rank), -1 when it has none
-    keys: list[str | None]  # per token: the vocabulary word looked up
-    extra: dict[int, np.ndarray]  # index into used -> a vector that is no store row (subwords, zeros)
-    store: VectorStore = field(repr=False)
-    _tokens: list[Token] | None = field(default=None, repr=False)
-
-    @property
-    def tokens(self) -> list[Token]:
-        """Every token with its position and character offsets (the same texts as ``texts``)."""
-        if self._tokens is None:
-            self._tokens = tokenize(self.text, lowercase=self.store.lowercase)
-        return self._tokens
-
-    @property
-    def ranks(self) -> np.ndarray:
-        return np.array(self.rows, dtype=np.int64)  # (T,)
-
-    @property
-    def static(self) -> np.ndarray:
-        """(T, d) float32 static vectors of the used tokens (zeros for oov "zero"), gathered now."""
-        static = self.store.rows(np.maximum(self.ranks, 0))  # (T, d)
-        for index, vector in self.extra.items():
-            static[index] = vector
-        return static
-
-    @property
-    def skipped(self) -> list[Token]:
-        used = set(self.used)
-        return [t for t in self.tokens if t.position not in used]
-
-    def index_of(self, word: str) -> int | None:
-        """Row (into ``used``) of the token ``word`` names: ``bank`` (its first occurrence), ``bank#2``
-        or ``#8`` (position 8); see :func:`locate`."""
-        return first_match(word, self.texts, self.token_keys, self.used)
-
-    def locate(self, word: str) -> tuple[int, int, int] | None:
-        """(row into ``used``, occurrence, occurrences) of the token ``word`` names (:func:`locate`)."""
-        return locate(word, self.texts, self.token_keys, self.used)
-
-    def sources(self) -> list[str]:
-        """Per token, where its vector came from: one of :data:`TOKEN_SOURCES`."""
-        return token_sources(len(self.texts), self.in_vocab, self.used, self.rows, self.store)
-
-
-def split_word(spec: str) -> tuple[str | None, int | None]:
-    """A word as the commands take it: ``bank`` (its first occurrence), ``bank#2`` (its second) or
-    ``#8`` (the token at position 8) -> (word or None, occurrence or position or None)."""
-    found = re.fullmatch(r"(.*?)#(\d+)", spec)
-    if found is None:
-        return spec, None
-    return (found[1] or None), int(found[2])
-
-
-def locate(spec: str, texts: Sequence[str], keys: Sequence[str], used: Sequence[int]) -> tuple[int, int, int] | None:
-    """(row into ``used``, occurrence from 1, occurrences) of the token ``spec`` names (see
-    :func:`split_word`; a word matches a used token whose key or text, lower-cased, is the word
-    lower-cased), or None when the sentence has no such token."""
-    word, number = split_word(spec)
-    at = None  # a position's row
-    if word is None:
-        if number not in used:
-            return None
-        at, word = list(used).index(number), keys[number]
-    wanted = word.lower()
-    rows = [r for r, p in enumerate(used) if keys[p].lower() == wanted or texts[p].lower() == wanted]
-    if at is not None:
-        return at, rows.index(at) + 1, len(rows)
-    number = number or 1
-    if not 1 <= number <= len(rows):
-        return None
-    return rows[number - 1], number, len(rows)
-
-
-def first_match(word: str, texts: Sequence[str], keys: Sequence[str], used: Sequence[int]) -> int | None:
-    """Index into ``used`` of the token ``word`` names (:func:`locate`), or None."""
-    found = locate(word, texts, keys, used)
-    return None if found is None else found[0]
-
-
-# Where a token's vector came from: a vocabulary row (the source's own vector, or one the store marks
-# as estimated, see VectorStore.row_sources), character n-grams (subwords), or nowhere (skipped, or
-# the zero vector of --oov zero).
-TOKEN_SOURCES = ("vocabulary", "estimated", "subword", "none")
-_SOURCE_NAMES = np.array(TOKEN_SOURCES, object)  # the same, to turn many codes into names in one gather
-
-
-def token_sources(
-    n: int, in_vocab: Sequence[bool], used: Sequence[int], rows: Sequence[int], store: VectorStore
-) -> list[str]:
-    """Per token of a sentence of ``n`` tokens: its source (``rows`` per used token, -1: no store row)."""
-    codes = store.row_sources  # (N,) or None
-    sources = ["none"] * n
-    for position, row in zip(used, rows, strict=True):
-        if not in_vocab[position]:
-            continue  # --oov zero: attended, with no vector of its own
-        if row < 0:
-            sources[position] = "subword"
-        else:
-            sources[position] = "vocabulary" if codes is None else ROW_SOURCES[codes[row]]
-    return sources
 
 
 @dataclass
@@ -293,44 +185,6 @@ class GroupArrays:
         ]
 
 
-@dataclass
-class Contextualized:
-    """One sentence after attention. Rows of every array follow ``prepared.used``."""
-
-    prepared: Prepared
-    static: np.ndarray  # (T, d) the static vectors of the used tokens
-    inputs: np.ndarray  # (T, d) what attention saw: static vectors after all-but-the-top removal
-    contextual: np.ndarray  # (T, d_out) the layer mix when one is on, else the last layer's output
-    weights: np.ndarray | None  # (L, h, T, T) attention weights of every layer and head (None: not kept)
-    layer_inputs: list[np.ndarray] = field(default_factory=list)  # L arrays (T, d_l), positions included
-    steps: list[LayerSteps] | None = None  # Engine.run(..., trace=True): every step of every layer
-    top: np.ndarray | None = None  # (T, d_out) the last layer's output when a mix made ``contextual``
-    mix: LayerMix | None = None  # the mix that made ``contextual`` from the layers, or None
-
-    @property
-    def last_layer(self) -> np.ndarray:
-        """(T, d_out) the last attention layer's output, with or without a mix."""
-        return self.contextual if self.top is None else self.top
-
-    def layers(self) -> np.ndarray:
-        """(L + 1, T, d) every layer a mix weighs: the attention input h0, then each layer's output."""
-        return np.stack([self.inputs, *self.layer_inputs[1:], self.last_layer])
-
-    def used_tokens(self) -> list[Token]:
-        return [self.prepared.tokens[p] for p in self.prepared.used]
-
-    def index_of(self, word: str) -> int | None:
-        """Row of the used token ``word`` names (``bank``, ``bank#2``, ``#8``; see :func:`locate`)."""
-        return self.prepared.index_of(word)
-
-    def moved(self) -> np.ndarray:
-        """Per token, the cosine between its attention input and its contextual vector (T,);
-        NaN when the two live in spaces of different size."""
-        if self.inputs.shape[1] != self.contextual.shape[1]:
-            return np.full(len(self.contextual), np.nan)
-        return row_cosines(self.inputs, self.contextual)
-
-
 MAX_MIXED = 1e15  # largest |value| of a mixed vector: its squared norm stays inside float32 (3.4e38)
 
 
@@ -365,7 +219,12 @@ class WordLookup:
 
 
 class Engine:
-    """Static vectors + settings -> contextual vectors. Build once, run on many sentences."""
+    """Static vectors + settings -> contextual vectors. Build once, run on many sentences.
+
+    The "glove" model of :data:`ctxembed.engine.registry.MODELS`: it keeps the engine contract
+    (:class:`ctxembed.engine.contract.ContextEngine`)."""
+
+    model = "glove"
 
     def __init__(
         self,
@@ -397,6 +256,22 @@ class Engine:
         self.mix = self._layer_mix()
         # Zipf estimate of a word's probability from its frequency rank: p(r) = 1 / (r * H_N)
         self._harmonic = math.log(max(len(store), 1)) + _EULER_GAMMA
+
+    @property
+    def layers(self) -> int:
+        return self.settings.attention.layers
+
+    @property
+    def heads(self) -> int:
+        return self.settings.attention.heads
+
+    def describe(self) -> dict[str, Any]:
+        """The settings this engine runs with, as a document's ``settings`` holds them."""
+        return self.settings.as_dict()
+
+    def summary(self) -> str:
+        """The settings in one line, as a document's ``settings_summary`` holds them."""
+        return self.settings.summary()
 
     def bulk(self) -> Engine:
         """Prepare for many sentences: look words up in a dict (see :meth:`WordLookup.index_all`)."""
@@ -787,7 +662,7 @@ class Engine:
         return "the contextual vectors"
 
 
-def open_engine(
+def open_glove(
     vectors: str | PathLike | None = None,
     preset: str = "default",
     *,

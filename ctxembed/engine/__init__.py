@@ -1,0 +1,47 @@
+"""The engine layer: sentences -> words -> contextual vectors and attention weights, one contract.
+
+- ``contract.py``  :class:`ContextEngine`, what every model gives: prepare -> Prepared, run -> Contextualized
+- ``sentence.py``  :class:`Prepared`, :class:`Contextualized`, and how a command names a word (bank#2)
+- ``registry.py``  :data:`MODELS`, model name -> engine, and :func:`open_engine` (model="glove")
+- ``glove.py``     the first engine: static word vectors -> attention layers (the model "glove")
+
+``from ctxembed.engine import open_engine`` (or any name of ``_EXPORTS``) works: the module that
+defines the name is imported when the name is first asked for, so importing one module of this
+package (the contract, the registry) does not load the others.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_EXPORTS = {
+    "ContextEngine": "contract",
+    "Prepared": "sentence",
+    "Contextualized": "sentence",
+    "TOKEN_SOURCES": "sentence",
+    "token_sources": "sentence",
+    "split_word": "sentence",
+    "locate": "sentence",
+    "first_match": "sentence",
+    "MODELS": "registry",
+    "DEFAULT_MODEL": "registry",
+    "Model": "registry",
+    "open_engine": "registry",
+    "Engine": "glove",
+    "Sentences": "glove",
+    "GroupArrays": "glove",
+    "DEFAULT_MAX_TOKENS": "glove",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module  # lazy: see the docstring
+
+    return getattr(import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

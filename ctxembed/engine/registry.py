@@ -1,0 +1,57 @@
+"""Model name -> engine: the one place that knows which engines exist.
+
+    engine = open_engine("glove.6B.50d", model="glove")    # any ContextEngine (engine/contract.py)
+
+Every command, the API and the server open their engine here by the name ``--model`` gives; none
+writes ``if model == ...``. A new model is one entry of :data:`MODELS` whose ``open`` imports its
+module when called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from os import PathLike
+from typing import TYPE_CHECKING, Any
+
+from ctxembed.errors import SettingError
+
+if TYPE_CHECKING:
+    from ctxembed.engine.contract import ContextEngine
+
+
+@dataclass(frozen=True)
+class Model:
+    """One model an engine can run: its name, one line about it, and how to open its engine."""
+
+    name: str  # what --model takes
+    summary: str  # one line for people (a models list)
+    open: Callable[..., ContextEngine]  # (vectors, preset, **open_engine's keywords) -> its engine
+
+
+def _open_glove(vectors: str | PathLike | None, preset: str, **keywords: Any) -> ContextEngine:
+    from ctxembed.engine.glove import open_glove  # lazy: opening another model does not load this engine
+
+    return open_glove(vectors, preset, **keywords)
+
+
+MODELS: dict[str, Model] = {
+    "glove": Model("glove", "static word vectors (GloVe by default), attention layers from the settings", _open_glove),
+}
+DEFAULT_MODEL = "glove"
+
+
+def open_engine(
+    vectors: str | PathLike | None = None,
+    preset: str = "default",
+    *,
+    model: str = DEFAULT_MODEL,
+    **keywords: Any,
+) -> ContextEngine:
+    """The engine of ``model`` for a vector source, a preset and the keywords of
+    :func:`ctxembed.engine.glove.open_glove` (limit, trust, oov, max_tokens, on_note, label and
+    settings). Raises SettingError for a model no entry of :data:`MODELS` names."""
+    entry = MODELS.get(model)
+    if entry is None:
+        raise SettingError(f"{{model}} {model!r}: no such model (known: {', '.join(MODELS)})", "model")
+    return entry.open(vectors, preset, **keywords)

@@ -1,0 +1,171 @@
+"""What every engine takes and gives: a prepared sentence (:class:`Prepared`) and its result
+(:class:`Contextualized`), and how a command names one of its words (``bank``, ``bank#2``, ``#8``).
+
+Rows are words of ctxembed's tokenizer (:mod:`ctxembed.vectors.tokenize`), whatever the model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ctxembed.core.attention import LayerSteps
+from ctxembed.core.mix import LayerMix
+from ctxembed.core.similarity import row_cosines
+from ctxembed.vectors.store import ROW_SOURCES, VectorStore
+from ctxembed.vectors.tokenize import Token, tokenize
+
+
+@dataclass(slots=True)  # slots: batch makes one per sentence, and a __dict__ each would be ~10% of that
+class Prepared:
+    """A sentence ready for attention: every token, and the ones that take part.
+
+    Token objects (with character offsets) are built only when asked for: batch needs the
+    tokens' texts and keys alone. Static vectors are gathered from the store when first asked
+    for, so that a batch of sentences is gathered in one operation by :meth:`Engine.run`."""
+
+    text: str
+    texts: list[str]  # per token: its text as written
+    token_keys: list[str]  # per token: the tokenizer's key (normalised, lower-cased for a lower-case vocabulary)
+    in_vocab: list[bool]  # per token: has a vector (in the vocabulary, or built from subwords)
+    used: list[int]  # positions (into tokens) of the tokens that enter attention, in order
+    rows: list[int]  # per used token: its store row (= frequency rank), -1 when it has none
+    keys: list[str | None]  # per token: the vocabulary word looked up
+    extra: dict[int, np.ndarray]  # index into used -> a vector that is no store row (subwords, zeros)
+    store: VectorStore = field(repr=False)
+    _tokens: list[Token] | None = field(default=None, repr=False)
+
+    @property
+    def tokens(self) -> list[Token]:
+        """Every token with its position and character offsets (the same texts as ``texts``)."""
+        if self._tokens is None:
+            self._tokens = tokenize(self.text, lowercase=self.store.lowercase)
+        return self._tokens
+
+    @property
+    def ranks(self) -> np.ndarray:
+        return np.array(self.rows, dtype=np.int64)  # (T,)
+
+    @property
+    def static(self) -> np.ndarray:
+        """(T, d) float32 static vectors of the used tokens (zeros for oov "zero"), gathered now."""
+        static = self.store.rows(np.maximum(self.ranks, 0))  # (T, d)
+        for index, vector in self.extra.items():
+            static[index] = vector
+        return static
+
+    @property
+    def skipped(self) -> list[Token]:
+        used = set(self.used)
+        return [t for t in self.tokens if t.position not in used]
+
+    def index_of(self, word: str) -> int | None:
+        """Row (into ``used``) of the token ``word`` names: ``bank`` (its first occurrence), ``bank#2``
+        or ``#8`` (position 8); see :func:`locate`."""
+        return first_match(word, self.texts, self.token_keys, self.used)
+
+    def locate(self, word: str) -> tuple[int, int, int] | None:
+        """(row into ``used``, occurrence, occurrences) of the token ``word`` names (:func:`locate`)."""
+        return locate(word, self.texts, self.token_keys, self.used)
+
+    def sources(self) -> list[str]:
+        """Per token, where its vector came from: one of :data:`TOKEN_SOURCES`."""
+        return token_sources(len(self.texts), self.in_vocab, self.used, self.rows, self.store)
+
+
+def split_word(spec: str) -> tuple[str | None, int | None]:
+    """A word as the commands take it: ``bank`` (its first occurrence), ``bank#2`` (its second) or
+    ``#8`` (the token at position 8) -> (word or None, occurrence or position or None)."""
+    found = re.fullmatch(r"(.*?)#(\d+)", spec)
+    if found is None:
+        return spec, None
+    return (found[1] or None), int(found[2])
+
+
+def locate(spec: str, texts: Sequence[str], keys: Sequence[str], used: Sequence[int]) -> tuple[int, int, int] | None:
+    """(row into ``used``, occurrence from 1, occurrences) of the token ``spec`` names (see
+    :func:`split_word`; a word matches a used token whose key or text, lower-cased, is the word
+    lower-cased), or None when the sentence has no such token."""
+    word, number = split_word(spec)
+    at = None  # a position's row
+    if word is None:
+        if number not in used:
+            return None
+        at, word = list(used).index(number), keys[number]
+    wanted = word.lower()
+    rows = [r for r, p in enumerate(used) if keys[p].lower() == wanted or texts[p].lower() == wanted]
+    if at is not None:
+        return at, rows.index(at) + 1, len(rows)
+    number = number or 1
+    if not 1 <= number <= len(rows):
+        return None
+    return rows[number - 1], number, len(rows)
+
+
+def first_match(word: str, texts: Sequence[str], keys: Sequence[str], used: Sequence[int]) -> int | None:
+    """Index into ``used`` of the token ``word`` names (:func:`locate`), or None."""
+    found = locate(word, texts, keys, used)
+    return None if found is None else found[0]
+
+
+# Where a token's vector came from: a vocabulary row (the source's own vector, or one the store marks
+# as estimated, see VectorStore.row_sources), character n-grams (subwords), or nowhere (skipped, or
+# the zero vector of --oov zero).
+TOKEN_SOURCES = ("vocabulary", "estimated", "subword", "none")
+
+
+def token_sources(
+    n: int, in_vocab: Sequence[bool], used: Sequence[int], rows: Sequence[int], store: VectorStore
+) -> list[str]:
+    """Per token of a sentence of ``n`` tokens: its source (``rows`` per used token, -1: no store row)."""
+    codes = store.row_sources  # (N,) or None
+    sources = ["none"] * n
+    for position, row in zip(used, rows, strict=True):
+        if not in_vocab[position]:
+            continue  # --oov zero: attended, with no vector of its own
+        if row < 0:
+            sources[position] = "subword"
+        else:
+            sources[position] = "vocabulary" if codes is None else ROW_SOURCES[codes[row]]
+    return sources
+
+
+@dataclass
+class Contextualized:
+    """One sentence after attention. Rows of every array follow ``prepared.used``."""
+
+    prepared: Prepared
+    static: np.ndarray  # (T, d) the static vectors of the used tokens
+    inputs: np.ndarray  # (T, d) what attention saw: static vectors after all-but-the-top removal
+    contextual: np.ndarray  # (T, d_out) the layer mix when one is on, else the last layer's output
+    weights: np.ndarray | None  # (L, h, T, T) attention weights of every layer and head (None: not kept)
+    layer_inputs: list[np.ndarray] = field(default_factory=list)  # L arrays (T, d_l), positions included
+    steps: list[LayerSteps] | None = None  # Engine.run(..., trace=True): every step of every layer
+    top: np.ndarray | None = None  # (T, d_out) the last layer's output when a mix made ``contextual``
+    mix: LayerMix | None = None  # the mix that made ``contextual`` from the layers, or None
+
+    @property
+    def last_layer(self) -> np.ndarray:
+        """(T, d_out) the last attention layer's output, with or without a mix."""
+        return self.contextual if self.top is None else self.top
+
+    def layers(self) -> np.ndarray:
+        """(L + 1, T, d) every layer a mix weighs: the attention input h0, then each layer's output."""
+        return np.stack([self.inputs, *self.layer_inputs[1:], self.last_layer])
+
+    def used_tokens(self) -> list[Token]:
+        return [self.prepared.tokens[p] for p in self.prepared.used]
+
+    def index_of(self, word: str) -> int | None:
+        """Row of the used token ``word`` names (``bank``, ``bank#2``, ``#8``; see :func:`locate`)."""
+        return self.prepared.index_of(word)
+
+    def moved(self) -> np.ndarray:
+        """Per token, the cosine between its attention input and its contextual vector (T,);
+        NaN when the two live in spaces of different size."""
+        if self.inputs.shape[1] != self.contextual.shape[1]:
+            return np.full(len(self.contextual), np.nan)
+        return row_cosines(self.inputs, self.contextual)

@@ -1,0 +1,55 @@
+"""The engine contract and the model registry: commands open an engine by model name and read it
+through ContextEngine alone; rows are words of ctxembed's tokenizer."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from ctxembed.engine import MODELS, ContextEngine, Engine, open_engine
+from ctxembed.errors import SettingError
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return open_engine(None, "textbook", heads=2, layers=2)
+
+
+def test_the_default_model_is_the_glove_engine_and_keeps_the_contract(engine):
+    assert isinstance(engine, Engine) and engine.model == "glove"
+    assert isinstance(engine, ContextEngine)
+    assert (engine.layers, engine.heads) == (2, 2)
+    assert engine.describe() == engine.settings.as_dict() and engine.summary() == engine.settings.summary()
+
+
+def test_every_registered_model_opens_an_engine_named_after_its_entry():
+    for name, entry in MODELS.items():
+        assert entry.name == name and entry.summary
+    assert open_engine(None, model="glove").model == "glove"
+
+
+def test_an_unknown_model_is_a_setting_error_naming_the_known_ones():
+    with pytest.raises(SettingError, match="no such model.*known: glove") as caught:
+        open_engine(None, model="no-such-model")
+    assert caught.value.render(lambda name: f"--{name}").startswith("--model 'no-such-model'")
+
+
+def test_rows_are_words_and_weights_are_layers_heads_words_words(engine):
+    [result] = engine.run([engine.prepare("we sat on the river bank by the bank")])
+    T = len(result.prepared.used)
+    assert T == 9 and result.contextual.shape == (T, engine.out_dim)
+    assert result.weights.shape == (engine.layers, engine.heads, T, T)
+    first, second = result.index_of("bank"), result.index_of("bank#2")
+    assert (first, second) == (5, 8)
+    assert not np.array_equal(result.contextual[first], result.contextual[second])  # context differs
+
+
+def test_importing_the_contract_or_the_registry_does_not_load_an_engine():
+    code = (
+        "import sys; import ctxembed.engine.contract, ctxembed.engine.registry; "
+        "print('ctxembed.engine.glove' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
