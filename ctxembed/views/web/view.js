@@ -49,8 +49,10 @@ window.ctxembedView = function (root, given, givenView) {
     var state = {
       layer: view.layer === null || view.layer === undefined ? L - 1 : view.layer,
       head: view.head === null || view.head === undefined ? (H > 1 ? "mean" : 0) : view.head,
-      side: null, index: null, pinned: false
+      side: null, index: null, pinned: false,
+      reading: doc.attention ? doc.attention.reading : "raw"  /* --attention: a reading beside the weights */
     };
+    var reading = doc.attention || null;
     var app = root.querySelector(".app");
     app.appendChild(el("h2", {}, "attention weights"));
     app.appendChild(el("div", { "class": "meta" }, doc.text));
@@ -75,6 +77,14 @@ window.ctxembedView = function (root, given, givenView) {
       var hl = el("label", {}, "head ");
       hl.appendChild(headSelect); controls.appendChild(hl);
     }
+    if (reading) {
+      var readingSelect = el("select", { "class": "reading" });
+      readingSelect.appendChild(el("option", { value: reading.reading }, reading.reading));
+      readingSelect.appendChild(el("option", { value: "raw" }, "raw weights"));
+      readingSelect.addEventListener("change", function () { state.reading = readingSelect.value; draw(); });
+      var rl = el("label", {}, "show ");
+      rl.appendChild(readingSelect); controls.appendChild(rl);
+    }
     controls.appendChild(el("span", { "class": "hint" },
       "hover a token to see its weights; click to pin (left: what it attends to, right: what attends to it)"));
     var legend = { estimated: "\u00b0 vector estimated", subword: "* vector built from character n-grams",
@@ -92,9 +102,14 @@ window.ctxembedView = function (root, given, givenView) {
     var info = panes.appendChild(el("div", { "class": "info" }));
     var matrix = app.appendChild(el("table", { "class": "matrix" }));
 
-    var maskedKeys = doc.masked_keys || [];  /* per query, the keys the settings forced to weight 0 */
-    function masked(i, j) { return (maskedKeys[i] || []).indexOf(j) >= 0; }
-    function matrixNow() {  /* (T, T) of the chosen layer and head (or the mean of heads) */
+    function masked(i, j) {  /* the keys the settings forced to weight 0 (a reading lists its own) */
+      var listed = (state.reading !== "raw" ? reading.masked_keys : doc.masked_keys) || [];
+      return (listed[i] || []).indexOf(j) >= 0;
+    }
+    function matrixNow() {  /* (T, T) of the chosen layer and head (or the mean of heads), or of the reading */
+      if (state.reading !== "raw") {
+        return state.head === "mean" || !reading.heads ? reading.layers[state.layer] : reading.heads[state.layer][state.head];
+      }
       var layer = weights[state.layer];
       if (state.head !== "mean") return layer[state.head];
       return layer[0].map(function (row, i) {
@@ -176,7 +191,9 @@ window.ctxembedView = function (root, given, givenView) {
     }
     function drawInfo(w) {
       info.textContent = "";
-      var heading = "layer " + state.layer + ", " + (state.head === "mean" ? "mean of " + H + " heads" : "head " + state.head);
+      var whole = state.reading === "raw" ? "mean of " + H + " heads" : "whole layer";
+      var heading = (state.reading === "raw" ? "" : state.reading + ", ") + "layer " + state.layer + ", " +
+        (state.head === "mean" || (state.reading !== "raw" && !reading.heads) ? whole : "head " + state.head);
       info.appendChild(el("div", { "class": "meta" }, heading));
       if (state.side === null) {
         info.appendChild(el("div", { "class": "hint" }, "no token selected"));
