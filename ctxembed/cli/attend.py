@@ -44,6 +44,13 @@ def attend(
     all_heads: Annotated[
         bool, typer.Option("--all-heads", help="One matrix per head, side by side when they fit (small multiples).")
     ] = False,
+    all_layers: Annotated[
+        bool,
+        typer.Option(
+            "--all-layers",
+            help="A small map per layer, side by side; with --all-heads one per layer and head (the model view).",
+        ),
+    ] = False,
     focus: Annotated[
         str | None,
         typer.Option(
@@ -87,7 +94,7 @@ def attend(
             focus_at = focus_token(doc, focus)
         except UsageError as exc:
             raise UsageError(f"--focus {exc.message}") from None
-    save_all(doc, save, layer=layer, head=head, all_heads=all_heads)
+    save_all(doc, save, layer=layer, head=head, all_heads=all_heads, all_layers=all_layers)
     if json_out:
         emit_json(doc)
         return
@@ -100,6 +107,7 @@ def attend(
         layer=shown,
         head=head,
         all_heads=all_heads,
+        all_layers=all_layers,
         focus=None if focus_at is None else focus_at[0],
         occurrence=None if focus_at is None else focus_at[1:],
         max_display=max_display,

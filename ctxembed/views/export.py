@@ -62,7 +62,13 @@ def render_bytes(doc: dict, suffix: str, view: View | None = None) -> bytes:
 
 
 def save_document(
-    doc: dict, path: str | Path, *, layer: int | None = None, head: int | None = None, all_heads: bool = False
+    doc: dict,
+    path: str | Path,
+    *,
+    layer: int | None = None,
+    head: int | None = None,
+    all_heads: bool = False,
+    all_layers: bool = False,
 ) -> None:
     """Write ``doc`` to ``path`` in the format its suffix names (see the module doc).
 
@@ -71,7 +77,7 @@ def save_document(
     written or the PNG extra is missing."""
     path = Path(path)
     suffix = check_path(path)
-    data = render_bytes(doc, suffix, View(layer=layer, head=head, all_heads=all_heads))
+    data = render_bytes(doc, suffix, View(layer=layer, head=head, all_heads=all_heads, all_layers=all_layers))
     try:
         with atomic_file(path) as fh:
             fh.write(data)
@@ -94,7 +100,7 @@ def html_fragment(doc: dict, view: View | None = None) -> str:
     a notebook's ``_repr_html_``. Several fragments can live on one page."""
     view = view or View()
     root = f"ctxembed-{secrets.token_hex(6)}"
-    interactive = doc.get("schema") == "ctxembed.attend/3"
+    interactive = doc.get("schema") == "ctxembed.attend/3" and not view.all_layers  # the model view is a figure
     too_big = interactive and _weight_count(doc) > PAGE_WEIGHTS
     if interactive and not too_big:
         body = '<div class="app"></div>'
@@ -107,7 +113,7 @@ def html_fragment(doc: dict, view: View | None = None) -> str:
     if too_big:  # past the budget the page is the static figure (its heatmap one image), without the weights
         doc = {key: value for key, value in doc.items() if key != "weights"}
         doc["weights_dropped"] = f"more than {PAGE_WEIGHTS:,} attention weights: shown as the figure"
-    settings = {"layer": view.layer, "head": view.head, "all_heads": view.all_heads}
+    settings = {"layer": view.layer, "head": view.head, "all_heads": view.all_heads, "all_layers": view.all_layers}
     return (
         f'<div class="ctxembed-view" id="{root}" data-view="{html.escape(json.dumps(settings))}">'
         f"<style>{_asset('view.css')}</style>"

@@ -110,6 +110,7 @@ class View:
     layer: int | None = None
     head: int | None = None
     all_heads: bool = False
+    all_layers: bool = False  # every layer: with all_heads the model view (layers x heads)
 
 
 @dataclass
@@ -160,7 +161,21 @@ class Points:
     y_label: str = ""
 
 
-Panel = Heatmap | Bars | Curves | Points
+@dataclass
+class Grid:
+    """Small maps without numbers, one per (row, column): the model view, layers down and heads across."""
+
+    title: str
+    rows: list[str]  # e.g. "layer 0"
+    columns: list[str]  # e.g. "head 3"; one column: the layer's own map
+    maps: np.ndarray  # (rows, columns, T, T)
+    tokens: list[str]  # the T tokens: hover text, and the note that says the order
+    low: float = 0.0
+    high: float = 1.0
+    masked: np.ndarray | None = None  # (T, T) bool, the same in every map
+
+
+Panel = Heatmap | Bars | Curves | Points | Grid
 
 
 @dataclass
@@ -243,6 +258,26 @@ def attention_view(doc: dict, view: View) -> tuple[str, list[tuple[str, np.ndarr
     return f"layer {layer}", [("", weights[layer, 0])]
 
 
+def model_view(doc: dict, view: View) -> tuple[str, list[str], list[str], np.ndarray]:
+    """The model view's maps: (title, row labels, column labels, maps (rows, columns, T, T)): with
+    ``all_heads`` one row per layer and one column per head, else one row of the layers' own maps (the
+    mean of heads, or the reading's), side by side. A document with a reading shows the reading."""
+    weights = _floats(doc["weights"])  # (L, h, T, T)
+    layers, heads = weights.shape[:2]
+    reading = doc.get("attention")
+    name = "attention weights" if reading is None else reading["reading"]
+    if reading is not None and (reading.get("heads") is not None or not view.all_heads):
+        weights = _floats(reading["heads"] if view.all_heads else reading["layers"])  # (L, h, T, T) or (L, T, T)
+    elif reading is not None:
+        raise UsageError(f"{name} has one map per layer, not one per head: drop --all-heads")
+    rows = [f"layer {layer}" for layer in range(layers)]
+    if view.all_heads:
+        return f"{name}, every layer and head", rows, [f"head {h}" for h in range(heads)], weights
+    whole = weights[None] if weights.ndim == 3 else weights.mean(axis=1)[None]  # (1, L, T, T) the layers side by side
+    which = " (mean of heads)" if reading is None and heads > 1 else ""
+    return f"{name}, every layer{which}", [""], rows, whole
+
+
 def _reading_view(reading: dict, layer: int, view: View) -> tuple[str, list[tuple[str, np.ndarray]]]:
     """:func:`attention_view` of a reading: its map of the whole layer, or its maps per head when it has them."""
     name, per_head = reading["reading"], reading.get("heads")
@@ -288,6 +323,8 @@ def token_labels(doc: dict) -> tuple[list[str], list[int]]:
 @figure_for("ctxembed.attend/3")
 def attend_figure(doc: dict, view: View) -> Figure:
     labels, _ = token_labels(doc)
+    if view.all_layers:
+        return _model_figure(doc, view, labels)
     title, panels = attention_view(doc, view)
     masked = attention_masks(doc, len(labels))
     darkest = max(float(np.max(values, initial=0.0)) for _, values in panels) or 1.0
@@ -314,6 +351,21 @@ def attend_figure(doc: dict, view: View) -> Figure:
             *source_notes(doc["tokens"][p].get("source") for p in doc["attended_positions"]),
         ],
         columns=min(4, len(heatmaps)),
+    )
+
+
+def _model_figure(doc: dict, view: View, labels: list[str]) -> Figure:
+    title, rows, columns, maps = model_view(doc, view)
+    masked = attention_masks(doc, len(labels))
+    grid = Grid("", rows, columns, maps, labels, masked=masked if masked.any() else None)  # the figure's title says it
+    return Figure(
+        title,
+        [doc["text"], *_settings_lines(doc)],
+        [grid],
+        notes=[
+            "each map: rows attend (query), columns are attended to (key), tokens in order: " + " ".join(labels),
+            "white 0 to dark blue 1 in every map" + ("; grey: masked" if masked.any() else ""),
+        ],
     )
 
 

@@ -313,3 +313,67 @@ def wrap_parts(prefix: str, parts: Sequence[str], width: int, separator: str = "
                 current = piece
     lines.append(current)
     return [(prefix if k == 0 else indent) + line for k, line in enumerate(lines)]
+
+
+# ------------------------------------------------------------------------------ the model view
+def _half_cell(top: str, bottom: str) -> tuple[str, str]:
+    """One terminal cell holding two map cells, the upper and the lower: each a heat level ("0".."8"),
+    "m" (masked) or "" (below the map's last row: the terminal's own background). Returns
+    (character, style "cells:FG:BG"). A map is painted whole, white to dark blue, so it reads as a
+    picture on a dark terminal as on a light one."""
+    return "▀", f"cells:{top}:{bottom}"
+
+
+def _level(value: float, masked: bool) -> str:
+    """A map cell's shade for :func:`_half_cell`, on a scale of 0 to 1 (rows of weights sum to 1)."""
+    return "m" if masked else str(heat_level(value, 1.0))
+
+
+def model_lines(
+    maps: np.ndarray,
+    rows: Sequence[str],
+    columns: Sequence[str],
+    width: int,
+    *,
+    masked: np.ndarray | None = None,
+    colour: bool = True,
+) -> list[list[tuple[str, str]]]:
+    """The model view as lines of (text, style) segments: maps (R, C, T, T), one small map per layer
+    (row) and head (column), as many side by side as ``width`` allows. In colour each terminal cell
+    shows two rows of a map (half blocks), shaded 0 to 1; without colour each map cell is a glyph
+    (eighths of 1), ``·`` masked."""
+    n_rows, n_cols, T = maps.shape[0], maps.shape[1], maps.shape[-1]
+    label_width = max(text_width(r) for r in rows) + 1
+    shown_columns = [c if text_width(c) <= T else c.replace("head ", "h") for c in columns]
+    map_width = max(T, max(text_width(c) for c in shown_columns))
+    per_band = max(1, (width - label_width) // (map_width + 2))
+    blocked = np.zeros((T, T), dtype=bool) if masked is None else np.asarray(masked, dtype=bool)
+    lines: list[list[tuple[str, str]]] = []
+    for r in range(n_rows):
+        for first in range(0, n_cols, per_band):
+            band = range(first, min(n_cols, first + per_band))
+            if n_cols > 1:
+                header = [(" " * label_width, "")]
+                for c in band:
+                    header.append(("  " + _pad(shown_columns[c], map_width), "header"))
+                lines.append(header)
+            height = (T + 1) // 2 if colour else T
+            for line in range(height):
+                label = rows[r] if line == 0 and first == 0 else ""
+                segments = [(_pad(label, label_width), "label")]
+                for c in band:
+                    segments.append(("  ", ""))
+                    for j in range(T):
+                        if colour:
+                            i = 2 * line
+                            top = _level(float(maps[r, c, i, j]), bool(blocked[i, j]))
+                            bottom = "" if i + 1 >= T else _level(float(maps[r, c, i + 1, j]), bool(blocked[i + 1, j]))
+                            segments.append(_half_cell(top, bottom))
+                        else:
+                            value, is_masked = float(maps[r, c, line, j]), bool(blocked[line, j])
+                            level = heat_level(value, 1.0)
+                            segments.append((MASKED if is_masked else GLYPHS[level - 1] if level else " ", ""))
+                    segments.append((" " * (map_width - T), ""))
+                lines.append(segments)
+        lines.append([])
+    return lines

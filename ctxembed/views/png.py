@@ -17,6 +17,7 @@ from ctxembed.views.figures import (
     Bars,
     Curves,
     Figure,
+    Grid,
     Heatmap,
     Points,
     bar_colour,
@@ -103,6 +104,8 @@ def _panel_size(panel) -> float:
         return 1.5 + 0.3 * len(panel.labels)
     if isinstance(panel, Points):
         return 5.0
+    if isinstance(panel, Grid):  # about an inch per map, the longer side of the grid at most MAX_PANEL
+        return min(MAX_PANEL, 1.0 + 1.0 * max(panel.maps.shape[:2]))
     return 4.0
 
 
@@ -113,6 +116,33 @@ def _colour_map(diverging: bool):
     stops = DIVERGING if diverging else SEQUENTIAL
     cmap = LinearSegmentedColormap.from_list("ctxembed", [(at, tuple(c / 255 for c in rgb)) for at, rgb in stops])
     return cmap.with_extremes(bad=tuple(c / 255 for c in MASKED_FILL))  # set_bad is deprecated
+
+
+def _grid(ax, panel: Grid) -> None:
+    """The model view in one axes: the maps side by side, transparent gaps between them, masked cells grey."""
+    n_rows, n_cols, T = panel.maps.shape[0], panel.maps.shape[1], panel.maps.shape[-1]
+    gap = max(1, T // 8)
+    step = T + gap
+    mosaic = np.ma.masked_all((n_rows * step - gap, n_cols * step - gap))  # the gaps stay masked: transparent
+    above = panel.high + 1.0  # masked cells: past the scale, drawn in the "over" colour (grey)
+    for r in range(n_rows):
+        for c in range(n_cols):
+            block = np.array(panel.maps[r, c], dtype=np.float64)  # (T, T)
+            if panel.masked is not None:
+                block[np.asarray(panel.masked, dtype=bool)] = above
+            mosaic[r * step : r * step + T, c * step : c * step + T] = block
+    grey = tuple(c / 255 for c in MASKED_FILL)
+    cmap = _colour_map(False).with_extremes(bad=(1, 1, 1, 0), over=grey)
+    image = ax.imshow(mosaic, cmap=cmap, vmin=panel.low, vmax=panel.high, interpolation="nearest")
+    bar = ax.figure.colorbar(image, ax=ax, fraction=0.03, pad=0.02)
+    bar.ax.tick_params(labelsize=7)
+    centres = [k * step + (T - 1) / 2 for k in range(max(n_rows, n_cols))]
+    ax.set_xticks(centres[:n_cols], panel.columns if n_cols > 1 else [""], fontsize=7)
+    ax.set_yticks(centres[:n_rows], panel.rows, fontsize=7)
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.xaxis.set_ticks_position("top")
 
 
 def _heatmap(ax, panel: Heatmap) -> None:
@@ -185,4 +215,4 @@ def _points(ax, panel: Points) -> None:
             placed.append(box)
 
 
-_DRAW = {Heatmap: _heatmap, Bars: _bars, Curves: _curves, Points: _points}
+_DRAW = {Heatmap: _heatmap, Bars: _bars, Curves: _curves, Points: _points, Grid: _grid}

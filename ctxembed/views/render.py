@@ -15,16 +15,18 @@ from rich.text import Text
 
 from ctxembed.output import terminal_view
 from ctxembed.views.figures import (
+    MASKED_FILL,
     View,
     attention_masks,
     attention_view,
     colour,
     ink_on,
     marked,
+    model_view,
     source_notes,
     token_labels,
 )
-from ctxembed.views.layout import choose_layout, draw, heat_level, legend_lines, wrap_parts
+from ctxembed.views.layout import choose_layout, draw, heat_level, legend_lines, model_lines, wrap_parts
 
 
 @terminal_view
@@ -161,10 +163,23 @@ _SEGMENT_STYLES = {
 }
 
 
+def _cells_style(name: str) -> Style:
+    """The style of a model-view cell, "cells:FG:BG": each side a heat level 0..8, "m" masked or "" none."""
+    _, fg, bg = name.split(":")
+
+    def hex_of(level: str) -> str | None:
+        if not level:
+            return None
+        rgb = MASKED_FILL if level == "m" else colour(int(level) / 8)
+        return "#{:02x}{:02x}{:02x}".format(*rgb)
+
+    return Style(color=hex_of(fg), bgcolor=hex_of(bg))
+
+
 def _segments_text(line) -> Text:
     text = Text()
     for piece, style in line:
-        text.append(piece, style=_SEGMENT_STYLES.get(style, Style()))
+        text.append(piece, style=_cells_style(style) if style.startswith("cells:") else _SEGMENT_STYLES.get(style, Style()))
     return text
 
 
@@ -181,6 +196,7 @@ def render_attend(
     layer: int | None = None,
     head: int | None = None,
     all_heads: bool = False,
+    all_layers: bool = False,
     focus: int | None = None,
     max_display: int | None = None,
     start: int = 0,
@@ -202,10 +218,16 @@ def render_attend(
     _source_legend(console, [t.get("source") for t in doc["tokens"]])
     labels, positions = token_labels(doc)
     n = len(labels)
-    title, panels = attention_view(doc, View(layer=layer, head=head, all_heads=all_heads))
     masked = attention_masks(doc, n)
-    top = max(float(np.max(values, initial=0.0)) for _, values in panels)
-    if focus is not None:
+    if all_layers:
+        _render_model(console, doc, View(all_heads=all_heads, all_layers=True), labels, masked)
+        title, panels = "", []
+    else:
+        title, panels = attention_view(doc, View(layer=layer, head=head, all_heads=all_heads))
+    top = max((float(np.max(values, initial=0.0)) for _, values in panels), default=0.0)
+    if all_layers:
+        pass
+    elif focus is not None:
         _render_focus(console, labels, positions, title, panels, masked, focus, top, occurrence)
     else:
         colour = console.color_system is not None and not console.no_color  # NO_COLOR keeps a color_system
@@ -264,6 +286,19 @@ def render_attend(
         finite = cos is not None and np.isfinite(cos)
         table.add_row(str(position), label, listed, Text(_fmt(cos, 3), style=_diverging(cos) if finite else ""))
     console.print(table)
+
+
+def _render_model(console: Console, doc: dict, view: View, labels: list[str], masked: np.ndarray) -> None:
+    """The model view: a small map per layer (and head), rows attending to columns, shaded 0 to 1."""
+    title, rows, columns, maps = model_view(doc, view)
+    colour = console.color_system is not None and not console.no_color
+    console.print(Text(f"{title} (each map: rows attend to columns, tokens in order)", style="bold"), overflow="fold")
+    for line in model_lines(maps, rows, columns, console.width, masked=masked if masked.any() else None, colour=colour):
+        console.print(_segments_text(line), overflow="ignore", crop=False, no_wrap=True)
+    _print_lines(console, legend_lines(labels, list(range(len(labels))), console.width))
+    key = "white 0 to dark blue 1, in eighths, two rows of a map per line" if colour else "▁▂▃▄▅▆▇█ eighths of 1, blank 0"
+    console.print(Text(key + ("; · masked" if masked.any() and not colour else "; grey masked" if masked.any() else "")
+                       + "; --save model.svg or .html draws it larger", style="dim"), overflow="fold")
 
 
 _BAR_EIGHTHS = "▏▎▍▌▋▊▉"

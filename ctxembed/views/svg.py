@@ -23,6 +23,7 @@ from ctxembed.views.figures import (
     Bars,
     Curves,
     Figure,
+    Grid,
     Heatmap,
     Points,
     bar_colour,
@@ -156,6 +157,46 @@ def _cells_image(panel: Heatmap, left: float, top: float) -> str:
         f"<title>{escape(panel.label)}: {n_rows} x {n_cols} cells, drawn without per-cell values "
         f"past {DETAILED_CELLS:,} cells</title></image>"
     )
+
+
+THUMB = 120  # the model view's map size (px), for any sentence length: 5 tokens or 50 fit the same grid
+
+
+def _grid(panel: Grid) -> tuple[float, float, str]:
+    """The model view: one small map per (row, column), each an image of its cells, labelled by layer
+    and head; hovering a map names it."""
+    n_rows, n_cols, T = panel.maps.shape[0], panel.maps.shape[1], panel.maps.shape[-1]
+    cell = max(1, THUMB // T)  # whole pixels per cell, so every cell is drawn the same size
+    side, gap = cell * T, 10
+    left = max(text_width(r, 11) for r in panel.rows) + 10
+    top = (24 if panel.title else 4) + (16 if n_cols > 1 else 0)
+    parts = [_text(0, 14, panel.title, 13, weight="bold")] if panel.title else []
+    for c, label in enumerate(panel.columns if n_cols > 1 else ()):
+        parts.append(_text(left + c * (side + gap) + side / 2, top - 6, label, 11, anchor="middle", fill="#444"))
+    for r, row_label in enumerate(panel.rows):
+        y = top + r * (side + gap)
+        parts.append(_text(left - 8, y + side / 2 + 4, row_label, 11, anchor="end", fill="#444"))
+        for c, column_label in enumerate(panel.columns):
+            rgb = colours(panel.maps[r, c], panel.low, panel.high, False)  # (T, T, 3)
+            if panel.masked is not None:
+                rgb[np.asarray(panel.masked, dtype=bool)] = MASKED_FILL
+            data = base64.b64encode(png_bytes(rgb)).decode("ascii")
+            x = left + c * (side + gap)
+            name = f"{row_label}, {column_label}"
+            parts.append(
+                f'<g class="cell" data-label={quoteattr(name)} data-value={quoteattr(f"{T} x {T}")}>'
+                f'<rect x="{x - 0.5:.1f}" y="{y - 0.5:.1f}" width="{side + 1}" height="{side + 1}" fill="none" '
+                f'stroke="#bbb"/><image x="{x}" y="{y}" width="{side}" height="{side}" preserveAspectRatio="none" '
+                f'style="image-rendering:pixelated" href="data:image/png;base64,{data}"/>'
+                f"<title>{escape(name)}</title></g>"
+            )
+    bottom = top + n_rows * (side + gap)
+    key, key_height = _colour_key(
+        Heatmap("", [], [], np.zeros((0, 0)), low=panel.low, high=panel.high, masked=panel.masked), left, bottom
+    )
+    parts.append(key)
+    width = max(left + n_cols * (side + gap), text_width(panel.title, 13) + 4, left + 8 * 14 + 90)
+    return width, bottom + key_height + 4, "".join(parts)
 
 
 def colours(values: np.ndarray, low: float, high: float, diverging: bool) -> np.ndarray:
@@ -292,7 +333,7 @@ def _points(panel: Points) -> tuple[float, float, str]:
     return left + plot_w + 16 + names, top + plot_h + 40, "".join(parts)
 
 
-_DRAW = {Heatmap: _heatmap, Bars: _bars, Curves: _curves, Points: _points}
+_DRAW = {Heatmap: _heatmap, Bars: _bars, Curves: _curves, Points: _points, Grid: _grid}
 
 
 def figure_svg(figure: Figure) -> str:

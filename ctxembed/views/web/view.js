@@ -19,7 +19,8 @@ window.ctxembedView = function (root, given, givenView) {
     return "rgb(" + [0, 1, 2].map(function (c) { return Math.round(a[c] + (b[c] - a[c]) * t); }).join(",") + ")";
   }
 
-  if (/^ctxembed\.attend\/\d+$/.test(doc.schema) && doc.weights) attention(); else generic();
+  /* the model view (all_layers) is a figure, like every other document */
+  if (/^ctxembed\.attend\/\d+$/.test(doc.schema) && doc.weights && !view.all_layers) attention(); else generic();
 
   /* ------------------------------------------------------------------ any figure: hover or click a cell */
   function generic() {
