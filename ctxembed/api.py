@@ -38,7 +38,6 @@ from ctxembed.report import (
     compare_document,
     explain_steps,
     neighbors_document,
-    output_projections,
     skipped_records,
     token_records,
 )
@@ -354,10 +353,8 @@ class AttendResult(_Shown):
             self.result, self.explorer.settings, self.explorer.vectors, with_vectors=self.with_vectors, top=self.top
         )
         if self.attention != "raw":
-            projections = output_projections(self.explorer.engine)
-            doc["attention"] = attention_reading(
-                self.result, self.attention, self.explorer.settings, projections, top=self.top
-            )
+            engine = self.explorer.engine
+            doc["attention"] = attention_reading(self.result, self.attention, engine, doc["masked_keys"], top=self.top)
         if self.explained is not None:
             layer, head = self.explained
             doc["explain"] = explain_steps(self.result, self.explorer.settings, layer=layer, head=head)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ctxembed.core.attention import build_mask, masked_keys, mean_over_heads
-from ctxembed.core.readings import READINGS, rollout, sent_vectors, value_norm
+from ctxembed.core.readings import READINGS, rollout, value_norm
 from ctxembed.core.similarity import cosine, cosine_matrix
-from ctxembed.engine import Contextualized, Engine, locate, split_word
+from ctxembed.engine import ContextEngine, Contextualized, Engine, locate, split_word
 from ctxembed.errors import DataError, UsageError
 from ctxembed.settings import Settings
 from ctxembed.vectors.search import nearest
@@ -103,41 +103,34 @@ def check_reading(reading: str, *, head: int | None = None, all_heads: bool = Fa
         )
 
 
-def output_projections(engine: Engine) -> list[np.ndarray | None]:
-    """Each layer's W_out (heads * d_v, d_model), or None where the heads' contexts are concatenated as they are."""
-    layers = engine.settings.attention.layers
-    return [None] * layers if engine.params is None else [p.W_out for p in engine.params]
-
-
 def attention_reading(
-    result: Contextualized, reading: str, settings: Settings, output_projections: list, *, top: int = 3
+    result: Contextualized, reading: str, engine: ContextEngine, masked: list[list[int]], *, top: int = 3
 ) -> dict:
-    """The ``attention`` object of an attend document: ``reading`` of the result's weights (L, h, T, T).
+    """The ``attention`` object of an attend document: ``reading`` of the result's attention.
 
     ``layers`` (L, T, T) is the reading of each whole layer, ``heads`` (L, h, T, T) its map per head
-    (None for mean and rollout), ``sent_norms`` (L, h, T) how long a vector each token sends through
-    each head (value-norm only), ``top_attended`` as the document's, read from the last layer's map, and
-    ``masked_keys`` the cells forced to 0 (the document's, none for rollout).
-    Value-norm needs the traced values (``Engine.run(..., trace=True)``) and each layer's W_out or None."""
+    (None for mean and rollout), ``sent_norms`` (L, h, T) how long a vector each word sends through each
+    head (value-norm only), ``top_attended`` as the document's, read from the last layer's map, and
+    ``masked_keys`` the cells forced to 0 (``masked``, the document's; none for rollout). Rollout and
+    value-norm are computed on the units the model ran on (:meth:`ContextEngine.attention_parts`), then
+    aggregated to words; value-norm needs a result run with ``trace=True``."""
     check_reading(reading)
-    weights = result.weights  # (L, h, T, T)
-    a = settings.attention
-    masks = {"causal": a.causal, "exclude_self": a.exclude_self}
     heads = sent_norms = None
     if reading == "mean":
-        layers = mean_over_heads(weights)  # (L, T, T)
+        layers = mean_over_heads(result.weights)  # (L, h, T, T) -> (L, T, T)
     elif reading == "rollout":
-        layers = rollout(weights)  # (L, T, T)
+        parts = engine.attention_parts(result)
+        layers = parts.to_words(rollout(parts.weights))  # (L, P, P) -> (L, T, T)
     elif reading == "value-norm":
-        if result.steps is None:
+        parts = engine.attention_parts(result)
+        if parts.sent is None:
             raise ValueError("value-norm needs a result computed with trace=True")
-        per_layer = [
-            value_norm(step.attention.weights, sent_vectors(step.v, w_out))
-            for step, w_out in zip(result.steps, output_projections, strict=True)
-        ]
-        layers = np.stack([r.layer for r in per_layer])  # (L, T, T)
-        heads = np.stack([r.heads for r in per_layer])  # (L, h, T, T)
-        sent_norms = np.stack([r.sent_norms for r in per_layer])  # (L, h, T)
+        per_layer = [value_norm(w, sent) for w, sent in zip(parts.weights, parts.sent, strict=True)]
+        layers = parts.to_words(np.stack([r.layer for r in per_layer]))  # (L, P, P) -> (L, T, T)
+        heads = parts.to_words(np.stack([r.heads for r in per_layer]))  # (L, h, P, P) -> (L, h, T, T)
+        sent_norms = np.stack([r.sent_norms for r in per_layer])  # (L, h, P)
+        if sent_norms.shape[-1] != layers.shape[-1]:  # a subword model: per piece, no word to name
+            sent_norms = None
     else:  # raw: the document's own weights
         raise ValueError("the raw weights are the document's 'weights'; no reading to add")
     return {
@@ -147,8 +140,8 @@ def attention_reading(
         "heads": heads,
         "sent_norms": sent_norms,
         "top_attended": top_attended(layers[-1], result, top),
-        # rollout's 0.5 I keeps every token on itself, so no cell of it is forced to 0
-        "masked_keys": [[] for _ in layers[-1]] if reading == "rollout" else masked_keys(len(layers[-1]), **masks),
+        # rollout's 0.5 I keeps every word on itself, so no cell of it is forced to 0
+        "masked_keys": [[] for _ in layers[-1]] if reading == "rollout" else masked,
     }
 
 

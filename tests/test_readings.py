@@ -112,3 +112,30 @@ def test_sent_vectors_add_up_to_what_the_layer_computed(output_projection):
     summed = np.einsum("hij,hjd->id", step.attention.weights, sent)  # (T, D)
     bias = 0 if params[0].b_out is None else params[0].b_out
     np.testing.assert_allclose(summed + bias, step.merged, rtol=1e-10, atol=1e-12)
+
+
+def test_readings_run_on_the_models_units_then_become_words():
+    """A subword model's reading is computed over its pieces, then aggregated with its own to_words:
+    rollout of aggregated weights would be another number."""
+    from ctxembed.api import Explorer
+    from ctxembed.engine.sentence import AttentionParts
+    from ctxembed.report import attention_reading
+    from tests.cli_helpers import TOY
+
+    explorer = Explorer(TOY, "notes", on_note=lambda _: None)
+    [result] = explorer.contextualize(["apple is the phone"])  # 4 words; say "phone" ran as 2 pieces
+
+    def to_words(maps: np.ndarray) -> np.ndarray:  # (..., 5, 5) -> (..., 4, 4): keys summed, queries averaged
+        keys = np.concatenate([maps[..., :3], maps[..., 3:].sum(-1, keepdims=True)], axis=-1)
+        return np.concatenate([keys[..., :3, :], keys[..., 3:, :].mean(-2, keepdims=True)], axis=-2)
+
+    pieces = row_shares(np.random.default_rng(4).random((2, 1, 5, 5)))  # (L, h, P, P)
+
+    class PieceEngine:
+        def attention_parts(self, _):
+            return AttentionParts(pieces, None, to_words)
+
+    doc = attention_reading(result, "rollout", PieceEngine(), [[]] * 4)
+    np.testing.assert_allclose(doc["layers"], to_words(rollout(pieces)))
+    assert not np.allclose(doc["layers"], rollout(to_words(pieces)), atol=1e-3)
+    np.testing.assert_allclose(np.asarray(doc["layers"]).sum(-1), 1.0)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from ctxembed.core.abtt import TopRemoval
-    from ctxembed.engine.sentence import Contextualized, Prepared
+    from ctxembed.engine.sentence import AttentionParts, Contextualized, Prepared
     from ctxembed.settings import Settings
     from ctxembed.vectors.store import VectorStore
 
@@ -71,3 +71,8 @@ class ContextEngine(Protocol):
 
     def run(self, sentences: Sequence[Prepared], *, weights: bool = True, trace: bool = False) -> list[Contextualized]:
         """Per sentence: static and contextual (T, d_out) vectors, and (L, h, T, T) weights over its words."""
+
+    def attention_parts(self, result: Contextualized) -> AttentionParts:
+        """The weights and the vectors each unit sends through each head, at the level the model ran,
+        with the aggregation to words: what ``attend --attention rollout|value-norm`` reads. ``sent``
+        needs a result run with ``trace=True`` (else None)."""

@@ -35,7 +35,9 @@ from ctxembed.core.attention import (
 )
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.projections import LayerParams, random_params
+from ctxembed.core.readings import sent_vectors
 from ctxembed.engine.sentence import (
+    AttentionParts,
     TOKEN_SOURCES,
     Contextualized,
     Prepared,
@@ -272,6 +274,18 @@ class Engine:
     def summary(self) -> str:
         """The settings in one line, as a document's ``settings_summary`` holds them."""
         return self.settings.summary()
+
+    def attention_parts(self, result: Contextualized) -> AttentionParts:
+        """The result's weights and, when traced, what each word sends through each head: its values
+        times the head's rows of W_out (the heads' own slices without W_out). Words are the units."""
+        sent = None
+        if result.steps is not None:
+            params = self.params or [None] * self.layers
+            sent = [
+                sent_vectors(step.v, None if layer is None else layer.W_out)  # (h, T, D)
+                for step, layer in zip(result.steps, params, strict=True)
+            ]
+        return AttentionParts(result.weights, sent)
 
     def bulk(self) -> Engine:
         """Prepare for many sentences: look words up in a dict (see :meth:`WordLookup.index_all`)."""

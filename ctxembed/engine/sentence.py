@@ -7,7 +7,7 @@ Rows are words of ctxembed's tokenizer (:mod:`ctxembed.vectors.tokenize`), whate
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -169,3 +169,24 @@ class Contextualized:
         if self.inputs.shape[1] != self.contextual.shape[1]:
             return np.full(len(self.contextual), np.nan)
         return row_cosines(self.inputs, self.contextual)
+
+
+def same_units(values: np.ndarray) -> np.ndarray:
+    """The aggregation of an engine whose units are the words themselves: nothing to do."""
+    return values
+
+
+@dataclass(frozen=True)
+class AttentionParts:
+    """What attention's readings (rollout, value-norm; :mod:`ctxembed.core.readings`) need of one result,
+    at the level the model ran: words for GloVe, wordpieces for a subword model (P units).
+
+    The readings are computed on these units, then ``to_words`` turns each (..., P, P) map into the
+    contract's (..., T, T) word map with the engine's own aggregation, the one its weights went
+    through (a word's key pieces summed, its query pieces averaged), so a reading of a subword model
+    is never computed from already-aggregated weights."""
+
+    weights: np.ndarray  # (L, h, P, P) attention weights over the model's units
+    sent: list[np.ndarray] | None  # per layer (h, P, D): f_h(x_j) = v^h_j W_out^h, what each unit sends
+    # through each head (core.readings.sent_vectors); None when the result was run without trace
+    to_words: Callable[[np.ndarray], np.ndarray] = same_units  # (..., P, P) -> (..., T, T)
