@@ -5,7 +5,7 @@ arithmetic every attention tool has to do, with nothing around it (no tokenising
 projection, no per-sentence objects). Sentences are grouped by length, 256 per batch, as
 ``ctxembed batch`` does. The timed part gathers each batch's vectors from the store (int8 rows
 times their scales) and runs attention; turning text into token ids (batch's own rows, from
-Engine.prepare_many) happens before the clock. One BLAS thread, as in each of batch's workers.
+columns.prepare_many) happens before the clock. One BLAS thread, as in each of batch's workers.
 
     python benchmarks/bare_kernel.py benchmarks/results/cache/sentences-20000-own.txt   # prints JSON
 """
@@ -37,9 +37,10 @@ def attention(x: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def token_ids(lines: list[str]) -> list[np.ndarray]:
-    """Each sentence's store rows, the ones batch attends over (Engine.prepare_many, default
+    """Each sentence's store rows, the ones batch attends over (columns.prepare_many, default
     settings: out-of-vocabulary tokens skipped); a line batch refuses (no known token) is left out."""
     sys.path.insert(0, str(REPO))
+    from ctxembed.batch import columns
     from ctxembed.engine import Engine
     from ctxembed.settings import build_settings
     from ctxembed.vectors.sources import open_vectors
@@ -47,7 +48,7 @@ def token_ids(lines: list[str]) -> list[np.ndarray]:
     engine = Engine(open_vectors(None), build_settings("default")).bulk()
     ids = []
     for first in range(0, len(lines), 1024):
-        sentences = engine.prepare_many(lines[first : first + 1024])
+        sentences = columns.prepare_many(engine, lines[first : first + 1024])
         for start, n in zip(sentences.starts.tolist(), sentences.lengths.tolist(), strict=True):
             if n > 0:
                 ids.append(sentences.rows[start : start + n])

@@ -50,18 +50,23 @@ def alternate(sides: dict, runs: int, once: Callable) -> dict[str, list[float]]:
     return seconds
 
 
+def side_by_side(commit: str, tmp: Path) -> dict[str, dict]:
+    """The environments that run ``commit``'s ctxembed and this working tree's, each copied under ``tmp``."""
+    trees = {commit: tmp / "other", "working tree": tmp / "this"}
+    extract(commit, trees[commit])
+    for part in ("ctxembed", "data"):
+        shutil.copytree(REPO / part, trees["working tree"] / part)
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE" and not k.startswith("CTXEMBED_")}
+    return {name: tree_env(tree, base) for name, tree in trees.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("commit", help=f"the other side, e.g. {WAVE1} (wave 1)")
     parser.add_argument("--runs", type=int, default=21)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        trees = {args.commit: Path(tmp) / "other", "working tree": Path(tmp) / "this"}
-        extract(args.commit, trees[args.commit])
-        for part in ("ctxembed", "data"):
-            shutil.copytree(REPO / part, trees["working tree"] / part)
-        base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE" and not k.startswith("CTXEMBED_")}
-        envs = {name: tree_env(tree, base) for name, tree in trees.items()}
+        envs = side_by_side(args.commit, Path(tmp))
 
         def once(env: dict) -> float:
             start = time.perf_counter()

@@ -50,7 +50,7 @@ def emit(result: dict) -> None:
 
 
 def group_records(group, options: dict) -> list[dict]:
-    """The records of one :class:`ctxembed.engine.GroupArrays` alone (numbered 1, no id), in the
+    """The records of one :class:`ctxembed.batch.columns.ColumnGroup` alone (numbered 1, no id), in the
     group's order: batch's ``fill_group`` with the records held by sentence index (read[i] = i).
     What the probes time as the records stage."""
     from ctxembed.batch.records import fill_group
@@ -163,6 +163,7 @@ def batch_stages(corpus: str, n: int) -> None:
     import bare_kernel
     import numpy as np
 
+    from ctxembed.batch import columns
     from ctxembed.batch import records as rec
     from ctxembed.engine import Engine
     from ctxembed.settings import build_settings
@@ -196,12 +197,12 @@ def batch_stages(corpus: str, n: int) -> None:
     clock("tokenize to strings (inside prepare)", lambda: [token_strings(t) for t in texts])
     clock("prepare one by one, dict lookups", lambda: [engine.prepare(t) for t in texts])
     chunks = [texts[i : i + 1024] for i in range(0, len(texts), 1024)]
-    many = clock("prepare_many, 1024 at a time (batch)", lambda: [engine.prepare_many(c) for c in chunks])
+    many = clock("prepare_many, 1024 at a time (batch)", lambda: [columns.prepare_many(engine, c) for c in chunks])
     prepared = [s.sentence(i) for s in many for i in range(len(s))]
     clock("Engine.run (every array, one result object per sentence: the API)", lambda: engine.run(prepared))
     groups = clock(
-        "Engine.arrays, weights alone (batch)",
-        lambda: [g for s in many for g in engine.arrays(s, weights=True, vectors=False)],
+        "columns.arrays, weights alone (batch)",
+        lambda: [g for s in many for g in columns.arrays(engine, s, weights=True, vectors=False)],
     )
     ids = [p.ranks for p in sorted(prepared, key=lambda p: len(p.used))]
     clock("bare kernel on the same ids", lambda: bare_kernel.run(ids, store))
@@ -230,9 +231,10 @@ def batch_stages(corpus: str, n: int) -> None:
 
 
 def fast_path(corpus: str) -> None:
-    """How many lines of ``corpus`` take batch's fast path (Engine.prepare_many, chunks of 1,024,
+    """How many lines of ``corpus`` take batch's fast path (columns.prepare_many, chunks of 1,024,
     default settings), how many go through prepare() one by one, how many are refused, and the
     tokens: every token, and those that enter attention."""
+    from ctxembed.batch import columns
     from ctxembed.engine import Engine
     from ctxembed.settings import build_settings
     from ctxembed.vectors.sources import open_vectors
@@ -241,7 +243,7 @@ def fast_path(corpus: str) -> None:
     texts = Path(corpus).read_text(encoding="utf-8").splitlines()
     counts = {"lines": len(texts), "fast": 0, "alone": 0, "refused": 0, "tokens": 0, "attended_tokens": 0}
     for first in range(0, len(texts), 1024):
-        sentences = engine.prepare_many(texts[first : first + 1024])
+        sentences = columns.prepare_many(engine, texts[first : first + 1024])
         counts["alone"] += len(sentences.prepared)
         counts["refused"] += len(sentences.errors)
         counts["fast"] += len(sentences) - len(sentences.prepared) - len(sentences.errors)

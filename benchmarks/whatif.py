@@ -5,11 +5,11 @@ corpus, with stages replaced by results computed before the clock starts (and be
 fork, so they inherit them):
 
 - ``real``: nothing replaced, the same run as ``make bench`` minus the process start;
-- ``free-tokenize``: Engine.prepare_many (parse is still done) returns the chunk's prepared columns
+- ``free-tokenize``: columns.prepare_many (parse is still done) returns the chunk's prepared columns
   at once: what a compiled tokenizer and lookup that took no time at all would give;
 - ``free-records``: tokenising, looking up and attention run, but the records and their JSON are
   ready-made bytes: what a JSON writer that took no time would give;
-- ``free-tokenize-records``: both; only attention (Engine.arrays) and the driver remain;
+- ``free-tokenize-records``: both; only attention (columns.arrays) and the driver remain;
 - ``floats-only``: attention, then orjson writing each sentence's weights (its floats: the one
   part of a record's JSON that no faster writer exists for), and nothing else (no parsing either):
   the floor of any batch with this attention and its weights in JSON;
@@ -62,9 +62,8 @@ def chunks_of(path: str, engine) -> list[list]:
 def run_variant(path: str, variant: str) -> float:
     """Seconds of run_batch with ``variant``'s stages replaced (this process; output to /dev/null)."""
     from ctxembed.api import Explorer
+    from ctxembed.batch import columns, records
     from ctxembed.batch import driver as batch
-    from ctxembed.batch import records
-    from ctxembed.engine import Engine
 
     engine = Explorer().engine
     engine.bulk_for_chunks()  # as batch's driver does before it forks
@@ -75,28 +74,28 @@ def run_variant(path: str, variant: str) -> float:
         key = chunk[0][0]
         if variant in PREPARED:
             texts = records.parse_chunk(chunk)[1]
-            prepared[len(texts), texts[0], texts[-1]] = prepared[key] = engine.prepare_many(texts)
+            prepared[len(texts), texts[0], texts[-1]] = prepared[key] = columns.prepare_many(engine, texts)
         if variant in OUTPUT:
             output[key] = records.encoded_records(engine, chunk, options)
 
-    def prepare_many(self, texts):
+    def prepare_many(engine, texts):
         return prepared[len(texts), texts[0], texts[-1]]
 
     def attention_then_bytes(engine, chunk, options):
-        sentences = engine.prepare_many(records.parse_chunk(chunk)[1])
-        for _ in engine.arrays(sentences, weights=True, vectors=False):
+        sentences = columns.prepare_many(engine, records.parse_chunk(chunk)[1])
+        for _ in columns.arrays(engine, sentences, weights=True, vectors=False):
             pass
         return output[chunk[0][0]]
 
     def attention_floats_then_bytes(engine, chunk, options):
         sentences = prepared[chunk[0][0]]  # no parsing either
-        for members, group in engine.arrays(sentences, weights=True, vectors=False):
+        for members, group in columns.arrays(engine, sentences, weights=True, vectors=False):
             for b in range(len(members)):
                 orjson.dumps(group.weights[b], option=orjson.OPT_SERIALIZE_NUMPY)
         return output[chunk[0][0]]
 
     if variant in ("free-tokenize", "free-tokenize-records"):
-        Engine.prepare_many = prepare_many
+        columns.prepare_many = prepare_many
     batch.encoded_records = {
         "free-records": attention_then_bytes,
         "free-tokenize-records": attention_then_bytes,

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from ctxembed.batch import columns
 from ctxembed.batch.driver import LineSource, Output, _results, line_limit
 from ctxembed.batch.records import LongLine
 from tests.cli_helpers import invoke
@@ -106,14 +107,14 @@ def test_line_limit_follows_max_tokens():
 
 
 def test_an_exception_for_one_line_becomes_its_record(engine, monkeypatch):
-    real = engine.prepare_many
+    real = columns.prepare_many
 
-    def prepare_many(texts):
+    def prepare_many(engine, texts):
         if any("boom" in text for text in texts):
             raise RuntimeError("a bug")
-        return real(texts)
+        return real(engine, texts)
 
-    monkeypatch.setattr(engine, "prepare_many", prepare_many)
+    monkeypatch.setattr(columns, "prepare_many", prepare_many)
     records = run_lines(engine, b"the bank\nboom bank\nthe river\n", chunk=8)
     assert [r["line"] for r in records] == [1, 2, 3]
     assert records[1]["error"] == "internal error: RuntimeError: a bug"
@@ -121,18 +122,18 @@ def test_an_exception_for_one_line_becomes_its_record(engine, monkeypatch):
 
 
 def test_a_dying_worker_has_its_chunk_redone(engine, monkeypatch, tmp_path):
-    real = engine.prepare_many
+    real = columns.prepare_many
     marker = tmp_path / "died-once"
 
-    def prepare_many(texts):
+    def prepare_many(engine, texts):
         if "die once" in texts and not marker.exists():
             marker.write_text("x")
             os._exit(3)
         if "die always" in texts:
             os.kill(os.getpid(), signal.SIGKILL)
-        return real(texts)
+        return real(engine, texts)
 
-    monkeypatch.setattr(engine, "prepare_many", prepare_many)
+    monkeypatch.setattr(columns, "prepare_many", prepare_many)
     lines = [b"the river bank"] * 20
     lines[5] = b"die once"
     records = run_lines(engine, b"\n".join(lines) + b"\n", chunk=4, workers=2)
@@ -149,21 +150,21 @@ def test_a_dying_worker_has_its_chunk_redone(engine, monkeypatch, tmp_path):
 def test_a_worker_dying_on_the_last_chunk_is_redone_after_the_idle_ones_were_let_go(engine, monkeypatch, tmp_path):
     import ctxembed.batch.pool as pool
 
-    real, marker, retired = engine.prepare_many, tmp_path / "died-once", []
+    real, marker, retired = columns.prepare_many, tmp_path / "died-once", []
     real_retire = pool.WorkerPool._retire_idle
 
-    def prepare_many(texts):
+    def prepare_many(engine, texts):
         if "die once" in texts and not marker.exists():
             time.sleep(0.2)  # the other workers are idle, the input is done: they are let go meanwhile
             marker.write_text("x")
             os._exit(3)
-        return real(texts)
+        return real(engine, texts)
 
     def retire(self):
         real_retire(self)
         retired.append(len(self.retired))
 
-    monkeypatch.setattr(engine, "prepare_many", prepare_many)
+    monkeypatch.setattr(columns, "prepare_many", prepare_many)
     monkeypatch.setattr(pool.WorkerPool, "_retire_idle", retire)
     lines = [b"the river bank"] * 11 + [b"die once"]
     records = run_lines(engine, b"\n".join(lines) + b"\n", chunk=4, workers=3)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ctxembed.engine.glove as explore
+from ctxembed.batch import columns
 from ctxembed.core.attention import AttentionConfig, encode
 from ctxembed.engine import Engine
 from ctxembed.settings import build_settings
@@ -69,24 +70,44 @@ def test_encode_without_weights_returns_none_and_the_same_output():
 
 
 def test_the_store_rows_of_many_groups_at_once_change_no_byte(monkeypatch):
-    """Engine.arrays gathers the static vectors of a run of groups in one go (SLAB_FLOATS): the
+    """columns.arrays gathers the static vectors of a run of groups in one go (SLAB_FLOATS): the
     numbers are those of every group gathered alone, with subword vectors, one-token sentences and
     a sentence off the fast path among them."""
     engine = Engine(open_vectors(None), build_settings("default")).bulk()
     long = "the zxqvbank of the river " + "extraordinarily " * 300  # past the tokenizer's window: off the fast path
     texts = [*SENTENCES, "the zxqvbank of the river", "bank", "I", long, "money"] * 3
-    sentences = engine.prepare_many(texts)
+    sentences = columns.prepare_many(engine, texts)
     assert sentences.prepared and (sentences.vectors >= 0).any()  # both kinds of built vector take part
 
     def run():
         return {
             i: [group.static[b].tobytes(), group.inputs[b].tobytes(), group.weights[b].tobytes()]
             + [group.contextual[b].tobytes()]
-            for members, group in engine.arrays(sentences)
+            for members, group in columns.arrays(engine, sentences)
             for b, i in enumerate(members)
         }
 
     together = run()
-    monkeypatch.setattr(explore, "SLAB_FLOATS", 1)  # each group gathered alone
+    monkeypatch.setattr(columns, "SLAB_FLOATS", 1)  # each group gathered alone
     assert run() == together
     assert len(together) == len(texts)
+
+
+@pytest.mark.parametrize("preset", ["default", "textbook"])
+def test_batch_columns_give_the_bytes_of_engine_run(preset):
+    """batch/columns.py's seam: prepare_many + arrays (one TokenTable per chunk, slabs of store rows)
+    give every sentence the bytes engine.run([engine.prepare(text)]) gives it alone, with subword
+    vectors, one-token sentences and a sentence off the fast path among them."""
+    engine = Engine(open_vectors(None), build_settings(preset, heads=2, layers=2)).bulk()
+    long = "the zxqvbank of the river " + "extraordinarily " * 300  # past the tokenizer's window
+    texts = [*SENTENCES, "the zxqvbank of the river", "bank", "I", long, "money", ""]
+    sentences = columns.prepare_many(engine, texts)
+    assert sentences.prepared and (sentences.vectors >= 0).any() and list(sentences.errors) == [len(texts) - 1]
+    seen = set()
+    for members, group in columns.arrays(engine, sentences):
+        for b, i in enumerate(members):
+            [alone] = engine.run([engine.prepare(texts[i])])
+            for name in ("static", "inputs", "weights", "contextual"):
+                assert getattr(group, name)[b].tobytes() == getattr(alone, name).tobytes(), (texts[i], name)
+            seen.add(i)
+    assert seen == set(range(len(texts) - 1))

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxembed.batch import columns
 from ctxembed.batch.driver import LineSource
 from ctxembed.batch.pool import read_frame, write_frame
 from ctxembed.batch.records import LongLine
@@ -131,7 +132,7 @@ texts = st.lists(
 @given(batch=texts)
 def test_prepare_many_is_prepare_one_by_one(engines, batch):
     for engine in engines:
-        sentences = engine.prepare_many(batch)
+        sentences = columns.prepare_many(engine, batch)
         assert len(sentences) == len(batch)
         for i, expected in enumerate(_one_by_one(engine, batch)):
             got = sentences.errors[i] if i in sentences.errors else sentences.sentence(i)
@@ -150,7 +151,7 @@ def test_prepare_many_takes_the_fast_path_for_usual_text(engines, monkeypatch):
     prose = 'The Bank\u2019s river, "xyzzyq" (isn\'t it?)'
     expected = engine.prepare(prose)
     monkeypatch.setattr(engine, "prepare", lambda text: pytest.fail(f"prepare() called for {text!r}"))
-    sentences = engine.prepare_many(["the river bank", prose])
+    sentences = columns.prepare_many(engine, ["the river bank", prose])
     assert not sentences.prepared and not sentences.errors  # no Prepared made: the fast path, real text too
     sentence = sentences.sentence(0)
     assert sentence.texts == ["the", "river", "bank"]
@@ -169,13 +170,13 @@ def test_each_distinct_word_is_tokenised_and_looked_up_once(engines, monkeypatch
     seen = []
     real = tokentable.word_pieces
     monkeypatch.setattr(tokentable, "word_pieces", lambda word: seen.append(word) or real(word))
-    first = engine.prepare_many(["Zebras, zebras and ZEBRAS!", "zebras, Zebras isn't isn\u2019t"])
+    first = columns.prepare_many(engine, ["Zebras, zebras and ZEBRAS!", "zebras, Zebras isn't isn\u2019t"])
     distinct = ["Zebras,", "zebras", "and", "ZEBRAS!", "zebras,", "Zebras", "isn't", "isn\u2019t"]
     assert sorted(engine.token_table().entries) == sorted(distinct)  # one entry per distinct word
     # words are cut in bulk, with no tokenizer call of their own; a word with a curly apostrophe
     # (straightened first) is cut one by one, once
     assert seen == ["isn\u2019t"]
-    second = engine.prepare_many(["ZEBRAS! zebras isn\u2019t"])
+    second = columns.prepare_many(engine, ["ZEBRAS! zebras isn\u2019t"])
     assert seen == ["isn\u2019t"] and len(engine.token_table().entries) == len(distinct)  # nothing new
     assert second.columns(0)[0] == ["ZEBRAS", "!", "zebras", "is", "n\u2019t"]
     assert first.columns(1)[0] == ["zebras", ",", "Zebras", "is", "n't", "is", "n\u2019t"]

@@ -1,4 +1,4 @@
-"""Why Engine.arrays runs all-but-the-top per group, not once on a slab's flat rows.
+"""Why columns.arrays runs all-but-the-top per group, not once on a slab's flat rows.
 
 The removal is (x - mean) - ((x - mean) U) Uᵀ: two matrix products. On a group (B, T, d) NumPy
 makes one BLAS call per sentence (T rows); on a slab's flat (n, d) rows, one call for all of them.
@@ -30,8 +30,8 @@ import numpy as np  # noqa: E402
 import threadpoolctl  # noqa: E402
 
 from ctxembed.api import Explorer  # noqa: E402
-from ctxembed.batch import records  # noqa: E402
-from ctxembed.engine.glove import SLAB_FLOATS  # noqa: E402
+from ctxembed.batch import columns, records  # noqa: E402
+from ctxembed.batch.columns import SLAB_FLOATS  # noqa: E402
 
 LINES = 3000
 
@@ -42,7 +42,7 @@ def main() -> None:
     engine = Explorer().engine.bulk()
     with gzip.open(REPO / "data" / "brown.txt.gz", "rt", encoding="utf-8") as fh:
         texts = [line.rstrip("\n") for line in itertools.islice(fh, LINES)]
-    sentences = engine.prepare_many(texts)
+    sentences = columns.prepare_many(engine, texts)
     members = np.flatnonzero(sentences.lengths > 1)  # (S,) one-token sentences aside (see above)
     static, _ = engine._slab_rows(sentences, members)  # (n, d) every sentence's rows, one after the other
     lengths = sentences.lengths[members]  # (S,)

@@ -27,7 +27,7 @@ from inprocess import group_records  # noqa: E402
 from make_corpus import make_sentences  # noqa: E402
 
 from ctxembed.api import Explorer  # noqa: E402
-from ctxembed.batch import records  # noqa: E402
+from ctxembed.batch import columns, records  # noqa: E402
 from ctxembed.engine import glove as explore  # noqa: E402
 
 CHUNK = 1024
@@ -69,8 +69,8 @@ def lookups(engine, lines: list[str]) -> None:
 
 
 def json(engine, lines: list[str]) -> None:
-    sentences = engine.prepare_many(lines[:CHUNK])
-    groups = list(engine.arrays(sentences, weights=True, vectors=False))
+    sentences = columns.prepare_many(engine, lines[:CHUNK])
+    groups = list(columns.arrays(engine, sentences, weights=True, vectors=False))
     option = orjson.OPT_SERIALIZE_NUMPY
 
     def per_record():
@@ -143,7 +143,7 @@ def tokenizers(engine, lines: list[str]) -> None:
         for chunk in chunks:
             [list(map(get, line.lower().split())) for line in chunk]
 
-    def python_chunk():  # what Engine.prepare_many does: split the chunk, then WordLookup.rows
+    def python_chunk():  # what columns.prepare_many does: split the chunk, then WordLookup.rows
         for chunk in chunks:
             engine.words.rows("\n".join(chunk).lower().split())
 

@@ -4,7 +4,7 @@ Usage: python benchmarks/probes/profile_chunk.py [--sentences N] [--file PATH] [
 CPU time (time.process_time) rather than wall time, so other processes on the machine matter less.
 ``--file`` takes the first N lines of a text file (``.gz`` too) instead of the benchmark corpus, e.g.
 ``--file data/brown.txt.gz`` for real text, where most lines hold punctuation or an unknown word.
-``--prepare`` times Engine.prepare_many alone (tokenising and lookups), chunk by chunk.
+``--prepare`` times columns.prepare_many alone (tokenising and lookups), chunk by chunk.
 ``--stages`` times each stage of a chunk on its own (parse, prepare_many, attention, records, their
 JSON, the weights' floats alone) and the bare kernel on the same rows, one BLAS thread.
 """
@@ -26,7 +26,7 @@ from inprocess import group_records  # noqa: E402
 from make_corpus import make_sentences  # noqa: E402
 
 from ctxembed.api import Explorer  # noqa: E402
-from ctxembed.batch import records  # noqa: E402
+from ctxembed.batch import columns, records  # noqa: E402
 
 CHUNK = 1024
 
@@ -55,7 +55,7 @@ def main() -> None:
     texts = [lines[start : start + CHUNK] for start in range(0, len(lines), CHUNK)]
 
     def run(chunk, block):
-        return engine.prepare_many(block) if args.prepare else records.process_chunk(engine, chunk, options)
+        return columns.prepare_many(engine, block) if args.prepare else records.process_chunk(engine, chunk, options)
 
     if args.stages:
         return stages(engine, chunks, texts, options)
@@ -93,10 +93,12 @@ def stages(engine, chunks: list, texts: list, options: dict) -> None:
         return result
 
     clock("parse (parse_chunk)", lambda: [records.parse_chunk(chunk) for chunk in chunks])
-    many = clock("tokenise and look up (prepare_many)", lambda: [engine.prepare_many(block) for block in texts])
+    many = clock(
+        "tokenise and look up (prepare_many)", lambda: [columns.prepare_many(engine, block) for block in texts]
+    )
     groups = clock(
-        "attention (Engine.arrays, weights alone)",
-        lambda: [g for sentences in many for g in engine.arrays(sentences, weights=True, vectors=False)],
+        "attention (columns.arrays, weights alone)",
+        lambda: [g for sentences in many for g in columns.arrays(engine, sentences, weights=True, vectors=False)],
     )
 
     filled = clock("records (fill_group)", lambda: [r for _, g in groups for r in group_records(g, options)])

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import orjson  # encodes numpy arrays directly, ~10x faster than json
 
+from ctxembed.batch import columns
 from ctxembed.engine import Engine
 
 
@@ -215,12 +216,12 @@ def _parse_each(chunk: list[tuple[int, bytes]]) -> tuple[list[dict], list[str], 
 
 def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict, encode) -> list:
     records, texts, read = parse_chunk(chunk)
-    sentences = engine.prepare_many(texts)
+    sentences = columns.prepare_many(engine, texts)
     for i, exc in sentences.errors.items():
         records[read[i]]["error"] = exc.render(engine.label)
     done = [False] * len(records)
     vectors = options["with_vectors"] or options["word"] is not None  # else the weights alone are read
-    for _, group in engine.arrays(sentences, weights=options["weights"], vectors=vectors):
+    for _, group in columns.arrays(engine, sentences, weights=options["weights"], vectors=vectors):
         filled = fill_group(records, read, group, options)
         if encode is not None:
             for index in filled:
@@ -250,9 +251,9 @@ def one_blas_thread() -> None:
 
 
 def fill_group(records: list[dict], read: list[int], group, options: dict) -> list[int]:
-    """The records of a :class:`ctxembed.engine.GroupArrays`' sentences, filled from its columns and
-    arrays (arrays as views); returns their indices into ``records``. Sentence ``i`` of the group's
-    :class:`ctxembed.engine.Sentences` is the record ``records[read[i]]``."""
+    """The records of a :class:`ctxembed.batch.columns.ColumnGroup`'s sentences, filled from its columns
+    and arrays (arrays as views); returns their indices into ``records``. Sentence ``i`` of the group's
+    :class:`ctxembed.batch.columns.Sentences` is the record ``records[read[i]]``."""
     sentences, members = group.sentences, group.members
     texts, tokens, in_vocab, attended, sources = (
         sentences.texts, sentences.tokens, sentences.in_vocab, sentences.attended, sentences.sources_of

@@ -28,7 +28,6 @@ _EXPORTS = {
     "Model": "registry",
     "open_engine": "registry",
     "Engine": "glove",
-    "Sentences": "glove",
     "GroupArrays": "glove",
     "DEFAULT_MAX_TOKENS": "glove",
 }

@@ -1,0 +1,264 @@
+"""Batch's speed seam: :meth:`Engine.prepare` and :meth:`Engine.run` for many sentences, as columns.
+
+    sentences = prepare_many(engine, texts)            # Sentences: flat columns, no object per text
+    for members, group in arrays(engine, sentences):   # ColumnGroup: B sentences of one length T
+        group.weights[b], group.contextual[b]          # (L, h, T, T), (T, d_out) of sentences[members[b]]
+
+The numbers are the readable path's: a text's tokens, vocabulary status and store rows are those
+:meth:`Engine.prepare` gives it (``sentences.sentence(i) == engine.prepare(texts[i])``,
+tests/test_fast_paths.py), and each group runs through the same kernel, :meth:`Engine.run_group`,
+with the groups of :meth:`Engine.plan_groups`, so a record's numbers are byte for byte those of
+``engine.run([engine.prepare(text)])``: tests/test_engine_groups.py's
+``test_batch_columns_give_the_bytes_of_engine_run`` proves it, and tests/test_batch_golden.py
+pins batch's output.
+What differs is the bookkeeping: each distinct word is tokenised and looked up once per chunk
+(:class:`TokenTable`), every check is one NumPy call over the chunk, and the static vectors of
+consecutive groups are gathered from the store together (:data:`SLAB_FLOATS`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from ctxembed.engine.glove import Engine, GroupArrays
+from ctxembed.engine.sentence import TOKEN_SOURCES, Prepared, first_match
+from ctxembed.errors import DataError
+from ctxembed.vectors.store import ROW_SOURCES
+from ctxembed.vectors.tokenize import WINDOW
+from ctxembed.vectors.tokentable import TokenTable
+
+# Floats of static vectors gathered from the store at once for a run of groups (1 MB of float32): one
+# gather and one SIF call for many groups, in a block that stays in a core's cache.
+SLAB_FLOATS = 1 << 18
+_SOURCE_NAMES = np.array(TOKEN_SOURCES, object)  # TOKEN_SOURCES, to turn many codes into names in one gather
+
+
+@dataclass(kw_only=True)
+class Sentences:
+    """Many sentences ready for attention, column by column: what :func:`arrays` reads.
+
+    A sentence of the fast path is its text, its tokens, a slice of the flat ``pieces`` (ids into
+    ``table``, which knows each token's key, vector and status) and a slice of the flat ``rows``
+    (its attended tokens' store rows), with no object of its own; any other sentence keeps its
+    :class:`Prepared` in ``prepared``, and a text that could not be prepared its error in
+    ``errors``. :meth:`sentence` gives any of them as a :class:`Prepared`, the same as
+    :meth:`Engine.prepare`."""
+
+    texts: list[str]
+    tokens: list[list[str]]  # per sentence: its tokens as written
+    lengths: np.ndarray  # (n,) int64 tokens that enter attention; -1 for a text in ``errors``
+    starts: np.ndarray  # (n,) int64 where each sentence's rows begin in ``rows``
+    rows: np.ndarray  # (total,) int64 store rows, -1 for a vector that is no store row
+    vectors: np.ndarray  # (total,) int64 row of ``table.vectors`` for such a vector, else -1
+    pieces: np.ndarray  # (P,) int64 the fast path's tokens as piece ids of ``table``, text after text
+    piece_starts: np.ndarray  # (n,) int64 where each sentence's tokens begin in ``pieces``
+    in_vocab: list[list[bool]]  # per sentence: per token, whether it has a vector
+    attended: list[list[int]]  # per sentence: positions of the tokens that enter attention
+    sources_of: list[list[str]]  # per sentence: per token, where its vector came from (TOKEN_SOURCES)
+    table: TokenTable = field(repr=False)
+    prepared: dict[int, Prepared]  # sentence -> its Prepared, when it is not on the fast path
+    errors: dict[int, DataError]  # text -> why it could not be prepared
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def _pieces(self, i: int) -> np.ndarray:
+        start = int(self.piece_starts[i])
+        return self.pieces[start : start + len(self.tokens[i])]  # (tokens,)
+
+    def sentence(self, i: int) -> Prepared:
+        """Sentence ``i`` as a :class:`Prepared` (built now for one of the fast path)."""
+        given = self.prepared.get(i)
+        if given is not None:
+            return given
+        if i in self.errors:
+            raise self.errors[i]
+        table, pieces = self.table, self._pieces(i).tolist()
+        start, n = int(self.starts[i]), int(self.lengths[i])
+        _, in_vocab, used = self.columns(i)
+        vectors = self.vectors[start : start + n].tolist()
+        extra = {at: table.vectors[v] for at, v in enumerate(vectors) if v >= 0}
+        token_keys, keys = [table.keys[p] for p in pieces], [table.words[p] for p in pieces]
+        rows = self.rows[start : start + n].tolist()
+        return Prepared(self.texts[i], self.tokens[i], token_keys, in_vocab, used, rows, keys, extra, table.store)
+
+    def sources(self, i: int) -> list[str]:
+        """:meth:`Prepared.sources` of sentence ``i``."""
+        return self.sources_of[i]
+
+    def columns(self, i: int) -> tuple[list[str], list[bool], list[int]]:
+        """(tokens, in_vocab, attended positions) of sentence ``i``: what its batch record shows."""
+        return self.tokens[i], self.in_vocab[i], self.attended[i]
+
+    def index_of(self, i: int, word: str) -> int | None:
+        """:meth:`Prepared.index_of` of sentence ``i``."""
+        given = self.prepared.get(i)
+        if given is not None:
+            return given.index_of(word)
+        tokens, _, used = self.columns(i)
+        keys = [self.table.keys[p] for p in self._pieces(i).tolist()]
+        return first_match(word, tokens, keys, used)
+
+
+@dataclass
+class ColumnGroup(GroupArrays):
+    """A group's arrays (:meth:`Engine.run_group`) and which of the columns' sentences they hold:
+    batch reads its records straight from them."""
+
+    sentences: Sentences
+    members: list[int]  # the B sentences of the group: indices into ``sentences``
+
+
+def prepare_many(engine: Engine, texts: Sequence[str]) -> Sentences:
+    """:meth:`Engine.prepare` of many texts, as columns (:class:`Sentences`); a text that cannot be
+    prepared has its DataError in ``errors`` (not raised).
+
+    Texts are tokenised and looked up together through the engine's :class:`TokenTable` (split
+    at white space, one dict lookup per word, each distinct word tokenised and looked up once)
+    and checked with whole-chunk NumPy calls, with no object per sentence. Only a text with a
+    problem goes through :meth:`Engine.prepare` alone: one it refuses (no token with a vector, too
+    many tokens, --oov error), or one longer than the tokenizer's window (which prepare refuses
+    without tokenising it whole). ``sentences.sentence(i)`` equals ``engine.prepare(texts[i])``
+    either way (tests/test_fast_paths.py)."""
+    n = len(texts)
+    table = engine.token_table()
+    fast = np.fromiter(map(len, texts), np.int64, n) <= WINDOW  # (n,)
+    short = texts if fast.all() else [text if ok else "" for text, ok in zip(texts, fast.tolist(), strict=True)]
+    pieces, piece_starts = table.chunk(short)
+    count = np.diff(piece_starts)  # (n,) tokens per text
+    used, known = table.used[pieces], table.known[pieces]  # (P,)
+    used_before = np.zeros(len(pieces) + 1, np.int64)  # (P + 1,) attended tokens before each piece
+    np.cumsum(used, out=used_before[1:])
+    known_before = np.zeros(len(pieces) + 1, np.int64)
+    np.cumsum(known, out=known_before[1:])
+    lengths = np.diff(used_before[piece_starts])  # (n,) tokens that enter attention
+    n_known = np.diff(known_before[piece_starts])  # (n,) tokens with a vector
+    fast &= (n_known > 0) & (lengths <= engine.max_tokens)  # else prepare() says what is wrong
+    fast &= engine.fits_weights_budget(lengths)
+    if engine.oov == "error":
+        fast &= n_known == count
+    starts = used_before[piece_starts[:-1]]  # (n,) where each text's rows begin
+    rows, vectors = table.row[pieces[used]], table.vector[pieces[used]]  # (total,)
+    # per text, slices of flat lists: its tokens as written, has-a-vector flags, attended positions
+    bounds, used_bounds = piece_starts.tolist(), used_before[piece_starts].tolist()
+    flat = table.text[pieces].tolist()
+    tokens = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
+    flat = known.tolist()
+    in_vocab = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
+    flat = (np.arange(len(pieces)) - np.repeat(piece_starts[:-1], count))[used].tolist()  # position in its text
+    attended = [flat[begin:end] for begin, end in itertools.pairwise(used_bounds)]
+    flat = _SOURCE_NAMES[_source_codes(engine, table.row[pieces], known)].tolist()
+    sources = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
+    prepared: dict[int, Prepared] = {}
+    errors: dict[int, DataError] = {}
+    extra_rows: list[int] = []  # the other texts' rows, one after the other
+    total = len(rows)
+    for i in np.flatnonzero(~fast).tolist():  # the rest, one by one, as one sentence alone
+        try:
+            sentence = prepared[i] = engine.prepare(texts[i])
+        except DataError as exc:
+            errors[i] = exc
+            lengths[i] = -1
+            continue
+        lengths[i], starts[i], tokens[i] = len(sentence.used), total, sentence.texts
+        in_vocab[i], attended[i], sources[i] = sentence.in_vocab, sentence.used, sentence.sources()
+        extra_rows += sentence.rows
+        total += len(sentence.used)
+    if extra_rows:
+        rows = np.concatenate([rows, np.array(extra_rows, dtype=np.int64)])
+        vectors = np.concatenate([vectors, np.full(len(extra_rows), -1, np.int64)])
+    return Sentences(
+        texts=list(texts),
+        tokens=tokens,
+        lengths=lengths,
+        starts=starts,
+        rows=rows,
+        vectors=vectors,
+        pieces=pieces,
+        piece_starts=piece_starts[:-1],
+        in_vocab=in_vocab,
+        attended=attended,
+        sources_of=sources,
+        table=table,
+        prepared=prepared,
+        errors=errors,
+    )
+
+
+def _source_codes(engine: Engine, rows: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """(P,) index into TOKEN_SOURCES per token, from its store row (-1: none) and whether it has a
+    vector: what :func:`ctxembed.engine.sentence.token_sources` gives one sentence at a time."""
+    codes = engine.store.row_sources  # (N,) index into ROW_SOURCES, or None: all the source's own
+    if codes is None:
+        found = np.full(len(rows), TOKEN_SOURCES.index("vocabulary"))  # (P,)
+    else:
+        as_token_source = np.array([TOKEN_SOURCES.index(name) for name in ROW_SOURCES])
+        found = as_token_source[codes[np.maximum(rows, 0)]]  # (P,)
+    by_row = np.where(rows < 0, TOKEN_SOURCES.index("subword"), found)  # (P,)
+    return np.where(known, by_row, TOKEN_SOURCES.index("none"))  # (P,)
+
+
+def arrays(engine: Engine, sentences: Sentences, *, weights: bool = True, vectors: bool = True):
+    """Yield (indices into sentences, :class:`ColumnGroup`) group by group, in the order of
+    :meth:`Engine.plan_groups` (shortest sentences first; a text in ``sentences.errors`` is in no
+    group). ``vectors=False`` is for a caller that reads the weights alone: the last layer stops at
+    its weights, and no contextual vector is made. The static vectors of consecutive groups are
+    gathered from the store together, up to SLAB_FLOATS floats (see :func:`_slab_rows`)."""
+    lengths = sentences.lengths
+    groups = engine.plan_groups(lengths, weights=weights)
+    for slab in _slabs(groups, lengths, engine.dim):
+        static, bias = _slab_rows(engine, sentences, np.concatenate(slab))  # (n, d), (n,) or None
+        first = 0  # where the group's rows begin in the slab
+        for members in slab:
+            B, T = len(members), int(lengths[members[0]])
+            rows = slice(first, first + B * T)
+            first += B * T
+            group_static = static[rows].reshape(B, T, -1)  # (B, T, d) a view
+            group_bias = None if bias is None else bias[rows].reshape(B, T)  # (B, T)
+            group = engine.run_group(group_static, group_bias, weights=weights, vectors=vectors)
+            chosen = members.tolist()
+            kept = {f.name: getattr(group, f.name) for f in fields(GroupArrays)}
+            yield chosen, ColumnGroup(**kept, sentences=sentences, members=chosen)
+
+
+def _slabs(groups: list[np.ndarray], lengths: np.ndarray, dim: int):
+    """Runs of consecutive groups whose static vectors fill at most SLAB_FLOATS floats (a group
+    larger than that alone): their vectors are gathered from the store in one go."""
+    slab: list[np.ndarray] = []
+    floats = 0
+    for members in groups:
+        size = len(members) * int(lengths[members[0]]) * dim
+        if slab and floats + size > SLAB_FLOATS:
+            yield slab
+            slab, floats = [], 0
+        slab.append(members)
+        floats += size
+    if slab:
+        yield slab
+
+
+def _slab_rows(engine: Engine, sentences: Sentences, members: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """The static vectors (n, d) and SIF key biases (n,) or None of the sentences ``members``,
+    their rows one after the other. Both are computed row by row: a row's numbers are the same
+    whichever rows it is computed with. (All-but-the-top is not: BLAS may round a matrix
+    product's rows differently with the number of rows, so it runs per group, on (B, T, d).)"""
+    lengths = sentences.lengths[members]  # (S,)
+    firsts = np.cumsum(lengths) - lengths  # (S,) where each sentence's rows begin in the slab
+    n = int(firsts[-1] + lengths[-1])
+    at = np.arange(n) + np.repeat(sentences.starts[members] - firsts, lengths)  # (n,) positions in sentences.rows
+    ranks = sentences.rows[at]  # (n,) store rows, -1 for none
+    static = engine.store.rows(np.maximum(ranks, 0))  # (n, d)
+    built = sentences.vectors[at]  # (n,) rows of table.vectors: subwords, --oov zero
+    if (built >= 0).any():
+        static[built >= 0] = sentences.table.vectors[built[built >= 0]]
+    if sentences.prepared:  # vectors that are no store row: subwords, --oov zero
+        for first, i in zip(firsts.tolist(), members.tolist(), strict=True):
+            given = sentences.prepared.get(i)
+            if given is not None:
+                for index, vector in given.extra.items():
+                    static[first + index] = vector
+    return static, engine.key_bias(ranks)  # (n, d), (n,) or None
