@@ -1,13 +1,42 @@
-"""Shared fixtures: every test runs with its own cache directory and no CTXEMBED_VECTORS."""
+"""Shared fixtures: every test runs with its own cache directory and no CTXEMBED_VECTORS.
+
+The whole session (module- and session-scoped fixtures too, which pytest sets up before any
+function-scoped one, and every subprocess a test starts) also runs with HOME, XDG_CACHE_HOME and
+CTXEMBED_CACHE_DIR in a temporary folder, so no test writes to the user's real ~/.cache/ctxembed.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parent.parent
+
+# The user's cache as ctxembed would find it outside the tests (read before the session moves it).
+REAL_CACHE = (
+    Path(os.environ["CTXEMBED_CACHE_DIR"]).expanduser()
+    if os.environ.get("CTXEMBED_CACHE_DIR")
+    else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "ctxembed"
+)
+SESSION_HOME = Path(tempfile.mkdtemp(prefix="ctxembed-tests-"))
+
+
+def pytest_configure(config):
+    """Before collection: module-level code and higher-scoped fixtures see the session's folders."""
+    for name, folder in (("HOME", "home"), ("XDG_CACHE_HOME", "cache"), ("CTXEMBED_CACHE_DIR", "cache/ctxembed")):
+        path = SESSION_HOME / folder
+        path.mkdir(parents=True, exist_ok=True)
+        os.environ[name] = str(path)
+    os.environ.setdefault("MPLCONFIGDIR", str(SESSION_HOME / "matplotlib"))
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(SESSION_HOME, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
