@@ -28,7 +28,7 @@ import orjson
 
 from ctxembed.config import DEFAULT_MAX_TOKENS, check_view
 from ctxembed.engine import Contextualized, open_engine
-from ctxembed.errors import UsageError
+from ctxembed.errors import DataError, UsageError
 from ctxembed.output import as_json, dumps, say
 from ctxembed.report import (
     NEIGHBOURS_AMONG,
@@ -38,6 +38,8 @@ from ctxembed.report import (
     compare_document,
     explain_steps,
     neighbors_document,
+    side_by_side_document,
+    side_by_side_entry,
     skipped_records,
     token_records,
 )
@@ -47,7 +49,43 @@ from ctxembed.vectors.store import VectorStore
 # The jobs and the views load on first use: this module is on every attend/compare/neighbors path,
 # and each would add to its cold start (measured after the CLI and the engine are loaded: views.export
 # 64 ms, views.render 55 ms, evaluation.run 44 ms, senses.run 15 ms, batch.embed 10 ms, rich 30 ms).
-__all__ = ["AttendResult", "CompareResult", "Explorer", "NeighborsResult"]
+__all__ = ["AttendResult", "CompareResult", "Explorer", "NeighborsResult", "SideBySideResult", "side_by_side"]
+
+
+def vectors_record(source: str, store: VectorStore) -> dict:
+    """What the documents say about an engine's vectors: source, name, words, dim."""
+    return {"source": source, "name": store.meta.get("name", store.path.name), "words": len(store), "dim": store.dim}
+
+
+def side_by_side(
+    sentences: str | Sequence[str], word: str, *, on_note: Callable[[str], None] | None = None
+) -> SideBySideResult:
+    """The same sentence(s) and ``word`` under every view the model registry lists (GloVe with the
+    default preset, GloVe with the learned projections, then each other registered model): the
+    first sentence's attention, the word's cosines, and with several sentences its cosine across
+    them. A model that cannot be opened (not installed) is left out with a note saying why; the
+    ``ctxembed.side-by-side/1`` document lists it under ``missing``."""
+    from ctxembed.engine.registry import DEFAULT_MODEL, side_by_side_views  # the registry names the views
+
+    note = on_note or say
+    texts = [sentences] if isinstance(sentences, str) else list(sentences)
+    if not texts:
+        raise UsageError("side-by-side needs a sentence")
+    entries, missing = [], []
+    for model, preset in side_by_side_views():
+        try:
+            engine = open_engine(None, preset, model=model, on_note=note)
+        except DataError as exc:
+            if model == DEFAULT_MODEL:
+                raise
+            missing.append({"model": model, "preset": preset, "reason": exc.message})
+            note(f"side-by-side: {model} left out: {exc.message}")
+            continue
+        results = engine.run([engine.prepare(text) for text in texts])
+        vectors = vectors_record("default", engine.store)
+        entries.append(side_by_side_entry(model, preset, engine, results, word, vectors))
+    return SideBySideResult(side_by_side_document(texts, word, entries, missing))
+
 
 
 class Explorer:
@@ -97,13 +135,7 @@ class Explorer:
     @property
     def vectors(self) -> dict:
         """What the documents say about the vectors: source, name, words, dim."""
-        store = self.store
-        return {
-            "source": self.source,
-            "name": store.meta.get("name", store.path.name),
-            "words": len(store),
-            "dim": store.dim,
-        }
+        return vectors_record(self.source, self.store)
 
     def contextualize(self, sentences: Sequence[str], *, trace: bool = False) -> list[Contextualized]:
         """Attention over several sentences at once; one result per sentence, in order. ``trace`` keeps
@@ -417,3 +449,14 @@ class NeighborsResult(_WordDocument):
 
     def __repr__(self) -> str:
         return f"NeighborsResult(word={self.word!r}, contextual={[w for w, _ in self.contextual]})"
+
+
+@dataclass(eq=False)
+class SideBySideResult(_WordDocument):
+    """A sentence and a word under several models (:func:`side_by_side`): ``doc["models"]`` per view."""
+
+    _renderer = "render_side_by_side"
+
+    def __repr__(self) -> str:
+        views = [f"{m['model']}/{m['preset']}" for m in self.doc["models"]]
+        return f"SideBySideResult(word={self.word!r}, views={views})"

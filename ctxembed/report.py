@@ -392,3 +392,44 @@ def _mix_step(result: Contextualized) -> dict | None:
         "gamma": result.mix.gamma,
         "contextual": result.contextual,  # (T, d)
     }
+
+
+def side_by_side_entry(
+    model: str, preset: str, engine: ContextEngine, results: list[Contextualized], word: str, vectors: dict
+) -> dict:
+    """One model's column of the side-by-side document: the first sentence's attention (last layer,
+    mean of heads; the word's row), the word's cosine to every word of that sentence, and across the
+    sentences its static and contextual cosines (with two sentences or more)."""
+    first = results[0]
+    row, _, _ = _locate(first, word, "sentence 1")
+    attention = mean_over_heads(first.weights[-1])  # (h, T, T) -> (T, T) the last layer
+    contextual = first.contextual.astype(np.float64)  # (T, d_out)
+    across = None
+    if len(results) > 1:
+        entry = compare_document(results, word, engine.settings, vectors)["words"][0]
+        across = {k: entry[k] for k in ("positions", "static_similarity", "contextual_similarity")}
+    return {
+        "model": model,
+        "preset": preset,
+        "vectors": vectors,
+        "settings_summary": engine.summary(),
+        "tokens": [t.text for t in first.used_tokens()],
+        "attended_positions": list(first.prepared.used),
+        "row": row,
+        "position": first.prepared.used[row],
+        "attention": attention,  # (T, T)
+        "word_attention": attention[row],  # (T,) what the word attends to
+        "word_cosines": cosine_matrix(contextual)[row],  # (T,) the word's contextual cosine to each word
+        "across": across,
+    }
+
+
+def side_by_side_document(sentences: list[str], word: str, entries: list[dict], missing: list[dict]) -> dict:
+    """The ``ctxembed.side-by-side/1`` document: the same sentences and word under several models."""
+    return {
+        "schema": "ctxembed.side-by-side/1",
+        "sentences": sentences,
+        "word": word,
+        "models": entries,
+        "missing": missing,  # views that could not be opened (a model not installed), each with why
+    }

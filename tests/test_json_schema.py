@@ -137,6 +137,7 @@ SCHEMA_FILES = {
     "ctxembed.mix-fit/1": "mix-fit.schema.json",
     "ctxembed.train/1": "train.schema.json",
     "ctxembed.before-after/1": "before-after.schema.json",
+    "ctxembed.side-by-side/1": "side-by-side.schema.json",
 }
 
 

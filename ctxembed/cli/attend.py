@@ -17,12 +17,19 @@ from ctxembed.cli.options import (
 )
 from ctxembed.config import check_view
 from ctxembed.errors import UsageError
-from ctxembed.output import emit_json, stdout_console
+from ctxembed.output import emit_json, say, stdout_console
 
 # `ctxembed` builds every command, so it loads every CLI module: the library modules a command
 # needs are imported inside it, or each would cost every command's cold start (measured on top
 # of the CLI and the engine: views.render 55 ms, evaluation.run 44 ms, train.run 32 ms, senses.run
 # 15 ms, vectors.sources and api a few ms each).
+
+def sentences_or_stdin(sentences: list[str] | None, what: str) -> list[str]:
+    """The sentences given, or with none (or '-') stdin's non-blank lines, stripped."""
+    if sentences and sentences != ["-"]:
+        return sentences
+    return [line.strip() for line in read_stdin(what).splitlines() if line.strip()]
+
 
 SentenceArg = Annotated[str | None, typer.Argument(help="The sentence ('-' or none: read stdin).")]
 
@@ -142,9 +149,7 @@ def compare(
     explorer=None,
 ) -> None:
     """Static against contextual cosine of a word across sentences: an N×N matrix each."""
-    if not sentences or sentences == ["-"]:
-        lines = read_stdin("pair of SENTENCES").splitlines()
-        sentences = [line.strip() for line in lines if line.strip()]
+    sentences = sentences_or_stdin(sentences, "pair of SENTENCES")
     if len(sentences) < 2:
         raise UsageError(f"compare needs at least two sentences, got {len(sentences)}")
     check_saves(save)
@@ -224,3 +229,29 @@ def batch(
         chunk=chunk,
         workers=workers,
     )
+
+
+@app.command(
+    "side-by-side",
+    epilog="Example: ctxembed side-by-side 'I deposited money in the bank' 'we sat on the river bank' --word bank",
+)
+@reports_errors
+def side_by_side(
+    sentences: Annotated[
+        list[str] | None, typer.Argument(help="One sentence or more ('-': one per stdin line); the first is shown.")
+    ] = None,
+    word: Annotated[
+        str, typer.Option("--word", "-w", help="The word to follow (bank#2: its second occurrence; #N: position N).")
+    ] = ...,
+    json_out: JsonOpt = False,
+    save: SaveOpt = None,
+) -> None:
+    """The same sentence under textbook attention (GloVe, default preset), learned projections and every
+    other installed model: the word's attention and its cosines, model beside model."""
+    from ctxembed.api import side_by_side  # ~28 ms; help never needs it
+
+    sentences = sentences_or_stdin(sentences, "SENTENCES")
+    check_saves(save)
+    doc = side_by_side(sentences, word, on_note=say).document()
+    save_all(doc, save)
+    show(doc, json_out, "render_side_by_side")

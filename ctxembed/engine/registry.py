@@ -27,6 +27,7 @@ class Model:
     name: str  # what --model takes
     summary: str  # one line for people (a models list)
     open: Callable[..., ContextEngine]  # (vectors, preset, **open_engine's keywords) -> its engine
+    shown: tuple[str, ...] = ("default",)  # the presets `ctxembed side-by-side` shows it with, in order
 
 
 def _open_glove(vectors: str | PathLike | None, preset: str, **keywords: Any) -> ContextEngine:
@@ -36,7 +37,12 @@ def _open_glove(vectors: str | PathLike | None, preset: str, **keywords: Any) ->
 
 
 MODELS: dict[str, Model] = {
-    "glove": Model("glove", "static word vectors (GloVe by default), attention layers from the settings", _open_glove),
+    "glove": Model(
+        "glove",
+        "static word vectors (GloVe by default), attention layers from the settings",
+        _open_glove,
+        shown=("default", "learned"),  # the textbook mechanism, then its projections trained on Brown
+    ),
 }
 DEFAULT_MODEL = "glove"
 
@@ -55,3 +61,9 @@ def open_engine(
     if entry is None:
         raise SettingError(f"{{model}} {model!r}: no such model (known: {', '.join(MODELS)})", "model")
     return entry.open(vectors, preset, **keywords)
+
+
+def side_by_side_views() -> list[tuple[str, str]]:
+    """(model, preset) of every view ``ctxembed side-by-side`` shows: each model's ``shown`` presets,
+    in the order of :data:`MODELS`."""
+    return [(name, preset) for name, entry in MODELS.items() for preset in entry.shown]

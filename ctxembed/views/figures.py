@@ -476,3 +476,43 @@ def train_figure(doc: dict, view: View) -> Figure:
         lines,
         [Curves("loss", "step", "loss", [s for s in series if s[1]])],
     )
+
+
+@figure_for("ctxembed.side-by-side/1")
+def side_by_side_figure(doc: dict, view: View) -> Figure:
+    """One column per model: what the word attends to, its cosine to each word, and across the sentences."""
+    word, views = doc["word"], doc["models"]
+    names = [f"{entry['model']} · {entry['preset']}" for entry in views]
+    panels: list[Panel] = [
+        Bars(f"{name}: what {word!r} attends to", entry["tokens"], list(entry["word_attention"]), label="weight")
+        for name, entry in zip(names, views, strict=True)
+    ]
+    panels += [
+        Bars(
+            f"{name}: cosine of {word!r} to each word",
+            entry["tokens"],
+            list(entry["word_cosines"]),
+            label="contextual cosine",  # from 0: a negative cosine is a bar of no length, its number shown
+        )
+        for name, entry in zip(names, views, strict=True)
+    ]
+    labels = [f"S{i + 1}" for i in range(len(doc["sentences"]))]
+    panels += [
+        Heatmap(
+            f"{name}: {word!r} across sentences",
+            labels,
+            labels,
+            _floats(entry["across"]["contextual_similarity"]),
+            low=-1.0,
+            diverging=True,
+            digits=3,
+            label=f"contextual cosine of {word!r}",
+            symmetric=True,
+        )
+        for name, entry in zip(names, views, strict=True)
+        if entry["across"] is not None
+    ]
+    notes = [f"{label}: {sentence}" for label, sentence in zip(labels, doc["sentences"], strict=True)]
+    notes += [f"{name}: {entry['settings_summary']}" for name, entry in zip(names, views, strict=True)]
+    notes += [f"{gone['model']} · {gone['preset']} not shown: {gone['reason']}" for gone in doc["missing"]]
+    return Figure(f"{word!r} side by side: attention and cosines, model by model", [], panels, notes, columns=len(views))

@@ -633,3 +633,54 @@ def render_eval_pairs(console: Console, doc: dict) -> None:
         for row in doc["configs"]:
             table.add_row(row["name"], _pct(row["pearson"]), _pct(row["spearman"]), f"{row['oov_percent']:.1f}")
     console.print(table)
+
+
+# ------------------------------------------------------------------------------ side by side
+def view_label(entry: dict) -> str:
+    """How a side-by-side view is named: its model, and its preset when the model has several."""
+    return f"{entry['model']} · {entry['preset']}"
+
+
+@terminal_view
+def render_side_by_side(console: Console, doc: dict) -> None:
+    """The word's attention and cosines, one column per model (reads the side-by-side document)."""
+    word, views = doc["word"], doc["models"]
+    for i, sentence in enumerate(doc["sentences"]):
+        console.print(Text(f"S{i + 1}  {sentence}", style="bold" if i == 0 else ""), overflow="fold")
+    positions = sorted({p for entry in views for p in entry["attended_positions"]})
+    texts = {p: t for entry in views for p, t in zip(entry["attended_positions"], entry["tokens"], strict=True)}
+    for key, what in (
+        ("word_attention", f"what {word!r} attends to in S1 (last layer, mean of heads)"),
+        ("word_cosines", f"cosine of the contextual {word!r} to each word of S1"),
+    ):
+        console.print(Text(what, style="bold"), overflow="fold")
+        table = Table()
+        table.add_column("#", justify="right")
+        table.add_column("word", style="bold")
+        for entry in views:
+            table.add_column(view_label(entry), overflow="fold")
+        for position in positions:
+            cells = []
+            for entry in views:
+                at = entry["attended_positions"]
+                if position not in at:
+                    cells.append(Text("-", style="dim"))
+                    continue
+                value = entry[key][at.index(position)]
+                own = position == entry["position"]
+                shown = "itself" if own and key == "word_cosines" else f"{value:.2f} {_bar(max(value, 0.0), 1.0)}"
+                cells.append(Text(shown, style="dim" if own else ""))
+            table.add_row(str(position), texts[position], *cells)
+        console.print(table)
+    across = [entry for entry in views if entry["across"] is not None]
+    if across:
+        labels = [f"S{i + 1}" for i in range(len(doc["sentences"]))]
+        console.print(Text(f"contextual cosine of {word!r} across the sentences", style="bold"))
+        for entry in across:
+            console.print(
+                matrix_table(view_label(entry), labels, labels, entry["across"]["contextual_similarity"], diverging=True)
+            )
+    for entry in views:
+        console.print(Text(f"{view_label(entry)}: {entry['settings_summary']}", style="dim"), overflow="fold")
+    for gone in doc["missing"]:
+        console.print(Text(f"{gone['model']} · {gone['preset']}: not shown ({gone['reason']})", style="yellow"), overflow="fold")

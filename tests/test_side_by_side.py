@@ -1,0 +1,68 @@
+"""ctxembed side-by-side: one sentence and one word under every view the model registry lists."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ctxembed.engine import registry
+from tests.cli_helpers import fails, invoke, run_json, strict_json, succeeds
+from tests.test_json_schema import assert_valid
+
+MONEY, RIVER = "I deposited money in the bank", "we sat on the river bank"
+
+
+def test_the_views_come_from_the_registry_in_order():
+    assert registry.side_by_side_views()[:2] == [("glove", "default"), ("glove", "learned")]
+
+
+def test_each_view_equals_what_attend_and_compare_give_for_its_preset():
+    doc = run_json("side-by-side", MONEY, RIVER, "--word", "bank", "--json")
+    assert_valid(doc, "ctxembed.side-by-side/1")
+    assert [(v["model"], v["preset"]) for v in doc["models"]] == registry.side_by_side_views()
+    for view in doc["models"]:
+        attend = run_json("attend", MONEY, "--preset", view["preset"], "--json")
+        weights = np.array(attend["weights"])[-1].mean(axis=0)  # the last layer, mean of heads
+        np.testing.assert_allclose(view["attention"], weights, rtol=1e-6)
+        assert view["word_attention"] == view["attention"][view["row"]]
+        assert view["tokens"][view["row"]] == "bank" and view["position"] == 5
+        compare = run_json("compare", MONEY, RIVER, "--word", "bank", "--preset", view["preset"], "--json")
+        assert view["across"]["contextual_similarity"] == compare["contextual_similarity"]
+        assert view["word_cosines"][view["row"]] == pytest.approx(1.0)
+
+
+def test_the_textbook_and_the_learned_attention_differ():
+    doc = run_json("side-by-side", MONEY, "--word", "bank", "--json")
+    default, learned = doc["models"][:2]
+    assert default["across"] is None  # one sentence: nothing across
+    assert not np.allclose(default["word_attention"], learned["word_attention"], atol=0.05)
+
+
+def test_a_model_that_cannot_open_is_left_out_with_a_note(monkeypatch):
+    def not_installed(*_, **__):
+        from ctxembed.errors import DataError
+
+        raise DataError("not installed: run ctxembed models install fake")
+
+    fake = registry.Model("fake", "a model that is not installed", not_installed)
+    monkeypatch.setitem(registry.MODELS, "fake", fake)
+    result = invoke("side-by-side", MONEY, "--word", "bank", "--json")
+    assert result.exit_code == 0
+    assert "side-by-side: fake left out: not installed: run ctxembed models install fake" in result.stderr
+    doc = strict_json(result.stdout)
+    assert doc["missing"] == [{"model": "fake", "preset": "default", "reason": "not installed: run ctxembed models install fake"}]
+    assert [v["model"] for v in doc["models"]] == ["glove", "glove"]
+
+
+def test_terminal_and_pictures_show_every_view(tmp_path):
+    svg = tmp_path / "side.svg"
+    out = succeeds("side-by-side", MONEY, RIVER, "--word", "bank", "--save", svg).stdout
+    assert "glove · default" in out and "glove · learned" in out
+    assert "what 'bank' attends to in S1" in out and "across the sentences" in out
+    picture = svg.read_text(encoding="utf-8")
+    assert "glove · learned: what &apos;bank&apos; attends to" in picture or "glove · learned: what 'bank' attends to" in picture
+
+
+def test_a_word_not_in_the_sentence_is_one_line_and_exit_1():
+    line = fails(1, "side-by-side", MONEY, "--word", "river")
+    assert "'river' is not among the words of sentence 1" in line
