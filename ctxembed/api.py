@@ -37,6 +37,7 @@ from ctxembed.report import (
     check_reading,
     compare_document,
     explain_steps,
+    locate_word,
     neighbors_document,
     side_by_side_document,
     side_by_side_entry,
@@ -152,14 +153,22 @@ class Explorer:
         return AttendResult(self, result, attention=attention)
 
     def explain(
-        self, text: str, *, layer: int | None = None, head: int | None = None, attention: str = "raw"
+        self,
+        text: str,
+        *,
+        layer: int | None = None,
+        head: int | None = None,
+        attention: str = "raw",
+        word: str | None = None,
     ) -> AttendResult:
         """:meth:`attend` with every step kept; its document carries ``explain``, the steps of ``layer``
-        (default: the last) and ``head`` (default 0) with their numbers: ``attend --explain --json``."""
+        (default: the last) and ``head`` (default 0) with their numbers: ``attend --explain --json``.
+        ``word`` (``bank``, ``bank#2``, ``#5``) adds ``explain.neuron``: its q . k_j term by term."""
         a = self.settings.attention
         check_view(a.layers, a.heads, layer, head)
         result = self.attend(text, trace=True, attention=attention)
-        result.explained = (a.layers - 1 if layer is None else layer, head or 0)
+        query = None if word is None else locate_word(result.result, word, "the sentence")[0]
+        result.explained = (a.layers - 1 if layer is None else layer, head or 0, query)
         return result
 
     def compare(self, sentences: Sequence[str], word: str | None = None) -> CompareResult:
@@ -347,7 +356,7 @@ class AttendResult(_Shown):
     result: Contextualized = field(repr=False)
     top: int = 3
     with_vectors: bool = False
-    explained: tuple[int, int] | None = None  # (layer, head) whose steps the document carries
+    explained: tuple[int, int, int | None] | None = None  # (layer, head, query row or None) --explain shows
     attention: str = "raw"  # the reading the document carries beside the raw weights (core.readings)
 
     @property
@@ -388,8 +397,9 @@ class AttendResult(_Shown):
             engine = self.explorer.engine
             doc["attention"] = attention_reading(self.result, self.attention, engine, doc["masked_keys"], top=self.top)
         if self.explained is not None:
-            layer, head = self.explained
-            doc["explain"] = explain_steps(self.result, self.explorer.settings, layer=layer, head=head)
+            layer, head, query = self.explained
+            settings = self.explorer.settings
+            doc["explain"] = explain_steps(self.result, settings, layer=layer, head=head, query=query)
         return doc
 
     def render(self, console, **view: Any) -> None:

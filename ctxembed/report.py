@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ctxembed.core.attention import build_mask, masked_keys, mean_over_heads
-from ctxembed.core.readings import READINGS, rollout, value_norm
+from ctxembed.core.readings import READINGS, rollout, score_terms, value_norm
 from ctxembed.core.similarity import cosine, cosine_matrix
 from ctxembed.engine import ContextEngine, Contextualized, Engine, locate, split_word
 from ctxembed.errors import DataError, UsageError
@@ -188,7 +188,7 @@ def shared_words(results: list[Contextualized]) -> list[str]:
     return ordered
 
 
-def _locate(result: Contextualized, word: str, where: str, *, listing: bool = True) -> tuple[int, int, int]:
+def locate_word(result: Contextualized, word: str, where: str, *, listing: bool = True) -> tuple[int, int, int]:
     """(row, occurrence, occurrences) of ``word`` (``bank``, ``bank#2``, ``#8``) in ``result``, or a
     DataError saying what the sentence holds."""
     found = result.prepared.locate(word)
@@ -219,7 +219,7 @@ def compare_document(results: list[Contextualized], word: str | None, settings: 
             if result.prepared.locate(word) is None:
                 known = ", ".join(shared) if shared else "none"
                 try:
-                    _locate(result, word, f"sentence {number} ({result.prepared.text!r})", listing=False)
+                    locate_word(result, word, f"sentence {number} ({result.prepared.text!r})", listing=False)
                 except DataError as exc:
                     raise DataError(f"{exc.message}; words shared by all sentences: {known}") from None
         words = [word]
@@ -281,7 +281,7 @@ def neighbors_document(
     out of both lists unless ``include_context``: the contextual vector leans towards its context,
     and its neighbours should say what the word means here, not repeat the sentence. ``among``: only
     the most frequent words are candidates (None or 0: the whole vocabulary)."""
-    row, occurrence, occurrences = _locate(result, word, "the sentence")
+    row, occurrence, occurrences = locate_word(result, word, "the sentence")
     token = result.used_tokens()[row]
     contextual = result.contextual[row]
     if not np.any(contextual):
@@ -333,9 +333,12 @@ def _projections_text(settings: Settings) -> str | None:
     return None
 
 
-def explain_steps(result: Contextualized, settings: Settings, *, layer: int, head: int) -> dict:
+def explain_steps(
+    result: Contextualized, settings: Settings, *, layer: int, head: int, query: int | None = None
+) -> dict:
     """The --explain document: every step of one layer and head, from the steps the result was computed
-    with (``Engine.run(..., trace=True)``), with the tokens as labels."""
+    with (``Engine.run(..., trace=True)``), with the tokens as labels. ``query`` (a row) adds ``neuron``:
+    that token's q . k_j with every key, term by term (:func:`ctxembed.core.readings.score_terms`)."""
     if result.steps is None:
         raise ValueError("explain needs a result computed with trace=True")
     a = settings.attention
@@ -379,6 +382,17 @@ def explain_steps(result: Contextualized, settings: Settings, *, layer: int, hea
         "output_projection": s.merged.shape[-1] != s.v.shape[0] * s.v.shape[-1] or settings.output_projection,
         "output": s.output,
         "mix": _mix_step(result) if layer == a.layers - 1 else None,
+        "neuron": None if query is None else _neuron(result, s.q[head], s.k[head], query),
+    }
+
+
+def _neuron(result: Contextualized, queries: np.ndarray, keys: np.ndarray, row: int) -> dict:
+    """One query's scores term by term, from the traced q (T, d_k) and k (T, d_k) of a head."""
+    return {
+        "query": row,
+        "token": result.used_tokens()[row].text,
+        "q": queries[row],  # (d_k,)
+        "terms": score_terms(queries[row], keys),  # (T, d_k); row j sums to raw_scores[query][j]
     }
 
 
@@ -401,7 +415,7 @@ def side_by_side_entry(
     mean of heads; the word's row), the word's cosine to every word of that sentence, and across the
     sentences its static and contextual cosines (with two sentences or more)."""
     first = results[0]
-    row, _, _ = _locate(first, word, "sentence 1")
+    row, _, _ = locate_word(first, word, "sentence 1")
     attention = mean_over_heads(first.weights[-1])  # (h, T, T) -> (T, T) the last layer
     contextual = first.contextual.astype(np.float64)  # (T, d_out)
     across = None

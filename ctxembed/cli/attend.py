@@ -16,7 +16,7 @@ from ctxembed.cli.options import (
     with_attention_options,
 )
 from ctxembed.config import check_view
-from ctxembed.errors import UsageError
+from ctxembed.errors import DataError, UsageError
 from ctxembed.output import emit_json, say, stdout_console
 
 # `ctxembed` builds every command, so it loads every CLI module: the library modules a command
@@ -89,7 +89,10 @@ def attend(
     a = ex.settings.attention
     check_view(a.layers, a.heads, layer, head)
     if explain:
-        result = ex.explain(text, layer=layer, head=head, attention=attention)
+        try:
+            result = ex.explain(text, layer=layer, head=head, attention=attention, word=focus)
+        except DataError as exc:  # the word is not in the sentence: as --focus says it below
+            raise UsageError(f"--focus {exc.message}") from None
     else:
         result = ex.attend(text, attention=attention)
     result.top, result.with_vectors = top, with_vectors

@@ -32,7 +32,16 @@ import numpy as np
 
 from ctxembed.core.attention import mean_over_heads
 
-__all__ = ["READINGS", "ValueNorm", "mean_over_heads", "rollout", "row_shares", "sent_vectors", "value_norm"]
+__all__ = [
+    "READINGS",
+    "ValueNorm",
+    "mean_over_heads",
+    "rollout",
+    "row_shares",
+    "score_terms",
+    "sent_vectors",
+    "value_norm",
+]
 
 # The readings a command can show, and whether each has one map per head (else one per layer).
 READINGS = {"raw": True, "mean": False, "rollout": False, "value-norm": True}
@@ -99,3 +108,9 @@ def value_norm(weights: np.ndarray, sent: np.ndarray) -> ValueNorm:
     squared = np.einsum("hij,jhg,gij->ij", weights, gram, weights)  # (T, T) a^T G_j a per pair
     layer = np.sqrt(np.maximum(squared, 0))  # (T, T); rounding can leave -1e-17 where the sum is 0
     return ValueNorm(row_shares(per_head), row_shares(layer), norms)
+
+
+def score_terms(query: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """The raw score q . k_j as its d_k terms q_d k_jd (BertViz's neuron view): query (d_k,), keys (T, d_k)
+    -> (T, d_k); row j sums to q . k_j. Which dimensions make a query find a key, and which hold it back."""
+    return keys * query[None, :]  # (T, d_k) * (1, d_k) -> (T, d_k)

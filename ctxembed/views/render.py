@@ -371,6 +371,8 @@ def render_explain(console: Console, steps: dict) -> None:
     console.print(
         matrix_table("3. raw scores q_i . k_j", tokens, tokens, raw, low=float(raw.min()), high=float(raw.max()))
     )
+    if steps.get("neuron"):
+        _render_neuron(console, steps["neuron"], tokens, raw)
     scaled = np.asarray(steps["scaled_scores"], dtype=np.float64)
     if steps["divisor"] != 1.0:
         console.print(
@@ -462,6 +464,31 @@ def render_explain(console: Console, steps: dict) -> None:
             )
         )
         _vectors(console, tokens, mix["contextual"])
+
+
+def _render_neuron(console: Console, neuron: dict, tokens: list[str], raw: np.ndarray, shown: int = 3) -> None:
+    """One query's q . k_j term by term (the neuron view): for each key, its score and the dimensions
+    that add the most to it and take the most from it."""
+    row, word = neuron["query"], neuron["token"]
+    terms = np.asarray(neuron["terms"], dtype=np.float64)  # (T, d_k)
+    d_k = terms.shape[1]
+    console.print(
+        Text(f"   {word!r}: q . k_j = sum over its {d_k} dimensions d of q_d k_jd (largest terms)", style="bold"),
+        overflow="fold",
+    )
+    q = np.asarray(neuron["q"], dtype=np.float64)
+    console.print(f"   q_{word} = {_vector_text(q)}", overflow="fold")
+    table = Table()
+    table.add_column("key", style="bold", overflow="fold")
+    table.add_column("q . k", justify="right")
+    table.add_column("adds most", overflow="fold")
+    table.add_column("takes most", overflow="fold")
+    for j, label in enumerate(tokens):
+        order = np.argsort(terms[j], kind="stable")  # (d_k,) ascending
+        plus = [f"d{d} {terms[j, d]:+.2f}" for d in order[::-1][:shown] if terms[j, d] > 0]
+        minus = [f"d{d} {terms[j, d]:+.2f}" for d in order[:shown] if terms[j, d] < 0]
+        table.add_row(label, f"{raw[row, j]:.3f}", ", ".join(plus) or "-", ", ".join(minus) or "-")
+    console.print(table)
 
 
 # ------------------------------------------------------------------------------ compare

@@ -1,0 +1,49 @@
+"""attend --explain --focus WORD: the neuron view, q . k_j term by term, from the traced q and k."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tests.cli_helpers import TOY, fails, run_json, succeeds
+from tests.test_json_schema import assert_valid
+
+TOY_NOTES = ["--vectors", TOY, "--preset", "notes"]  # apple [5,2,0], is [0,0,5], phone [0,5,0], the [0,0,6]
+
+
+def test_terms_of_the_toy_sentence_by_hand():
+    doc = run_json("attend", "apple is the phone", *TOY_NOTES, "--explain", "--focus", "phone", "--json")
+    neuron = doc["explain"]["neuron"]
+    assert (neuron["query"], neuron["token"]) == (3, "phone")
+    assert neuron["q"] == [0.0, 5.0, 0.0]  # identity projections: q = x_phone
+    # q_d k_jd for apple [5,2,0], is [0,0,5], the [0,0,6], phone [0,5,0]
+    assert neuron["terms"] == [[0.0, 10.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 25.0, 0.0]]
+
+
+def test_terms_add_up_to_the_traced_raw_scores_of_any_layer_and_head():
+    args = ["I deposited money in the bank", "--preset", "learned", "--explain", "--layer", "0", "--head", "3"]
+    doc = run_json("attend", *args, "--focus", "bank", "--json")
+    assert_valid(doc, "ctxembed.attend/3")
+    explain = doc["explain"]
+    neuron = explain["neuron"]
+    assert neuron["query"] == 5 and neuron["q"] == explain["queries"][5]  # the traced query, not a re-run
+    terms = np.array(neuron["terms"])
+    assert terms.shape == (6, 25)
+    np.testing.assert_allclose(terms.sum(axis=1), explain["raw_scores"][5], rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(terms, np.array(explain["keys"]) * np.array(neuron["q"]), rtol=1e-6)
+
+
+def test_without_focus_there_is_no_neuron_view():
+    doc = run_json("attend", "apple is the phone", *TOY_NOTES, "--explain", "--json")
+    assert doc["explain"]["neuron"] is None
+
+
+def test_terminal_lists_the_terms_that_add_and_take_most():
+    out = succeeds("attend", "apple is the phone", *TOY_NOTES, "--explain", "--focus", "phone").stdout
+    assert "'phone': q . k_j = sum over its 3 dimensions" in out
+    row = next(line for line in out.splitlines() if line.startswith("│ apple") and "d1 +10.00" in line)
+    assert "25" not in row
+
+
+def test_a_focus_word_not_in_the_sentence_is_a_usage_error():
+    line = fails(2, "attend", "apple is the phone", *TOY_NOTES, "--explain", "--focus", "banana")
+    assert "--focus 'banana' is not among the words of the sentence" in line
