@@ -45,7 +45,7 @@ def token_ids(lines: list[str]) -> list[np.ndarray]:
     from ctxembed.settings import build_settings
     from ctxembed.vectors.sources import open_vectors
 
-    engine = Engine(open_vectors(None), build_settings("default")).bulk()
+    engine = Engine(open_vectors(None), build_settings("default"))
     ids = []
     for first in range(0, len(lines), 1024):
         sentences = columns.prepare_many(engine, lines[first : first + 1024])

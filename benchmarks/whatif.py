@@ -66,7 +66,7 @@ def run_variant(path: str, variant: str) -> float:
     from ctxembed.batch import driver as batch
 
     engine = Explorer().engine
-    engine.bulk_for_chunks()  # as batch's driver does before it forks
+    engine.lexicon.prepare_bulk()  # as batch's driver does before it forks
     options = {"with_vectors": False, "weights": True, "word": None}
     records.one_blas_thread()
     prepared, output = {}, {}

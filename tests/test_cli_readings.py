@@ -33,7 +33,9 @@ def test_the_reading_leaves_the_raw_weights_as_they_were():
 
 
 def test_mean_is_the_average_of_the_heads():
-    doc = attend("the cat sat on the mat", "--preset", "textbook", "--heads", "4", "--layers", "2", "--attention", "mean")
+    doc = attend(
+        "the cat sat on the mat", "--preset", "textbook", "--heads", "4", "--layers", "2", "--attention", "mean"
+    )
     w = np.array(doc["weights"])  # (2, 4, T, T)
     expected = (w[:, 0] + w[:, 1] + w[:, 2] + w[:, 3]) / 4
     np.testing.assert_allclose(doc["attention"]["layers"], expected, rtol=1e-6)
@@ -41,7 +43,9 @@ def test_mean_is_the_average_of_the_heads():
 
 
 def test_rollout_multiplies_the_layers_with_half_the_identity():
-    doc = attend("the cat sat on the mat", "--preset", "textbook", "--heads", "2", "--layers", "2", "--attention", "rollout")
+    doc = attend(
+        "the cat sat on the mat", "--preset", "textbook", "--heads", "2", "--layers", "2", "--attention", "rollout"
+    )
     w = np.array(doc["weights"], dtype=np.float64)  # (2, 2, T, T)
     eye = np.eye(w.shape[-1])
     first = 0.5 * eye + 0.5 * (w[0, 0] + w[0, 1]) / 2  # rows already sum to 1

@@ -73,7 +73,7 @@ def test_the_store_rows_of_many_groups_at_once_change_no_byte(monkeypatch):
     """columns.arrays gathers the static vectors of a run of groups in one go (SLAB_FLOATS): the
     numbers are those of every group gathered alone, with subword vectors, one-token sentences and
     a sentence off the fast path among them."""
-    engine = Engine(open_vectors(None), build_settings("default")).bulk()
+    engine = Engine(open_vectors(None), build_settings("default"))
     long = "the zxqvbank of the river " + "extraordinarily " * 300  # past the tokenizer's window: off the fast path
     texts = [*SENTENCES, "the zxqvbank of the river", "bank", "I", long, "money"] * 3
     sentences = columns.prepare_many(engine, texts)
@@ -98,7 +98,7 @@ def test_batch_columns_give_the_bytes_of_engine_run(preset):
     """batch/columns.py's seam: prepare_many + arrays (one TokenTable per chunk, slabs of store rows)
     give every sentence the bytes engine.run([engine.prepare(text)]) gives it alone, with subword
     vectors, one-token sentences and a sentence off the fast path among them."""
-    engine = Engine(open_vectors(None), build_settings(preset, heads=2, layers=2)).bulk()
+    engine = Engine(open_vectors(None), build_settings(preset, heads=2, layers=2))
     long = "the zxqvbank of the river " + "extraordinarily " * 300  # past the tokenizer's window
     texts = [*SENTENCES, "the zxqvbank of the river", "bank", "I", long, "money", ""]
     sentences = columns.prepare_many(engine, texts)

@@ -73,12 +73,12 @@ def engines(tmp_path_factory):
     cased = open_vectors(str(FIXTURES / "batch" / "cased.txt"))  # case-sensitive, with clitic entries
     textbook = build_settings("textbook")
     return [
-        Engine(store, build_settings("default"), max_tokens=6).bulk(),
+        Engine(store, build_settings("default"), max_tokens=6),
         Engine(store, textbook),
-        Engine(store, textbook, oov="zero").bulk(),
+        Engine(store, textbook, oov="zero"),
         Engine(store, textbook, oov="error"),
         Engine(cased, textbook, oov="zero"),
-        Engine(cased, textbook).bulk(),
+        Engine(cased, textbook),
         Engine(subword_store(tmp_path_factory.mktemp("subwords")), textbook),
     ]
 
@@ -164,20 +164,20 @@ def test_prepare_many_takes_the_fast_path_for_usual_text(engines, monkeypatch):
 
 def test_each_distinct_word_is_tokenised_and_looked_up_once(engines, monkeypatch):
     from ctxembed.engine import Engine
-    from ctxembed.vectors import tokentable
+    from ctxembed.vectors import lexicon
 
     engine = Engine(engines[1].store, engines[1].settings)
     seen = []
-    real = tokentable.word_pieces
-    monkeypatch.setattr(tokentable, "word_pieces", lambda word: seen.append(word) or real(word))
+    real = lexicon.word_pieces
+    monkeypatch.setattr(lexicon, "word_pieces", lambda word: seen.append(word) or real(word))
     first = columns.prepare_many(engine, ["Zebras, zebras and ZEBRAS!", "zebras, Zebras isn't isn\u2019t"])
     distinct = ["Zebras,", "zebras", "and", "ZEBRAS!", "zebras,", "Zebras", "isn't", "isn\u2019t"]
-    assert sorted(engine.token_table().entries) == sorted(distinct)  # one entry per distinct word
+    assert sorted(engine.lexicon.table().entries) == sorted(distinct)  # one entry per distinct word
     # words are cut in bulk, with no tokenizer call of their own; a word with a curly apostrophe
     # (straightened first) is cut one by one, once
     assert seen == ["isn\u2019t"]
     second = columns.prepare_many(engine, ["ZEBRAS! zebras isn\u2019t"])
-    assert seen == ["isn\u2019t"] and len(engine.token_table().entries) == len(distinct)  # nothing new
+    assert seen == ["isn\u2019t"] and len(engine.lexicon.table().entries) == len(distinct)  # nothing new
     assert second.columns(0)[0] == ["ZEBRAS", "!", "zebras", "is", "n\u2019t"]
     assert first.columns(1)[0] == ["zebras", ",", "Zebras", "is", "n't", "is", "n\u2019t"]
 

@@ -71,3 +71,32 @@ def test_the_shipped_store_every_word_and_variants():
     )
     variants += [w.upper() for w in words[:2000]]
     assert store.find_many(variants).tolist() == _dict_rows(store, variants)
+
+
+def test_find_switches_to_the_dict_once_searches_would_cost_more_and_gives_the_same_rows(store, monkeypatch):
+    """The store picks its own structure: binary searches until _DICT_AFTER_FINDS of them, then
+    the word -> row dict; never the dict when its sorted keys serve bulk lookups (batch)."""
+    from ctxembed.vectors import store as store_module
+
+    monkeypatch.setattr(store_module, "_DICT_AFTER_FINDS", 10)
+    keys = WORDS + ABSENT
+    searched = [-1 if row is None else row for row in map(store.find, keys[:10])]
+    assert store._index is None  # ten binary searches
+    rest = [-1 if row is None else row for row in map(store.find, keys[10:])]
+    assert store._index is not None  # then the dict
+    assert searched + rest == _dict_rows(store, keys)
+
+
+def test_find_keeps_to_the_binary_search_beside_sorted_keys_or_past_the_size_limit(tmp_path, monkeypatch):
+    from ctxembed.vectors import store as store_module
+
+    monkeypatch.setattr(store_module, "_DICT_AFTER_FINDS", 2)
+    rng = np.random.default_rng(0)
+    stores = [
+        VectorStore.open(write_store(tmp_path / f"{i}.ctxv", WORDS, rng.normal(size=(len(WORDS), 4)))) for i in (0, 1)
+    ]
+    assert stores[0].sorted_lookup  # bulk lookups go through sorted keys
+    monkeypatch.setattr(store_module, "INDEX_MAX_WORDS", len(WORDS) - 1)
+    for kept in stores:
+        assert [kept.find(w) for w in WORDS * 2] == list(range(len(WORDS))) * 2
+        assert kept._index is None

@@ -39,7 +39,7 @@ LINES = 3000
 def main() -> None:
     records.one_blas_thread()
     kernels = [pool.get("architecture") for pool in threadpoolctl.threadpool_info()]
-    engine = Explorer().engine.bulk()
+    engine = Explorer().engine
     with gzip.open(REPO / "data" / "brown.txt.gz", "rt", encoding="utf-8") as fh:
         texts = [line.rstrip("\n") for line in itertools.islice(fh, LINES)]
     sentences = columns.prepare_many(engine, texts)

@@ -145,7 +145,7 @@ def tokenizers(engine, lines: list[str]) -> None:
 
     def python_chunk():  # what columns.prepare_many does: split the chunk, then WordLookup.rows
         for chunk in chunks:
-            engine.words.rows("\n".join(chunk).lower().split())
+            engine.store.find_many("\n".join(chunk).lower().split())
 
     best(
         {
@@ -164,7 +164,7 @@ def main() -> None:
     if len(sys.argv) != 2 or sys.argv[1] not in jobs:
         sys.exit(f"usage: alternatives.py {{{','.join(jobs)}}}")
     engine = Explorer().engine
-    engine.bulk()
+    engine.store.index  # noqa: B018 (the word -> row dict, built now: find uses it once built)
     records.one_blas_thread()
     jobs[sys.argv[1]](engine, make_sentences(20_000))
 

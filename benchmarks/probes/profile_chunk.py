@@ -40,7 +40,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     engine = Explorer().engine
-    engine.bulk_for_chunks()  # as batch does: the sorted word table
+    engine.lexicon.prepare_bulk()  # as batch does: the sorted word table
     records.one_blas_thread()
     if args.file:
         with (gzip.open if args.file.endswith(".gz") else open)(args.file, "rt", encoding="utf-8") as fh:

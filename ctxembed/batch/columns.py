@@ -25,11 +25,10 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from ctxembed.engine.glove import Engine, GroupArrays
-from ctxembed.engine.sentence import TOKEN_SOURCES, Prepared, first_match
+from ctxembed.engine.sentence import Prepared, first_match
 from ctxembed.errors import DataError
-from ctxembed.vectors.store import ROW_SOURCES
+from ctxembed.vectors.lexicon import TOKEN_SOURCES, TokenTable, source_codes
 from ctxembed.vectors.tokenize import WINDOW
-from ctxembed.vectors.tokentable import TokenTable
 
 # Floats of static vectors gathered from the store at once for a run of groups (1 MB of float32): one
 # gather and one SIF call for many groups, in a block that stays in a core's cache.
@@ -125,7 +124,7 @@ def prepare_many(engine: Engine, texts: Sequence[str]) -> Sentences:
     without tokenising it whole). ``sentences.sentence(i)`` equals ``engine.prepare(texts[i])``
     either way (tests/test_fast_paths.py)."""
     n = len(texts)
-    table = engine.token_table()
+    table = engine.lexicon.table()
     fast = np.fromiter(map(len, texts), np.int64, n) <= WINDOW  # (n,)
     short = texts if fast.all() else [text if ok else "" for text, ok in zip(texts, fast.tolist(), strict=True)]
     pieces, piece_starts = table.chunk(short)
@@ -151,7 +150,7 @@ def prepare_many(engine: Engine, texts: Sequence[str]) -> Sentences:
     in_vocab = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
     flat = (np.arange(len(pieces)) - np.repeat(piece_starts[:-1], count))[used].tolist()  # position in its text
     attended = [flat[begin:end] for begin, end in itertools.pairwise(used_bounds)]
-    flat = _SOURCE_NAMES[_source_codes(engine, table.row[pieces], known)].tolist()
+    flat = _SOURCE_NAMES[source_codes(engine.store, table.row[pieces], known)].tolist()
     sources = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
     prepared: dict[int, Prepared] = {}
     errors: dict[int, DataError] = {}
@@ -187,19 +186,6 @@ def prepare_many(engine: Engine, texts: Sequence[str]) -> Sentences:
         prepared=prepared,
         errors=errors,
     )
-
-
-def _source_codes(engine: Engine, rows: np.ndarray, known: np.ndarray) -> np.ndarray:
-    """(P,) index into TOKEN_SOURCES per token, from its store row (-1: none) and whether it has a
-    vector: what :func:`ctxembed.engine.sentence.token_sources` gives one sentence at a time."""
-    codes = engine.store.row_sources  # (N,) index into ROW_SOURCES, or None: all the source's own
-    if codes is None:
-        found = np.full(len(rows), TOKEN_SOURCES.index("vocabulary"))  # (P,)
-    else:
-        as_token_source = np.array([TOKEN_SOURCES.index(name) for name in ROW_SOURCES])
-        found = as_token_source[codes[np.maximum(rows, 0)]]  # (P,)
-    by_row = np.where(rows < 0, TOKEN_SOURCES.index("subword"), found)  # (P,)
-    return np.where(known, by_row, TOKEN_SOURCES.index("none"))  # (P,)
 
 
 def arrays(engine: Engine, sentences: Sentences, *, weights: bool = True, vectors: bool = True):

@@ -48,7 +48,7 @@ from ctxembed.vectors.corpus import open_file
 
 SCHEMA = "ctxembed.batch/1"
 # From this many input lines on, a lookup table of the whole vocabulary (~10 ms for 400k words)
-# beats a binary search per token lookup (~10 µs each); see Engine.bulk_for_chunks.
+# beats a binary search per token lookup (~10 µs each); see VectorStore.prepare_bulk.
 _INDEX_AFTER_LINES = 512
 _READ_BYTES = 1 << 16  # one read from the input
 _CHUNK_BYTES = 1 << 20  # a chunk stops growing here, whatever its line count: its sentences' tokens,
@@ -330,7 +330,7 @@ def _results(engine: Engine, lines: LineSource, options: dict, size: int, worker
     while (block := lines.next_chunk(size)) is not None:
         full = len(block) >= size or lines.pending_bytes > 0 or bool(lines.lines)
         if not indexed and (len(block) >= _INDEX_AFTER_LINES or (full and not lines.eof)):
-            engine.bulk_for_chunks()  # before any fork, so the workers share its lookup table
+            engine.lexicon.prepare_bulk()  # before any fork, so the workers share its lookup table
             indexed = True
         count = workers or (usable_cores() if full and not lines.eof else 1)
         if count > 1 and hasattr(os, "fork"):

@@ -100,7 +100,7 @@ def _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word
     if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1 <= chunk <= 100_000:
         raise UsageError(f"chunk must be an integer in [1, 100000], not {chunk!r}")
     engine = explorer.engine if explorer is not None else shared_engine(**keywords)
-    engine.bulk_for_chunks()  # bulk lookups for the run, as batch does for big input
+    engine.lexicon.prepare_bulk()  # bulk lookups for the run, as batch does for big input
     options = {"with_vectors": with_vectors, "weights": weights, "word": word}
     limit = line_limit(engine.max_tokens)  # batch refuses longer lines unread; so does this
 

@@ -15,7 +15,6 @@ sentences of one length (:meth:`Engine.plan_groups`) and runs each group through
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -44,12 +43,11 @@ from ctxembed.engine.sentence import (
 from ctxembed.errors import DataError, SettingError
 from ctxembed.output import say
 from ctxembed.settings import Settings, build_settings, fit_to_vectors
+from ctxembed.vectors.lexicon import Lexicon
 from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.sources import open_vectors
 from ctxembed.vectors.statistics import statistics
 from ctxembed.vectors.store import VectorStore
-from ctxembed.vectors.tokenize import WINDOW, pretokenized, token_pieces, token_strings, vocabulary_key
-from ctxembed.vectors.tokentable import TokenTable
 from ctxembed.vectors.weights import check_trained_weights, load_projections
 
 # Floats one group of sentences holds at once in each of its arrays (512 KB of float32): a group's
@@ -58,7 +56,6 @@ from ctxembed.vectors.weights import check_trained_weights, load_projections
 # 2^15 to 2^20 (within 10%: benchmarks/probes/alternatives.py groups); a larger group only costs memory.
 GROUP_FLOATS = 1 << 17
 _EULER_GAMMA = 0.5772156649
-INDEX_MAX_WORDS = 1_000_000  # above this a word -> row dict costs hundreds of MB: keep the binary search
 
 
 @dataclass
@@ -103,29 +100,6 @@ def _non_finite(x: np.ndarray, *, masked: bool = False) -> bool:
     return not np.isfinite(x).all()
 
 
-class WordLookup:
-    """Word -> store row (its frequency rank), or None. A binary search over the store's sorted
-    vocabulary costs nothing to set up; :meth:`index_all` switches to a dict, built once (~50 ms for
-    200k words), for many sentences."""
-
-    def __init__(self, store: VectorStore):
-        self.store = store
-        self.row: Callable[[str], int | None] = store.find
-        self.indexed = False
-
-    def index_all(self) -> WordLookup:
-        self.row = self.store.index.get
-        self.indexed = True
-        return self
-
-    def rows(self, keys: Sequence[str]) -> np.ndarray:
-        """(n,) int64 store row of each key, -1 for a key not in the vocabulary."""
-        if self.indexed:
-            return np.fromiter(map(self.row, keys, itertools.repeat(-1)), np.int64, len(keys))  # dict.get(key, -1)
-        found = (-1 if row is None else row for row in map(self.row, keys))
-        return np.fromiter(found, np.int64, len(keys))
-
-
 class Engine:
     """Static vectors + settings -> contextual vectors. Build once, run on many sentences.
 
@@ -150,8 +124,7 @@ class Engine:
         self.max_tokens = options.max_tokens
         self.label = label  # how error messages name a setting (the CLI: by its flag)
         self.dim = store.dim
-        self.words = WordLookup(store)  # word -> store row
-        self._table: TokenTable | None = None  # token -> pieces, for many sentences (token_table())
+        self.lexicon = Lexicon(store, oov=self.oov)  # word -> pieces -> rows or subword vectors
         self.removal = top_removal(store, settings)  # all-but-the-top, or None
         check_trained_weights(settings, store)
         self.params = projection_params(settings, self.dim)
@@ -193,32 +166,6 @@ class Engine:
             ]
         return AttentionParts(result.weights, sent)
 
-    def bulk(self) -> Engine:
-        """Prepare for many sentences: look words up in a dict (see :meth:`WordLookup.index_all`)."""
-        self.words.index_all()
-        return self
-
-    def bulk_if_affordable(self) -> Engine:
-        """:meth:`bulk` (the same rows as the binary search), unless the vocabulary has over
-        INDEX_MAX_WORDS words (the dict would cost hundreds of MB) or is not valid UTF-8: then the
-        binary search, which copes with both. What batch and embed_lines do for a run."""
-        if len(self.store) <= INDEX_MAX_WORDS:
-            try:
-                self.bulk()  # the store builds its dict once; later calls cost nothing
-            except DataError:
-                pass
-        return self
-
-    def bulk_for_chunks(self) -> Engine:
-        """What batch and embed_lines do for a run. They read texts through :meth:`prepare_many`,
-        whose TokenTable looks each chunk's new words up together in the store's sorted keys
-        (:meth:`VectorStore.find_many`, ~10 ms to set up for 400k words against ~90 ms for the
-        dict); only a text off that path looks its tokens up one by one, by binary search. When
-        the sorted keys cannot be built: :meth:`bulk_if_affordable`."""
-        if not self.store.sorted_lookup:
-            self.bulk_if_affordable()
-        return self
-
     def _layer_mix(self) -> LayerMix | None:
         """The mix the settings name, checked against the layers (None: the last layer alone)."""
         mix = resolve_mix(self.settings.mix, self.settings.attention.layers)
@@ -234,57 +181,14 @@ class Engine:
         return mix
 
     # ------------------------------------------------------------------ sentences
-    def token_table(self) -> TokenTable:
-        """The engine's :class:`TokenTable` (a new one when it is full)."""
-        if self._table is None or self._table.full:
-            self._table = TokenTable(self.store, oov=self.oov)
-        return self._table
-
     def prepare(self, text: str, *, words: Sequence[str] | None = None) -> Prepared:
         """Tokenise and look up a sentence (or pre-split ``words``); raise DataError when it is unusable.
 
         Tokenising stops as soon as more than ``max_tokens`` tokens would enter attention, so a huge
         line is refused without being tokenised whole."""
-        lowercase = self.store.lowercase
-        tokens, lookup = None, self.words.row
-        if words is not None:
-            tokens = pretokenized(words, lowercase=lowercase)
-            pieces = iter([([t.text for t in tokens], [t.key for t in tokens], True)])
-        elif len(text) <= WINDOW:  # one piece
-            texts, keys = token_strings(text, lowercase=lowercase)
-            found = list(map(lookup, keys))
-            if None not in found and 0 < len(found) <= self.max_tokens:
-                # the usual case, without the bookkeeping below: every token is a vocabulary word
-                n = len(found)
-                return Prepared(text, texts, keys, [True] * n, list(range(n)), found, keys, {}, self.store)
-            pieces = iter([(texts, keys, True)])
-        else:
-            pieces = token_pieces(text, lowercase=lowercase)
-        texts: list[str] = []
-        token_keys: list[str] = []
-        in_vocab: list[bool] = []
-        keys: list[str | None] = []
-        used: list[int] = []
-        rows: list[int] = []  # per used token: its store row, or -1 (zero vector or subword vector)
-        extra: dict[int, np.ndarray] = {}  # index into used -> a vector that is not a store row
-        for piece_texts, piece_keys, last in pieces:
-            found = list(map(lookup, piece_keys))
-            offset = len(texts)
-            texts += piece_texts
-            token_keys += piece_keys
-            if None not in found:  # the usual case: every token is a vocabulary word
-                in_vocab += [True] * len(found)
-                keys += piece_keys
-                used += range(offset, len(texts))
-                rows += found
-            else:
-                self._look_up_slowly(piece_keys, found, offset, in_vocab, keys, used, rows, extra)
-            if len(used) > self.max_tokens and not last:  # refused before the rest is tokenised
-                raise DataError(
-                    f"sentence has over {self.max_tokens} tokens, more than {{max_tokens}} {self.max_tokens} "
-                    f"(attention keeps n^2 weights per head and layer)",
-                    "max_tokens",
-                )
+        texts, token_keys, in_vocab, keys, used, rows, extra, tokens = self.lexicon.sentence(
+            text, words=words, max_tokens=self.max_tokens
+        )
         if not texts:
             raise DataError("empty sentence: nothing to attend to")
         if self.oov == "error" and not all(in_vocab):
@@ -308,24 +212,6 @@ class Engine:
                 "heads",
             )
         return Prepared(text, texts, token_keys, in_vocab, used, rows, keys, extra, self.store, tokens)
-
-    def _look_up_slowly(self, piece_keys, found, offset, in_vocab, keys, used, rows, extra) -> None:
-        """Tokens of a piece, one by one: clitic fallbacks, case, subwords and --oov for unknown words."""
-        store, lookup, lowercase = self.store, self.words.row, self.store.lowercase
-        for position, (token_key, row) in enumerate(zip(piece_keys, found, strict=True), start=offset):
-            key = token_key
-            if row is None:
-                key = vocabulary_key(token_key, lambda k: lookup(k) is not None, cased=not lowercase)
-                row = lookup(key) if key is not None else None
-            built = store.subword_vector(token_key) if row is None else None  # (d,) or None: no n-gram rows
-            known = row is not None or built is not None
-            in_vocab.append(known)
-            keys.append(key if row is not None else (token_key if known else None))
-            if known or self.oov == "zero":
-                if row is None:
-                    extra[len(used)] = built if known else np.zeros(store.dim, np.float32)
-                used.append(position)
-                rows.append(-1 if row is None else row)
 
     def weights_bytes(self, lengths: int | np.ndarray) -> int | np.ndarray:
         """Bytes of float32 attention weights a sentence of ``lengths`` tokens keeps: L x h x T^2 x 4."""

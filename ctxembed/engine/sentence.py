@@ -15,7 +15,8 @@ import numpy as np
 from ctxembed.core.attention import LayerSteps
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.similarity import row_cosines
-from ctxembed.vectors.store import ROW_SOURCES, VectorStore
+from ctxembed.vectors.lexicon import TOKEN_SOURCES, source_codes
+from ctxembed.vectors.store import VectorStore
 from ctxembed.vectors.tokenize import Token, tokenize
 
 
@@ -111,26 +112,15 @@ def first_match(word: str, texts: Sequence[str], keys: Sequence[str], used: Sequ
     return None if found is None else found[0]
 
 
-# Where a token's vector came from: a vocabulary row (the source's own vector, or one the store marks
-# as estimated, see VectorStore.row_sources), character n-grams (subwords), or nowhere (skipped, or
-# the zero vector of --oov zero).
-TOKEN_SOURCES = ("vocabulary", "estimated", "subword", "none")
-
-
 def token_sources(
     n: int, in_vocab: Sequence[bool], used: Sequence[int], rows: Sequence[int], store: VectorStore
 ) -> list[str]:
-    """Per token of a sentence of ``n`` tokens: its source (``rows`` per used token, -1: no store row)."""
-    codes = store.row_sources  # (N,) or None
-    sources = ["none"] * n
-    for position, row in zip(used, rows, strict=True):
-        if not in_vocab[position]:
-            continue  # --oov zero: attended, with no vector of its own
-        if row < 0:
-            sources[position] = "subword"
-        else:
-            sources[position] = "vocabulary" if codes is None else ROW_SOURCES[codes[row]]
-    return sources
+    """Per token of a sentence of ``n`` tokens: where its vector came from, one of
+    :data:`TOKEN_SOURCES` (``rows`` per used token, -1: no store row; :func:`source_codes`)."""
+    by_token = np.full(n, -1, np.int64)  # (n,) store row per token
+    by_token[list(used)] = rows
+    codes = source_codes(store, by_token, np.array(in_vocab, bool))  # (n,)
+    return [TOKEN_SOURCES[code] for code in codes.tolist()]
 
 
 @dataclass

@@ -64,7 +64,7 @@ def target_vectors(
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Contextual (or static) vectors of each target: (n, d), a (n,) mask of those that have one,
     and coverage counts. An out-of-vocabulary target falls back to its lemma."""
-    engine = Engine(store, settings or build_settings("textbook"), oov="skip", max_tokens=max_tokens).bulk()
+    engine = Engine(store, settings or build_settings("textbook"), oov="skip", max_tokens=max_tokens)
     dim = engine.out_dim if settings is not None else store.dim
     vectors = np.zeros((len(occurrences), dim), dtype=np.float32)
     found = np.zeros(len(occurrences), dtype=bool)
@@ -83,7 +83,7 @@ def target_layers(
     store: VectorStore, settings: Settings, occurrences: list[Occurrence], *, max_tokens: int = 4096
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every layer of each target's vector, h0 (attention input) to hL: (n, L + 1, d), and the (n,) found mask."""
-    engine = Engine(store, settings, oov="skip", max_tokens=max_tokens).bulk()
+    engine = Engine(store, settings, oov="skip", max_tokens=max_tokens)
     layers = np.zeros((len(occurrences), settings.attention.layers + 1, engine.out_dim), dtype=np.float32)
     found = np.zeros(len(occurrences), dtype=bool)
     prepared, rows, _ = _prepare_targets(engine, store, occurrences)
@@ -99,8 +99,7 @@ def _prepare_targets(engine: Engine, store: VectorStore, occurrences: list[Occur
     prepared, rows = [], []
     for n, occ in enumerate(occurrences):
         words = list(occ.words)
-        key = words[occ.index].lower() if store.lowercase else words[occ.index]
-        if key not in store:
+        if engine.lexicon.row(words[occ.index]) is None:
             coverage["target_oov"] += 1
             if occ.lemma in store:
                 words[occ.index] = occ.lemma

@@ -53,7 +53,6 @@ def senses(
     chosen = SenseOptions(**{k: v for k, v in options.items() if v is not None})
     words = check_words(words)
     given = parse_forms(forms, words)
-    engine = engine.bulk()
     word_forms = search_forms(engine.store, words, given, exact=exact)
     corpus_name = str(corpus) if corpus is not None else str(default_corpus())
     stream, shown_name = open_corpus(corpus_name)

@@ -107,11 +107,11 @@ def _by_word(items: list[LabelledOccurrence]) -> dict[str, list[int]]:
 def contextual_vectors(store: VectorStore, settings: Settings | None, items, *, drop_own: bool = True, max_tokens=4096):
     """(n, d) vectors of every target: contextual (own term dropped), or static when ``settings`` is None;
     and a (n,) mask of the targets that got one."""
-    engine = Engine(store, settings or build_settings("textbook"), oov="skip", max_tokens=max_tokens).bulk()
+    engine = Engine(store, settings or build_settings("textbook"), oov="skip", max_tokens=max_tokens)
     prepared, rows, kept = [], [], []
     for n, item in enumerate(items):
         words = list(item.words)
-        if engine.words.row(words[item.index].lower() if store.lowercase else words[item.index]) is None:
+        if engine.lexicon.row(words[item.index]) is None:
             words[item.index] = item.word  # an unknown form falls back to the word (its lemma)
         try:
             sentence = engine.prepare(" ".join(words), words=words)

@@ -113,7 +113,6 @@ class Explorers:
                     label=flag,
                     **options,
                 )
-                explorer.engine.bulk_if_affordable()  # words looked up in a dict: a server reads many sentences
                 entry = self._entries[key] = (explorer, threading.Lock())
                 while len(self._entries) > self.size:
                     self._entries.popitem(last=False)

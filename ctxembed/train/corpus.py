@@ -55,7 +55,7 @@ def read_corpus(source: str | Path, store, *, max_tokens: int = 128, name: str |
     """Tokenise a corpus with the vector store's vocabulary. Out-of-vocabulary tokens are left out
     (as ``attend --oov skip`` does); a sentence longer than ``max_tokens`` keeps its first
     ``max_tokens`` tokens. Raises DataError when no sentence has an in-vocabulary word."""
-    engine = Engine(store, build_settings("textbook"), oov="skip", max_tokens=4096).bulk()
+    engine = Engine(store, build_settings("textbook"), oov="skip", max_tokens=4096)
     stats = {"lines": 0, "invalid_lines": 0, "cropped_lines": 0, "cropped_sentences": 0, "sentences_without_words": 0}
     stats |= {"oov_tokens": 0}
     digest = hashlib.sha256()

@@ -60,6 +60,11 @@ _ALIGN = 64
 _BLOCK_ROWS = 32768  # rows per block in whole-vocabulary scans: bounds the float32 temporary to ~13 MB
 _NGRAM_BLOCK = 8192  # n-gram rows per block in subword_vectors (~3 MB of float32 at D = 100)
 _TABLE_AFTER_WORDS = 1024  # find_many builds its table (~10 ms for 400k words) for this many words
+# find builds the word -> row dict after this many binary searches (~10 us each): by then they have
+# cost about what the dict costs to build (~100 ms for 400k words), so a command that reads one
+# sentence never builds it, and one that reads thousands pays at most twice the better choice
+_DICT_AFTER_FINDS = 8192
+INDEX_MAX_WORDS = 1_000_000  # above this a word -> row dict costs hundreds of MB: keep the binary search
 _KEY_BYTES = 24  # width of find_many's sorted keys: all but ~182 of GloVe's 400k words fit
 
 
@@ -152,6 +157,7 @@ class VectorStore:
         self.count = count
         self._words: list[str] | None = None
         self._index: dict[str, int] | None = None
+        self._searches = 0  # binary searches by find; -1: the dict is not to be built (see _may_index)
         self._sorted: SortedKeys | None | bool = None  # find_many's table; False: it cannot be built
         self._matrix = section("matrix", header["dtype"], (count, self.dim))  # (N, D)
         self.norms = section("norms", np.float32, (count,))  # (N,) norms of the dequantised rows
@@ -231,9 +237,12 @@ class VectorStore:
         return self._index
 
     def find(self, word: str) -> int | None:
-        """The row of ``word``, or None: a binary search over the sorted vocabulary, no decoding."""
-        if self._index is not None:
+        """The row of ``word``, or None: a binary search over the sorted vocabulary, no decoding,
+        until so many searches that the word -> row dict pays for itself (see :meth:`_may_index`)."""
+        if self._index is not None or (self._searches >= _DICT_AFTER_FINDS and self._may_index()):
             return self._index.get(word)
+        if self._searches >= 0:
+            self._searches += 1
         target = word.encode("utf-8", "surrogatepass")
         vocab, offsets, order = self._vocab, self._offsets, self._order
         lo, hi = 0, self.count
@@ -262,6 +271,26 @@ class VectorStore:
             found = (-1 if row is None else row for row in map(self.find, words))
             return np.fromiter(found, np.int64, len(words))
         return table.rows_of(words)
+
+    def _may_index(self) -> bool:
+        """Build the word -> row dict now, unless the store should not: a vocabulary of over
+        INDEX_MAX_WORDS words (hundreds of MB), one that is not valid UTF-8, or a store whose many
+        words are looked up through its sorted keys (:meth:`find_many`: batch, whose workers would
+        each build a dict for the rare sentence it resolves one by one). True when it is built."""
+        if self._index is None and self._searches >= 0:
+            self._searches = -1  # decided once
+            if len(self) <= INDEX_MAX_WORDS and not self._sorted:
+                try:
+                    self.index  # noqa: B018 (built on first use)
+                except DataError:
+                    pass
+        return self._index is not None
+
+    def prepare_bulk(self) -> None:
+        """Build now what many lookups will use (the sorted keys, else the dict when affordable), so
+        that processes forked from this one share it instead of each building its own."""
+        if not self.sorted_lookup:
+            self._may_index()
 
     @property
     def sorted_lookup(self) -> bool:
@@ -412,6 +441,7 @@ class VectorStore:
         clone.count = n
         clone._words = None if self._words is None else self._words[:n]
         clone._index = None
+        clone._searches = 0
         clone._sorted = None
         clone._order = self._order[self._order < n]  # still sorted, restricted to the first n rows
         clone._matrix = self._matrix[:n]
