@@ -23,8 +23,9 @@ app.add_typer(eval_app, name="eval")
 
 def _config_help() -> str:
     return (
-        f"A configuration of the ladder ({', '.join(ladder())}) or 'custom' (the attention options given here). "
-        "Repeatable; default: the whole ladder."
+        f"A configuration of the ladder ({', '.join(ladder())}) or 'custom' (the attention options given here); "
+        "NAME@N reads it out at layer N (0: the input), e.g. -c learned@0 -c learned@1 -c learned@2 for a "
+        "per-layer ladder. Repeatable; default: the whole ladder."
     )
 
 

@@ -34,8 +34,27 @@ LADDER = ladder()
 CONFIG_NAMES = (*LADDER, "custom")
 
 
+def layer_read_out(settings: Settings, layer: int, name: str) -> Settings:
+    """``settings`` read out at one layer: h_layer alone (0 the attention input, L the last layer's
+    output) instead of the last layer or the layer mix, as the mix 0,...,1,...,0 that weighs it alone."""
+    layers = settings.attention.layers
+    if not 0 <= layer <= layers:
+        raise UsageError(f"{name}: layer {layer} does not exist; its layers are 0 (the input) to {layers}")
+    weights = ",".join("1" if j == layer else "0" for j in range(layers + 1))
+    return replace(settings, mix=weights, mix_norm=False, preset=name)
+
+
 def named_settings(name: str, custom: Settings | None = None) -> Settings | None:
-    """Settings of a ladder configuration (None for static); "custom" is the command line's."""
+    """Settings of a ladder configuration (None for static); "custom" is the command line's.
+    ``NAME@N`` reads configuration NAME out at layer N (:func:`layer_read_out`): a per-layer ladder."""
+    base, at, layer = name.rpartition("@")[0], "@" in name, name.rpartition("@")[2]
+    if at:
+        if not layer.isdigit():
+            raise UsageError(f"{name}: the layer after @ must be a number (e.g. learned@1)")
+        settings = named_settings(base, custom)
+        if settings is None:
+            raise UsageError(f"{name}: {base} has no layers to read out")
+        return layer_read_out(settings, int(layer), name)
     if name == "custom":
         if custom is None:
             raise UsageError("the custom configuration needs attention options")
