@@ -43,7 +43,9 @@ def test_a_subprocess_caches_in_the_test_folder(isolated_env):
     env = dict(os.environ)
     subprocess.run(
         [sys.executable, "-m", "ctxembed", "attend", "apple is a phone", "--vectors", "notes-toy", "--json"],
-        env=env, check=True, capture_output=True,
+        env=env,
+        check=True,
+        capture_output=True,
     )
     assert any(Path(isolated_env).glob("notes_toy-*"))
     written = {name for name, mtime in _real_files().items() if before.get(name) != mtime}

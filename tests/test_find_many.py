@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from ctxembed.vectors.sources import open_vectors
-from ctxembed.vectors.store import _KEY_BYTES, VectorStore, write_store
+from ctxembed.vectors.store import VectorStore, write_store
+from ctxembed.vectors.vocabulary import _KEY_BYTES
 
 LONG = "x" * _KEY_BYTES  # exactly the keys' width
 WORDS = [
@@ -43,14 +44,14 @@ def test_every_word_and_every_absent_key_as_the_dict_and_the_binary_search_give(
 
 def test_long_and_nul_words_are_kept_aside_and_still_found(store):
     assert store.sorted_lookup
-    aside = {key.decode("utf-8") for key in store._sorted.others}
+    aside = {key.decode("utf-8") for key in store.vocabulary._sorted.others}
     assert aside == {w for w in WORDS if "\x00" in w or len(w.encode("utf-8")) > _KEY_BYTES}
     assert {"y" * 40, LONG + "y", "é" * 13, "a\x00"} <= aside and LONG not in aside and "é" * 12 not in aside
 
 
 def test_few_words_without_a_table_and_no_keys_at_all(store):
     assert store.find_many(["apple", "nope", "a\x00"]).tolist() == [6, -1, 13]  # binary search: no table
-    assert store._sorted is None
+    assert store.vocabulary._sorted is None
     assert store.find_many([]).tolist() == []
     assert store.sorted_lookup and store.find_many([]).tolist() == []
 
@@ -76,19 +77,19 @@ def test_the_shipped_store_every_word_and_variants():
 def test_find_switches_to_the_dict_once_searches_would_cost_more_and_gives_the_same_rows(store, monkeypatch):
     """The store picks its own structure: binary searches until _DICT_AFTER_FINDS of them, then
     the word -> row dict; never the dict when its sorted keys serve bulk lookups (batch)."""
-    from ctxembed.vectors import store as store_module
+    from ctxembed.vectors import vocabulary as store_module
 
     monkeypatch.setattr(store_module, "_DICT_AFTER_FINDS", 10)
     keys = WORDS + ABSENT
     searched = [-1 if row is None else row for row in map(store.find, keys[:10])]
-    assert store._index is None  # ten binary searches
+    assert store.vocabulary._index is None  # ten binary searches
     rest = [-1 if row is None else row for row in map(store.find, keys[10:])]
-    assert store._index is not None  # then the dict
+    assert store.vocabulary._index is not None  # then the dict
     assert searched + rest == _dict_rows(store, keys)
 
 
 def test_find_keeps_to_the_binary_search_beside_sorted_keys_or_past_the_size_limit(tmp_path, monkeypatch):
-    from ctxembed.vectors import store as store_module
+    from ctxembed.vectors import vocabulary as store_module
 
     monkeypatch.setattr(store_module, "_DICT_AFTER_FINDS", 2)
     rng = np.random.default_rng(0)
@@ -99,4 +100,4 @@ def test_find_keeps_to_the_binary_search_beside_sorted_keys_or_past_the_size_lim
     monkeypatch.setattr(store_module, "INDEX_MAX_WORDS", len(WORDS) - 1)
     for kept in stores:
         assert [kept.find(w) for w in WORDS * 2] == list(range(len(WORDS))) * 2
-        assert kept._index is None
+        assert kept.vocabulary._index is None

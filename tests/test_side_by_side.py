@@ -50,7 +50,9 @@ def test_a_model_that_cannot_open_is_left_out_with_a_note(monkeypatch):
     assert result.exit_code == 0
     assert "side-by-side: fake left out: not installed: run ctxembed models install fake" in result.stderr
     doc = strict_json(result.stdout)
-    assert doc["missing"] == [{"model": "fake", "preset": "default", "reason": "not installed: run ctxembed models install fake"}]
+    assert doc["missing"] == [
+        {"model": "fake", "preset": "default", "reason": "not installed: run ctxembed models install fake"}
+    ]
     assert [v["model"] for v in doc["models"]] == ["glove", "glove"]
 
 
@@ -60,7 +62,10 @@ def test_terminal_and_pictures_show_every_view(tmp_path):
     assert "glove · default" in out and "glove · learned" in out
     assert "what 'bank' attends to in S1" in out and "across the sentences" in out
     picture = svg.read_text(encoding="utf-8")
-    assert "glove · learned: what &apos;bank&apos; attends to" in picture or "glove · learned: what 'bank' attends to" in picture
+    assert (
+        "glove · learned: what &apos;bank&apos; attends to" in picture
+        or "glove · learned: what 'bank' attends to" in picture
+    )
 
 
 def test_a_word_not_in_the_sentence_is_one_line_and_exit_1():

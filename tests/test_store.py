@@ -36,7 +36,7 @@ def test_find_uses_binary_search_and_misses_cleanly(tmp_path):
     assert store.find("caf") is None and store.find("cafés") is None
     with pytest.raises(KeyError):
         store.vector("nope")
-    assert store._index is None  # no dict was needed for single lookups
+    assert store.vocabulary._index is None  # no dict was needed for single lookups
 
 
 def test_uppercase_vocabulary_is_not_lowercase(tmp_path):

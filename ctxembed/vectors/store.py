@@ -49,6 +49,7 @@ import numpy as np
 from ctxembed.errors import DataError
 from ctxembed.output import atomic_file
 from ctxembed.vectors.subwords import ngram_buckets_many
+from ctxembed.vectors.vocabulary import Vocabulary
 
 MAGIC = b"CTXEMB\x00\x01"
 STORE_VERSION = 2
@@ -59,13 +60,6 @@ STORE_SUFFIX = ".ctxv"
 _ALIGN = 64
 _BLOCK_ROWS = 32768  # rows per block in whole-vocabulary scans: bounds the float32 temporary to ~13 MB
 _NGRAM_BLOCK = 8192  # n-gram rows per block in subword_vectors (~3 MB of float32 at D = 100)
-_TABLE_AFTER_WORDS = 1024  # find_many builds its table (~10 ms for 400k words) for this many words
-# find builds the word -> row dict after this many binary searches (~10 us each): by then they have
-# cost about what the dict costs to build (~100 ms for 400k words), so a command that reads one
-# sentence never builds it, and one that reads thousands pays at most twice the better choice
-_DICT_AFTER_FINDS = 8192
-INDEX_MAX_WORDS = 1_000_000  # above this a word -> row dict costs hundreds of MB: keep the binary search
-_KEY_BYTES = 24  # width of find_many's sorted keys: all but ~182 of GloVe's 400k words fit
 
 
 def _pad(n: int) -> int:
@@ -90,6 +84,33 @@ class Subwords:
         if self.scales is not None:
             block *= self.scales[ids][:, None]  # (n, D) * (n, 1)
         return block
+
+    def vectors(self, words: Sequence[str], check: Callable[[np.ndarray], None]) -> tuple[np.ndarray, np.ndarray]:
+        """(vectors (k, D) float32, zeros for a word with no n-gram; built (k,) bool) of ``words``,
+        after ``check`` of the n-gram rows they read (the store's checksums).
+
+        Each vector is its word's dequantised n-gram rows' mean, computed as ``rows.mean(axis=0)``
+        computes it, in its two steps: the float32 sum over the rows, then the division by their
+        count (an integer). The rows are read for many words at once, a block at a time."""
+        vectors = np.zeros((len(words), self.ngrams.shape[1]), np.float32)  # (k, D)
+        ids, counts = ngram_buckets_many(words, self.min_n, self.max_n, self.ngrams.shape[0])  # (G,), (k,)
+        built = counts > 0
+        if not len(ids):
+            return vectors, built
+        check(ids)
+        ends = np.cumsum(counts)  # (k,) n-gram rows up to each word's last
+        bounds = list(zip((ends - counts).tolist(), ends.tolist(), strict=True))  # (start, end) of each in ids
+        first, add = 0, np.add.reduce
+        while first < len(words):  # words with at most _NGRAM_BLOCK n-gram rows at a time (or one word)
+            offset = bounds[first][0]
+            last = max(first + 1, int(np.searchsorted(ends, offset + _NGRAM_BLOCK, side="right")))
+            rows = self.rows(ids[offset : bounds[last - 1][1]])  # (g, D) their dequantised n-gram rows
+            for word in np.flatnonzero(built[first:last]).tolist():
+                start, end = bounds[first + word]
+                vectors[first + word] = add(rows[start - offset : end - offset], axis=0)  # mean's sum
+            first = last
+        vectors[built] = vectors[built] / counts[built][:, None]  # float64 quotients made float32, as in mean
+        return vectors, built
 
 
 def quantize_int8(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -142,23 +163,14 @@ class VectorStore:
         offset, nbytes = (int(x) for x in sections["vocab"])
         if offset < 0 or nbytes < 0 or data_start + offset + nbytes > len(buffer):
             raise DataError(f"{path}: store is truncated or corrupt (section 'vocab')")
-        self._vocab = bytes(buffer[data_start + offset : data_start + offset + nbytes])  # UTF-8, "\n"-joined
-        # (N+1,) start of each word in the vocab, from its newlines: word i = vocab[o[i] : o[i+1] - 1]
-        self._offsets = np.zeros(count + 1, dtype=np.int64)
-        newlines = np.flatnonzero(np.frombuffer(self._vocab, dtype=np.uint8) == 10)  # (N,)
-        if len(newlines) != count:
-            raise DataError(f"{path}: store is corrupt (header says {count} words, found {len(newlines)})")
-        self._offsets[1:] = newlines + 1
-        self._order = section("order", np.int32, (count,))  # (N,) rows sorted by their UTF-8 bytes
+        blob = bytes(buffer[data_start + offset : data_start + offset + nbytes])  # UTF-8, "\n"-joined
+        self.vocabulary = Vocabulary(blob, count, path)
+        self.vocabulary.order = section("order", np.int32, (count,))  # (N,) rows sorted by their UTF-8 bytes
         for name in _EAGER_BLOBS:
             self._checks.whole(name, self)
-        if count and (int(self._order.min()) < 0 or int(self._order.max()) >= count):
-            raise DataError(f"{path}: store is corrupt (section 'order' points outside the vocabulary)")
+        self.vocabulary.check_order()
         self.count = count
-        self._words: list[str] | None = None
-        self._index: dict[str, int] | None = None
-        self._searches = 0  # binary searches by find; -1: the dict is not to be built (see _may_index)
-        self._sorted: SortedKeys | None | bool = None  # find_many's table; False: it cannot be built
+        self._bind_lookups()
         self._matrix = section("matrix", header["dtype"], (count, self.dim))  # (N, D)
         self.norms = section("norms", np.float32, (count,))  # (N,) norms of the dequantised rows
         self._scales = section("scales", np.float32, (count,)) if "scales" in sections else None  # (N,)
@@ -216,92 +228,23 @@ class VectorStore:
     @property
     def words(self) -> list[str]:
         """Every word, in row (frequency) order; decoded on first use (tens of ms for 200k words)."""
-        if self._words is None:
-            try:
-                text = self._vocab[: self._offsets[self.count] - 1].decode("utf-8") if self.count else ""
-            except UnicodeDecodeError as exc:
-                raise DataError(f"{self.path}: store vocabulary is not valid UTF-8 ({exc.reason})") from None
-            self._words = text.split("\n") if self.count else []
-        return self._words
-
-    def word_at(self, row: int) -> str:
-        if self._words is not None:
-            return self._words[row]
-        return self._vocab[self._offsets[row] : self._offsets[row + 1] - 1].decode("utf-8", "replace")
+        return self.vocabulary.words
 
     @property
     def index(self) -> dict[str, int]:
-        """word -> row for bulk lookups; built on first use. Single lookups use :meth:`find`."""
-        if self._index is None:
-            self._index = dict(zip(self.words, range(self.count), strict=True))
-        return self._index
-
-    def find(self, word: str) -> int | None:
-        """The row of ``word``, or None: a binary search over the sorted vocabulary, no decoding,
-        until so many searches that the word -> row dict pays for itself (see :meth:`_may_index`)."""
-        if self._index is not None or (self._searches >= _DICT_AFTER_FINDS and self._may_index()):
-            return self._index.get(word)
-        if self._searches >= 0:
-            self._searches += 1
-        target = word.encode("utf-8", "surrogatepass")
-        vocab, offsets, order = self._vocab, self._offsets, self._order
-        lo, hi = 0, self.count
-        while lo < hi:
-            mid = (lo + hi) // 2
-            row = int(order[mid])
-            if vocab[offsets[row] : offsets[row + 1] - 1] < target:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < self.count:
-            row = int(order[lo])
-            if vocab[offsets[row] : offsets[row + 1] - 1] == target:
-                return row
-        return None
-
-    def find_many(self, words: Sequence[str]) -> np.ndarray:
-        """(n,) int64 row of each word, -1 when absent: :meth:`find` of many words at once, with
-        no dict (see :class:`SortedKeys`, built on first use), or the dict once :attr:`index` has
-        been built. Fewer than _TABLE_AFTER_WORDS words, with neither built yet: one binary search
-        each (~10 µs), cheaper than building either."""
-        table = None
-        if self._index is None and (self._sorted is not None or len(words) >= _TABLE_AFTER_WORDS):
-            table = self._sorted_keys()
-        if table is None:
-            found = (-1 if row is None else row for row in map(self.find, words))
-            return np.fromiter(found, np.int64, len(words))
-        return table.rows_of(words)
-
-    def _may_index(self) -> bool:
-        """Build the word -> row dict now, unless the store should not: a vocabulary of over
-        INDEX_MAX_WORDS words (hundreds of MB), one that is not valid UTF-8, or a store whose many
-        words are looked up through its sorted keys (:meth:`find_many`: batch, whose workers would
-        each build a dict for the rare sentence it resolves one by one). True when it is built."""
-        if self._index is None and self._searches >= 0:
-            self._searches = -1  # decided once
-            if len(self) <= INDEX_MAX_WORDS and not self._sorted:
-                try:
-                    self.index  # noqa: B018 (built on first use)
-                except DataError:
-                    pass
-        return self._index is not None
-
-    def prepare_bulk(self) -> None:
-        """Build now what many lookups will use (the sorted keys, else the dict when affordable), so
-        that processes forked from this one share it instead of each building its own."""
-        if not self.sorted_lookup:
-            self._may_index()
+        """word -> row, built on first use (see :class:`Vocabulary`)."""
+        return self.vocabulary.index
 
     @property
     def sorted_lookup(self) -> bool:
         """True when :meth:`find_many` works without the dict (built now if need be)."""
-        return self._sorted_keys() is not None
+        return self.vocabulary.sorted_lookup
 
-    def _sorted_keys(self) -> SortedKeys | None:
-        """find_many's table, built once; None when it cannot be built."""
-        if self._sorted is None:
-            self._sorted = SortedKeys.of(self) or False
-        return self._sorted or None
+    def _bind_lookups(self) -> None:
+        """The vocabulary's lookups as the store's own (:meth:`Vocabulary.find` runs once a token)."""
+        vocabulary = self.vocabulary
+        self.find, self.find_many = vocabulary.find, vocabulary.find_many
+        self.word_at, self.prepare_bulk = vocabulary.word_at, vocabulary.prepare_bulk
 
     def __contains__(self, word: str) -> bool:
         return self.find(word) is not None
@@ -346,36 +289,17 @@ class VectorStore:
         return vectors[0] if built[0] else None
 
     def subword_vectors(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`subword_vector` of many words at once: (vectors (k, D) float32, zeros for a word
-        with none; built (k,) bool, True where a word has one).
+        """:meth:`subword_vector` of many words at once (:meth:`Subwords.vectors`): (vectors (k, D)
+        float32, zeros for a word with none; built (k,) bool, True where a word has one)."""
+        if self.subwords is None or not len(words):
+            return np.zeros((len(words), self.dim), np.float32), np.zeros(len(words), bool)
+        return self.subwords.vectors(words, self._check_ngram_rows)
 
-        Each vector is its word's dequantised n-gram rows' mean, computed as ``rows.mean(axis=0)``
-        computes it, in its two steps: the float32 sum over the rows, then the division by their
-        count (an integer). The rows are read for many words at once, a block at a time."""
-        vectors, built = np.zeros((len(words), self.dim), np.float32), np.zeros(len(words), bool)
+    def _check_ngram_rows(self, ids: np.ndarray) -> None:
         sub = self.subwords
-        if sub is None or not len(words):
-            return vectors, built
-        ids, counts = ngram_buckets_many(words, sub.min_n, sub.max_n, sub.ngrams.shape[0])  # (G,), (k,)
-        built = counts > 0
-        if not len(ids):
-            return vectors, built
         self._checks.rows("ngrams", ids, sub.ngrams.shape[1] * sub.ngrams.itemsize, self)
         if sub.scales is not None:
             self._checks.rows("ngram_scales", ids, 4, self)
-        ends = np.cumsum(counts)  # (k,) n-gram rows up to each word's last
-        bounds = list(zip((ends - counts).tolist(), ends.tolist(), strict=True))  # (start, end) of each in ids
-        first, add = 0, np.add.reduce
-        while first < len(words):  # words with at most _NGRAM_BLOCK n-gram rows at a time (or one word)
-            offset = bounds[first][0]
-            last = max(first + 1, int(np.searchsorted(ends, offset + _NGRAM_BLOCK, side="right")))
-            rows = sub.rows(ids[offset : bounds[last - 1][1]])  # (g, D) their dequantised n-gram rows
-            for word in np.flatnonzero(built[first:last]).tolist():
-                start, end = bounds[first + word]
-                vectors[first + word] = add(rows[start - offset : end - offset], axis=0)  # mean's sum
-            first = last
-        vectors[built] = vectors[built] / counts[built][:, None]  # float64 quotients made float32, as in mean
-        return vectors, built
 
     def row_source(self, row: int) -> str:
         """Where the vector of ``row`` came from: "vocabulary" (the source's own) or "estimated"
@@ -439,11 +363,8 @@ class VectorStore:
         clone = object.__new__(VectorStore)
         clone.__dict__.update(self.__dict__)
         clone.count = n
-        clone._words = None if self._words is None else self._words[:n]
-        clone._index = None
-        clone._searches = 0
-        clone._sorted = None
-        clone._order = self._order[self._order < n]  # still sorted, restricted to the first n rows
+        clone.vocabulary = self.vocabulary.head(n)
+        clone._bind_lookups()
         clone._matrix = self._matrix[:n]
         clone.norms = self.norms[:n]
         clone._scales = None if self._scales is None else self._scales[:n]
@@ -460,7 +381,7 @@ class VectorStore:
         if section is None:
             return None
         codes = section.get("estimated")
-        if codes is None or codes.dtype != np.uint8 or codes.shape != (len(self._offsets) - 1,):
+        if codes is None or codes.dtype != np.uint8 or codes.shape != (len(self.vocabulary.offsets) - 1,):
             raise DataError(f"{self.path}: store is corrupt (section {ROW_SOURCE_SECTION!r} is not one code a row)")
         if codes.size and int(codes.max()) >= len(ROW_SOURCES):
             raise DataError(f"{self.path}: store is corrupt (section {ROW_SOURCE_SECTION!r} holds an unknown code)")
@@ -503,63 +424,6 @@ class VectorStore:
         if isinstance(self._buffer, mmap.mmap):
             # The numpy views keep the buffer alive; only drop our reference.
             self._buffer = b""
-
-
-class SortedKeys:
-    """The vocabulary as fixed-width byte strings in sorted order, for exact lookups of many words
-    at once with ``np.searchsorted``: what a word -> row dict gives, without building one (~10 ms
-    against ~90 ms for 400k words).
-
-    A NumPy ``S`` string drops trailing NUL bytes, so a word longer than the width or holding a NUL
-    byte (a few hundred) is in ``others`` instead, a plain dict of its UTF-8 bytes."""
-
-    def __init__(self, keys: np.ndarray, rows: np.ndarray, others: dict[bytes, int]):
-        self.keys = keys  # (M,) S{_KEY_BYTES}, strictly increasing
-        self.rows = rows  # (M,) int64 store row of each key
-        self.others = others  # the other words' UTF-8 bytes -> row
-
-    @classmethod
-    def of(cls, store: VectorStore) -> SortedKeys | None:
-        """Built from the store's vocabulary blob with whole-array gathers; None when its order is
-        not strictly increasing (then only the dict or the binary search are trusted)."""
-        width, order, offsets = _KEY_BYTES, store._order, store._offsets
-        starts = offsets[:-1][order]  # (N,) where each word begins, in sorted order
-        lengths = offsets[1:][order] - starts - 1  # (N,) its bytes
-        padded = np.frombuffer(store._vocab + bytes(width), np.uint8)  # (B + width,)
-        # every width-byte window of the vocabulary (stride 1 byte); the words' ones gathered
-        windows = np.ndarray((len(padded) - width + 1,), f"S{width}", padded, 0, (1,))
-        keys = windows[starts]  # (N,) a copy, bytes past each word's end still to clear
-        inside = np.arange(width, dtype=np.int32) < lengths.astype(np.int32)[:, None]  # (N, width)
-        key_bytes = keys.view(np.uint8).reshape(-1, width)  # (N, width)
-        np.multiply(key_bytes, inside, out=key_bytes, casting="unsafe")
-        fits = lengths <= width  # (N,)
-        nul = np.flatnonzero(padded[: len(store._vocab)] == 0)  # NUL bytes in the blob (normally none)
-        if len(nul):
-            fits &= ~np.isin(order, np.searchsorted(offsets, nul, side="right") - 1)
-        keys, rows = keys[fits], order[fits].astype(np.int64)  # (M,)
-        if len(keys) > 1 and not bool((keys[1:] > keys[:-1]).all()):
-            return None
-        others = {
-            store._vocab[offsets[row] : offsets[row + 1] - 1]: row for row in order[~fits].astype(np.int64).tolist()
-        }
-        return cls(keys, rows, others)
-
-    def rows_of(self, words: Sequence[str]) -> np.ndarray:
-        """(n,) int64 row of each word, -1 when absent."""
-        width = _KEY_BYTES
-        encoded = [word.encode("utf-8", "surrogatepass") for word in words]  # as find encodes
-        wanted = np.array(encoded, f"S{width}")  # (n,) cut to the width, trailing NULs dropped
-        lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))  # (n,)
-        # a key its S string does not hold whole (too long, or a NUL) can only be one of the others
-        elsewhere = np.count_nonzero(wanted.view(np.uint8).reshape(-1, width), axis=1) != lengths  # (n,)
-        if not len(self.keys):
-            found = np.full(len(encoded), -1, np.int64)
-        else:
-            at = np.minimum(np.searchsorted(self.keys, wanted), len(self.keys) - 1)  # (n,)
-            found = np.where(self.keys[at] == wanted, self.rows[at], -1)  # (n,)
-        for i in np.flatnonzero(elsewhere).tolist():
-            found[i] = self.others.get(encoded[i], -1)
-        return found
 
 
 def write_store(
