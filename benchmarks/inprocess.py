@@ -168,7 +168,7 @@ def batch_stages(corpus: str, n: int) -> None:
     from ctxembed.engine import Engine
     from ctxembed.settings import build_settings
     from ctxembed.vectors.sources import open_vectors
-    from ctxembed.vectors.tokenize import token_strings, tokenize
+    from ctxembed.vectors.tokenize import token_pieces, tokenize
 
     store = open_vectors(None)
     engine = Engine(store, build_settings("default"))
@@ -194,7 +194,7 @@ def batch_stages(corpus: str, n: int) -> None:
     engine.store.index  # noqa: B018 (the word -> row dict, for "prepare one by one"; batch builds none)
     clock("parse_line", lambda: [rec.parse_line(i, line) for i, line in enumerate(raw, 1)])
     clock("tokenize with offsets (attend's Token objects)", lambda: [tokenize(t) for t in texts])
-    clock("tokenize to strings (inside prepare)", lambda: [token_strings(t) for t in texts])
+    clock("tokenize to strings (inside prepare)", lambda: [list(token_pieces(t)) for t in texts])
     clock("prepare one by one, dict lookups", lambda: [engine.prepare(t) for t in texts])
     chunks = [texts[i : i + 1024] for i in range(0, len(texts), 1024)]
     many = clock("prepare_many, 1024 at a time (batch)", lambda: [columns.prepare_many(engine, c) for c in chunks])

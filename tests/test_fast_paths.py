@@ -168,16 +168,14 @@ def test_each_distinct_word_is_tokenised_and_looked_up_once(engines, monkeypatch
 
     engine = Engine(engines[1].store, engines[1].settings)
     seen = []
-    real = lexicon.word_pieces
-    monkeypatch.setattr(lexicon, "word_pieces", lambda word: seen.append(word) or real(word))
+    real = lexicon.words_pieces
+    monkeypatch.setattr(lexicon, "words_pieces", lambda words: seen.extend(words) or real(words))
     first = columns.prepare_many(engine, ["Zebras, zebras and ZEBRAS!", "zebras, Zebras isn't isn\u2019t"])
     distinct = ["Zebras,", "zebras", "and", "ZEBRAS!", "zebras,", "Zebras", "isn't", "isn\u2019t"]
     assert sorted(engine.lexicon.table().entries) == sorted(distinct)  # one entry per distinct word
-    # words are cut in bulk, with no tokenizer call of their own; a word with a curly apostrophe
-    # (straightened first) is cut one by one, once
-    assert seen == ["isn\u2019t"]
+    assert sorted(seen) == sorted(distinct)  # each cut once, by the tokenizer's bulk form
     second = columns.prepare_many(engine, ["ZEBRAS! zebras isn\u2019t"])
-    assert seen == ["isn\u2019t"] and len(engine.lexicon.table().entries) == len(distinct)  # nothing new
+    assert sorted(seen) == sorted(distinct) and len(engine.lexicon.table().entries) == len(distinct)  # nothing new
     assert second.columns(0)[0] == ["ZEBRAS", "!", "zebras", "is", "n\u2019t"]
     assert first.columns(1)[0] == ["zebras", ",", "Zebras", "is", "n't", "is", "n\u2019t"]
 

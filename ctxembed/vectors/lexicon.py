@@ -19,7 +19,6 @@ row dict, sorted keys) is the store's choice (:meth:`VectorStore.find`, :meth:`V
 from __future__ import annotations
 
 import itertools
-import operator
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -29,14 +28,10 @@ from ctxembed.errors import DataError
 from ctxembed.vectors.store import ROW_SOURCES, VectorStore
 from ctxembed.vectors.tokenize import (
     CLITIC_FALLBACKS,
-    WINDOW,
     Token,
-    cut_in_bulk,
     pretokenized,
     token_pieces,
-    token_strings,
     vocabulary_key,
-    word_pieces,
     words_pieces,
 )
 
@@ -127,20 +122,21 @@ class Lexicon:
         tokens = None
         if words is not None:
             tokens = pretokenized(words, lowercase=lowercase)
-            pieces = iter([([t.text for t in tokens], [t.key for t in tokens], True)])
-        elif len(text) <= WINDOW:  # one piece
-            texts, keys = token_strings(text, lowercase=lowercase)
-            found = list(map(find, keys))
-            if None not in found and 0 < len(found) <= max_tokens:
-                # the usual case, without the bookkeeping below: every token is a vocabulary word
-                n = len(found)
-                return Resolved(texts, keys, [True] * n, keys, list(range(n)), found, {}, None)
-            pieces = iter([(texts, keys, True)])
+            pieces = iter([([t.text for t in tokens], [t.key for t in tokens], True, None)])
         else:
             pieces = token_pieces(text, lowercase=lowercase)
+            texts, keys, last = next(pieces, ([], [], True))
+            found = list(map(find, keys))
+            if last and None not in found and 0 < len(found) <= max_tokens:
+                # the usual case, without the bookkeeping below: one piece, every token a vocabulary word
+                n = len(found)
+                return Resolved(texts, keys, [True] * n, keys, list(range(n)), found, {}, None)
+            rest = ((*piece, None) for piece in pieces)  # (texts, keys, last, rows as they are: not yet)
+            pieces = itertools.chain([(texts, keys, last, found)], rest)
         resolved = Resolved([], [], [], [], [], [], {}, tokens)
-        for piece_texts, piece_keys, last in pieces:
-            self._add_piece(resolved, piece_texts, piece_keys, list(map(find, piece_keys)))
+        for piece_texts, piece_keys, last, found in pieces:
+            rows = list(map(find, piece_keys)) if found is None else found
+            self._add_piece(resolved, piece_texts, piece_keys, rows)
             if len(resolved.used) > max_tokens and not last:  # refused before the rest is tokenised
                 raise DataError(
                     f"sentence has over {max_tokens} tokens, more than {{max_tokens}} {max_tokens} "
@@ -255,29 +251,11 @@ class TokenTable:
 
     def _add(self, words: list[str]) -> None:
         """Entries for words not seen before, each token resolved as :meth:`Lexicon.sentence`
-        resolves it, once per distinct word.
-
-        Every step is a whole-list call: words of letters and digits are one token as they stand
-        (see :func:`word_pieces`); the others ("said," '"red"' "U.S." "3.5" "don't" "Atlanta's")
-        are cut in one regex pass (:func:`words_pieces`), but for words with curly apostrophes
-        ("don\u2019t"), cut by :func:`word_pieces` one by one.
-        Their tokens are looked up together, then those that are no vocabulary word as they are
-        (:meth:`_add_unknown`: fallbacks, then all their subword vectors in one call)."""
-        # letters and digits only is one token (str.isalnum is the regex's [^\W_]+); "\u02bc" is
-        # alphanumeric yet an apostrophe to the tokenizer, so such words take the long way
-        alone = [word.isalnum() and "\u02bc" not in word for word in words]
-        plain = list(itertools.compress(words, alone))
-        self._append(plain, [1] * len(plain), plain)
-        rest = list(itertools.compress(words, map(operator.not_, alone)))
-        bulk = cut_in_bulk(rest)  # no curly apostrophe: all their tokens in one regex pass
-        together = list(itertools.compress(rest, bulk))
-        texts, widths = words_pieces(together)
-        self._append(together, widths.tolist(), texts)
-        rest = list(itertools.compress(rest, map(operator.not_, bulk)))
-        cut = list(map(word_pieces, rest))  # per word: (text, text with straight apostrophes) per token
-        texts = [text for pieces in cut for text, _ in pieces]
-        straight = [text for pieces in cut for _, text in pieces]
-        self._append(rest, list(map(len, cut)), texts, straight)
+        resolves it, once per distinct word: every word cut by one bulk call of the tokenizer
+        (:func:`words_pieces`), their tokens looked up together, then those that are no vocabulary
+        word as they are (:meth:`_add_unknown`: fallbacks, then all their subword vectors in one call)."""
+        texts, straight, widths = words_pieces(words)
+        self._append(words, widths.tolist(), texts, straight)
         unknown = [i for i, row in enumerate(self._rows) if row is None]  # among the pieces since the last flush
         if unknown:
             first = len(self.keys) - len(self._rows)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import operator
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -34,7 +34,7 @@ _TOKEN = re.compile(
 # don't -> do n't, can't -> ca n't, it's -> it 's; O'Neill and rock'n'roll stay whole.
 _CLITIC_END = re.compile(r"(.+?)(n't|'s|'re|'ve|'ll|'m|'d)", re.IGNORECASE)
 
-_CURLY = re.compile("[\u2018\u2019\u02bc]")  # apostrophes word_pieces straightens
+_CURLY = re.compile("[\u2018\u2019\u02bc]")  # apostrophes words_pieces straightens
 
 WINDOW = 4096  # characters tokenised at a time by token_pieces
 CLITIC_FALLBACKS = {"n't": "not", "'re": "are", "'ve": "have", "'ll": "will", "'m": "am"}
@@ -62,7 +62,7 @@ def tokenize(sentence: str, *, lowercase: bool = True) -> list[Token]:
     return list(map(Token, texts, keys, range(len(spans)), starts, ends))
 
 
-def token_strings(sentence: str, *, lowercase: bool = True) -> tuple[list[str], list[str]]:
+def _token_strings(sentence: str, *, lowercase: bool = True) -> tuple[list[str], list[str]]:
     """The texts and keys of the tokens :func:`tokenize` gives, without offsets or Token objects.
 
     About 5x faster than :func:`tokenize`: no token spans white space, and a word of letters and
@@ -83,29 +83,48 @@ def token_strings(sentence: str, *, lowercase: bool = True) -> tuple[list[str], 
     return texts, ([text.lower() for text in texts] if lowercase else texts)
 
 
-def word_pieces(word: str) -> list[tuple[str, str]]:
-    """The tokens :func:`token_strings` cuts one word (no white space in it) into, clitics split off:
-    (text as written, the same with straight apostrophes) per token. A sentence's tokens are its
-    words' (no token spans white space), so batch works them out once per distinct word."""
-    if "\u2019" in word or "\u2018" in word or "\u02bc" in word:  # ("\u02bc" is even alphanumeric)
-        normalised = word.translate(_APOSTROPHES)  # same length: offsets stay valid
-        return [(word[a:b], normalised[a:b]) for a, b in _spans(normalised, 0, len(normalised))]
-    if word.isalnum():  # the regex's [^\W_]+ is exactly str.isalnum
-        return [(word, word)]
-    return [(token, token) for token in _word_tokens(word)]
+def words_pieces(words: Sequence[str]) -> tuple[list[str], list[str], np.ndarray]:
+    """The tokenizer in bulk: the tokens of many words (no white space in any), word after word, as
+    :func:`token_pieces` cuts them in a sentence (no token spans white space, so a sentence's tokens
+    are its words'): (texts (P,) as written; keys (P,) the same with straight apostrophes, not
+    lower-cased; widths (k,) int64 tokens per word). Batch cuts each distinct word once.
+
+    A word of letters and digits is one token as it stands (the regex's ``[^\\W_]+`` is exactly
+    ``str.isalnum``; "\u02bc" is alphanumeric yet an apostrophe to the tokenizer); a word with a
+    curly apostrophe is straightened and cut alone; the others are cut in one regex pass
+    (:func:`_regex_pieces`)."""
+    plain = [word.isalnum() and "\u02bc" not in word for word in words]
+    if all(plain):
+        return list(words), list(words), np.ones(len(words), np.int64)
+    curly = [not alone and _CURLY.search(word) is not None for word, alone in zip(words, plain, strict=True)]
+    rest = [word for word, alone, bent in zip(words, plain, curly, strict=True) if not alone and not bent]
+    cut, cut_widths = _regex_pieces(rest)
+    texts: list[str] = []
+    keys: list[str] = []
+    widths = np.ones(len(words), np.int64)  # (k,)
+    done = 0  # tokens of ``cut`` taken
+    cut_width = iter(cut_widths.tolist())
+    for i, (word, alone, bent) in enumerate(zip(words, plain, curly, strict=True)):
+        if alone:
+            texts.append(word)
+            keys.append(word)
+        elif bent:
+            normalised = word.translate(_APOSTROPHES)  # same length: offsets stay valid
+            spans = _spans(normalised, 0, len(normalised))
+            texts += [word[a:b] for a, b in spans]
+            keys += [normalised[a:b] for a, b in spans]
+            widths[i] = len(spans)
+        else:
+            width = next(cut_width)
+            texts += cut[done : done + width]
+            keys += cut[done : done + width]
+            widths[i], done = width, done + width
+    return texts, keys, widths
 
 
-def cut_in_bulk(words: Iterable[str]) -> list[bool]:
-    """Per word (no white space in it): True when it has no curly apostrophe (nor "\u02bc"), so
-    that :func:`word_pieces` is _TOKEN's matches with clitics split off, nothing to straighten,
-    and :func:`words_pieces` can cut it together with others."""
-    return [match is None for match in map(_CURLY.search, words)]
-
-
-def words_pieces(words: Sequence[str]) -> tuple[list[str], np.ndarray]:
-    """:func:`word_pieces` of many words without curly apostrophes (:func:`cut_in_bulk`) in one
-    regex pass over them joined by spaces: (texts (P,) their tokens, word after word, each its own
-    key; widths (k,) int64 tokens per word).
+def _regex_pieces(words: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """The tokens of words without curly apostrophes in one regex pass over them joined by spaces:
+    (texts (P,) word after word, each its own key; widths (k,) int64 tokens per word).
 
     No token spans a space, and _TOKEN leaves no character of a word out of its tokens (any
     other symbol is a token of its own), so a word's tokens are those ending by its last character.
@@ -132,10 +151,13 @@ def words_pieces(words: Sequence[str]) -> tuple[list[str], np.ndarray]:
 def token_pieces(
     sentence: str, *, lowercase: bool = True, window: int = WINDOW
 ) -> Iterator[tuple[list[str], list[str], bool]]:
-    """:func:`token_strings` a piece of the sentence at a time: (texts, keys, True for the last piece).
+    """The tokenizer's entry point: the texts and keys of the tokens :func:`tokenize` gives, without
+    offsets or Token objects, a piece of the sentence at a time: (texts, keys, True for the last
+    piece). A sentence of at most ``window`` characters is one piece.
 
     Pieces end at a space after about ``window`` characters (no token spans a space), so a caller
     can stop as soon as it has seen enough tokens without tokenising the rest of a huge line.
+    Its bulk form, for many distinct words at once, is :func:`words_pieces`.
     """
     start, size = 0, len(sentence)
     while start < size:
@@ -144,7 +166,7 @@ def token_pieces(
             space = sentence.find(" ", start + window)
             end = size if space < 0 else space
         piece = sentence if start == 0 and end == size else sentence[start:end]
-        yield (*token_strings(piece, lowercase=lowercase), end == size)
+        yield (*_token_strings(piece, lowercase=lowercase), end == size)
         start = end
 
 
@@ -157,12 +179,12 @@ def _spans(normalised: str, start: int, end: int) -> list[tuple[int, int]]:
 
 
 def _split_clitic(text: str, start: int, end: int) -> tuple[tuple[int, int], ...]:
-    """One span, or two when the word ends in a clitic (the only Python-level work per token)."""
-    word = text[start:end]
-    if "'" in word and (clitic := _CLITIC_END.fullmatch(word)):
-        split = start + len(clitic.group(1))
-        return ((start, split), (split, end))
-    return ((start, end),)
+    """:func:`_split_clitic_word` on a span: one span, or two when the word ends in a clitic."""
+    pieces = _split_clitic_word(text[start:end])
+    if len(pieces) == 1:
+        return ((start, end),)
+    split = start + len(pieces[0])
+    return ((start, split), (split, end))
 
 
 def _word_tokens(word: str) -> list[str]:
