@@ -59,13 +59,18 @@ def vectors_record(source: str, store: VectorStore) -> dict:
 
 
 def side_by_side(
-    sentences: str | Sequence[str], word: str, *, on_note: Callable[[str], None] | None = None
+    sentences: str | Sequence[str],
+    word: str,
+    *,
+    on_note: Callable[[str], None] | None = None,
+    open_view: Callable[[str, str], Any] | None = None,
 ) -> SideBySideResult:
     """The same sentence(s) and ``word`` under every view the model registry lists (GloVe with the
     default preset, GloVe with the learned projections, then each other registered model): the
     first sentence's attention, the word's cosines, and with several sentences its cosine across
     them. A model that cannot be opened (not installed) is left out with a note saying why; the
-    ``ctxembed.side-by-side/1`` document lists it under ``missing``."""
+    ``ctxembed.side-by-side/1`` document lists it under ``missing``. ``open_view(model, preset)`` gives
+    each view's engine (default: a new one from the registry; the server passes its cached ones)."""
     from ctxembed.engine.registry import DEFAULT_MODEL, side_by_side_views  # the registry names the views
 
     note = on_note or say
@@ -75,7 +80,7 @@ def side_by_side(
     entries, missing = [], []
     for model, preset in side_by_side_views():
         try:
-            engine = open_engine(None, preset, model=model, on_note=note)
+            engine = open_view(model, preset) if open_view else open_engine(None, preset, model=model, on_note=note)
         except DataError as exc:
             if model == DEFAULT_MODEL:
                 raise
