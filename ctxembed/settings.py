@@ -200,6 +200,10 @@ class Settings:
                 "projection",
             )
 
+    def head_size(self, d_in: int) -> int:
+        """d_out, each head's size on d_in-dimensional inputs: ``d_out`` when given, else d_in / heads."""
+        return self.d_out or d_in // self.attention.heads
+
     def values(self) -> dict[str, Any]:
         """Every declared setting by name, flat (attention settings included)."""
         attention = {name: getattr(self.attention, name) for name in declarations(AttentionConfig)}

@@ -93,10 +93,15 @@ def scale_scores(scores: np.ndarray, d_k: int, *, scale: bool = True, temperatur
 
     Scaling keeps the softmax out of saturation: dot products of d_k-dimensional vectors grow like sqrt(d_k).
     """
-    divisor = (math.sqrt(d_k) if scale else 1.0) * temperature
+    divisor = score_divisor(d_k, scale=scale, temperature=temperature)
     if divisor == 1.0:
         return scores
     return scores / divisor  # (..., T, T); a Python float keeps float32 scores float32
+
+
+def score_divisor(d_k: int, *, scale: bool = True, temperature: float = 1.0) -> float:
+    """What scores are divided by: sqrt(d_k) * temperature, or the temperature alone without ``scale``."""
+    return (math.sqrt(d_k) if scale else 1.0) * temperature
 
 
 def add_key_bias(scores: np.ndarray, key_bias: np.ndarray | None) -> np.ndarray:

@@ -22,6 +22,7 @@ array([[0.25, 1.5 ]])
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -31,8 +32,10 @@ LEARNED = "learned"  # --mix learned: the mix `ctxembed eval fit-mix` wrote last
 OFF = "off"  # --mix off: the last layer alone, as without a mix
 
 
+@functools.lru_cache(maxsize=64)
 def parse_weights(text: str) -> tuple[float, ...]:
-    """ "0.2,0.8" -> (0.2, 0.8), normalised to sum 1; ValueError for anything else."""
+    """ "0.2,0.8" -> (0.2, 0.8), normalised to sum 1; ValueError for anything else. Parsed once per
+    text: the settings check it, and opening an engine reads it again (check_spec, resolve_mix)."""
     parts = [p.strip() for p in text.split(",")]
     try:
         values = [float(p) for p in parts]

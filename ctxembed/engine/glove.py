@@ -384,7 +384,7 @@ def projection_params(settings: Settings, d_in: int) -> list[LayerParams] | None
     if settings.projection == "identity":
         return None
     if settings.projection == "random":
-        d_out = settings.d_out or d_in // a.heads
+        d_out = settings.head_size(d_in)
         if d_out < 1:
             raise SettingError(
                 f"{{heads}} {a.heads} leave no dimensions per head of the {d_in}; give {{d_out}}", "heads", "d_out"

@@ -34,6 +34,7 @@ from ctxembed.core.attention import (
     input_positions,
     layer_norm,
     normalize,
+    score_divisor,
 )
 from ctxembed.core.projections import HeadProjection, LayerParams, project_heads
 
@@ -105,7 +106,7 @@ def layer_forward(
         variance = output.var(axis=-1, keepdims=True)  # (B, T, 1)
         inv_std = 1.0 / np.sqrt(variance + LAYER_NORM_EPS)  # (B, T, 1)
         output = normed = layer_norm(output, LAYER_NORM_EPS)  # (B, T, d_model)
-    divisor = (math.sqrt(q.shape[-1]) if config.scale else 1.0) * config.temperature
+    divisor = score_divisor(q.shape[-1], scale=config.scale, temperature=config.temperature)
     return output, weights, LayerCache(x, steering, q, k, v, weights, merged, normed, inv_std, divisor)
 
 

@@ -72,7 +72,7 @@ def initial_params(settings: Settings, d: int, fix_values: bool) -> list[LayerPa
     """The untrained model: Xavier-uniform projections from ``settings.seed`` (exactly what
     ``--projection random --seed`` gives), with W_value replaced by identity slices if ``fix_values``."""
     a = settings.attention
-    d_out = settings.d_out or d // a.heads
+    d_out = settings.head_size(d)
     if d_out < 1:
         raise UsageError(f"{a.heads} heads leave no dimensions per head; pass --d-out")
     try:
