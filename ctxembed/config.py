@@ -31,7 +31,7 @@ from numbers import Integral, Real
 from os import PathLike
 from typing import Any
 
-from ctxembed.errors import SettingError
+from ctxembed.errors import SettingError, counted
 
 # Help panels: the command-line help groups options by them.
 ATTENTION_PANEL = "Attention"
@@ -342,9 +342,13 @@ def check_view(layers: int, heads: int, layer: int | None, head: int | None) -> 
     """Refuse a layer or head to show that the model does not have (both count from 0; None: the default
     view). One check for the commands, the API and the pictures; the CLI names the flags."""
     if layer is not None and not 0 <= layer < layers:
-        raise SettingError(f"{{layer}} {layer} does not exist: there are {layers} layer(s), numbered from 0", "layer")
+        raise SettingError(
+            f"{{layer}} {layer} does not exist: the model has {counted(layers, 'layer')}, numbered from 0", "layer"
+        )
     if head is not None and not 0 <= head < heads:
-        raise SettingError(f"{{head}} {head} does not exist: there are {heads} head(s), numbered from 0", "head")
+        raise SettingError(
+            f"{{head}} {head} does not exist: the model has {counted(heads, 'head')}, numbered from 0", "head"
+        )
 
 
 class Oov(str, enum.Enum):

@@ -9,6 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 
+def counted(count: int, noun: str) -> str:
+    """``count`` and ``noun``, plural unless one: "1 head", "3 heads", "2 times"."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
 class CtxembedError(Exception):
     """Base error: a message meant for a person, and the process exit code it maps to."""
 

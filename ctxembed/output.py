@@ -27,15 +27,38 @@ if TYPE_CHECKING:  # rich costs ~15 ms to import; JSON output never needs it
 
 import orjson  # fast, and exact for float32 arrays
 
-PIPE_WIDTH = 160  # a pipe without COLUMNS: generous, so tables are not squeezed to 80 columns
+PIPE_WIDTH = 80  # a pipe, without COLUMNS and with no terminal on stderr either: what `less` and files expect
+
+COLOR_MODES = ("auto", "always", "never")
+_color = "auto"  # --color, for the command being run (see use_color)
 
 
 def output_width() -> int | None:
-    """Columns for tables: COLUMNS when set (also in a pipe), else the terminal's, else PIPE_WIDTH."""
+    """Columns for tables: COLUMNS when set (also in a pipe), else the terminal's (stdout's, or
+    stderr's when stdout is a pipe: `ctxembed attend ... | less` is laid out for the window), else
+    PIPE_WIDTH."""
     columns = os.environ.get("COLUMNS", "")
     if columns.strip().isdigit() and int(columns) > 0:
         return int(columns)
-    return None if sys.stdout.isatty() else PIPE_WIDTH
+    if sys.stdout.isatty():
+        return None
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns or PIPE_WIDTH
+    except (OSError, ValueError, AttributeError):  # not a terminal, closed, or replaced (tests)
+        return PIPE_WIDTH
+
+
+@contextmanager
+def use_color(mode: str) -> Iterator[None]:
+    """--color for the consoles :func:`stdout_console` makes inside the block: "auto" (colour on a
+    terminal, none under NO_COLOR), "always" (also in a pipe, and despite NO_COLOR) or "never" (no
+    escape sequence at all: no colour, no bold)."""
+    global _color
+    previous, _color = _color, mode
+    try:
+        yield
+    finally:
+        _color = previous
 
 
 # Characters that act on a terminal instead of showing: C0 controls, DEL, C1 controls (ESC and CSI
@@ -83,7 +106,8 @@ def stdout_console() -> Console:
     """The terminal view's console. ``markup=False``: a sentence like ``[bold]bank[/]`` prints as typed."""
     from rich.console import Console  # rich: ~10 ms, JSON output never needs it
 
-    console = Console(file=sys.stdout, highlight=False, markup=False, width=output_width())
+    chosen = {"always": {"force_terminal": True, "no_color": False}, "never": {"color_system": None}}.get(_color, {})
+    console = Console(file=sys.stdout, highlight=False, markup=False, width=output_width(), **chosen)
     console.on_broken_pipe = _output_closed  # rich would exit 1; a closed pipe is no error (exit 0)
     return console
 

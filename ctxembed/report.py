@@ -12,7 +12,7 @@ from ctxembed.core.attention import build_mask, masked_keys, mean_over_heads
 from ctxembed.core.readings import READINGS, rollout, score_terms, value_norm
 from ctxembed.core.similarity import cosine, cosine_matrix
 from ctxembed.engine import ContextEngine, Contextualized, Engine, locate, split_word
-from ctxembed.errors import DataError, UsageError
+from ctxembed.errors import DataError, UsageError, counted
 from ctxembed.settings import Settings
 from ctxembed.vectors.search import nearest
 from ctxembed.vectors.weights import describe_weights
@@ -161,7 +161,7 @@ def focus_token(doc: dict, word: str) -> tuple[int, int, int]:
     shown = ", ".join(f"{tokens[p]['text']}" for p in positions)
     if number is not None and locate(name, texts, keys, positions) is not None:
         count = locate(name, texts, keys, positions)[2]
-        raise UsageError(f"{word}: {name!r} occurs {count} time(s) among the tokens ({shown})")
+        raise UsageError(f"{word}: {name!r} occurs {counted(count, 'time')} among the tokens ({shown})")
     raise UsageError(f"{word!r} is not among the tokens ({shown})")
 
 
@@ -201,7 +201,7 @@ def locate_word(result: Contextualized, word: str, where: str, *, listing: bool 
             [t for t in result.used_tokens() if t.key.lower() == name.lower() or t.text.lower() == name.lower()]
         )
         if count:
-            raise DataError(f"{name!r} occurs {count} time(s) in {where}: {word} does not exist")
+            raise DataError(f"{name!r} occurs {counted(count, 'time')} in {where}: {word} does not exist")
     if name is None:
         raise DataError(f"no token at position {number} of {where} took part in attention")
     used = ", ".join(t.text for t in result.used_tokens())

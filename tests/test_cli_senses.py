@@ -92,7 +92,7 @@ def test_save_writes_the_document_and_a_map_of_every_occurrence(tmp_path, corpus
     assert '"ctxembed.senses/2"' in out.read_text(encoding="utf-8")
     circles = [e for e in ElementTree.parse(picture).iter() if e.tag.endswith("circle")]
     assert len(circles) == 12  # 6 occurrences of each word, one dot each
-    assert "2 sense(s), 6 occurrences" in picture.read_text(encoding="utf-8")
+    assert "2 senses, 6 occurrences" in picture.read_text(encoding="utf-8")
 
 
 def test_save_with_an_unknown_suffix_fails_before_the_scan(corpus):
@@ -202,7 +202,7 @@ def test_identical_lines_give_no_library_warning_and_say_why_fewer_senses_than_k
     with warnings.catch_warnings(record=True) as caught:  # pytest would otherwise swallow them
         warnings.simplefilter("always")
         auto = invoke("senses", "bank", same)
-        given = invoke("senses", "bank", same, "-k", "3")
+        given = invoke("senses", "bank", same, "-k", "3", env={"COLUMNS": "160"})  # the note on one line
     assert [str(w.message) for w in caught] == []  # scikit-learn's ConvergenceWarning, 14 times before
     assert auto.exit_code == 0 and auto.stderr == "", auto.stderr
     assert given.exit_code == 0 and given.stderr == "", given.stderr

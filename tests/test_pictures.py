@@ -134,13 +134,13 @@ def test_png_masked_cells_are_grey_not_white(documents):
 
 def test_every_view_uses_the_one_sequential_scale():
     from ctxembed.views.png import _colour_map
-    from ctxembed.views.render import _SEGMENT_STYLES
+    from ctxembed.views.palette import heat_colour
 
     script = (REPO / "ctxembed" / "views" / "web" / "view.js").read_text(encoding="utf-8")
     stops = re.search(r"var stops = (\[\[.*?\]\]);", script)[1]
     assert [tuple(s) for s in eval(stops)] == [rgb for _, rgb in SEQUENTIAL]  # noqa: S307 (a literal)
     assert tuple(round(255 * c) for c in _colour_map(False)(1.0)[:3]) == SEQUENTIAL[-1][1]
-    assert _SEGMENT_STYLES["heat8"].bgcolor.triplet == colour(1.0)
+    assert heat_colour(8, "truecolor").triplet == colour(1.0)  # the terminal, with 24-bit colour
 
 
 def test_bars_have_the_same_shades_in_svg_and_png(documents):

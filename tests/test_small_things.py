@@ -52,7 +52,7 @@ def test_the_vectors_line_gives_the_word_count_once():
 
 
 def test_a_one_token_sentence_says_why_it_attends_to_nothing():
-    stdout = succeeds("attend", "bank").stdout
+    stdout = succeeds("attend", "bank", env={"COLUMNS": "160"}).stdout
     assert "no token to attend to: every key is masked" in stdout
 
 

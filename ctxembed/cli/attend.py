@@ -11,7 +11,9 @@ from ctxembed.cli.options import (
     AttentionReadingOpt,
     JsonOpt,
     SaveOpt,
+    ScaleMaxOpt,
     check_saves,
+    draws,
     save_all,
     with_attention_options,
 )
@@ -38,6 +40,7 @@ SentenceArg = Annotated[str | None, typer.Argument(help="The sentence ('-' or no
     epilog="Example: ctxembed attend 'the bank raised interest rates' --heads 2 --all-heads",
 )
 @reports_errors
+@draws
 @with_attention_options
 def attend(
     sentence: SentenceArg = None,
@@ -76,6 +79,7 @@ def attend(
         int | None, typer.Option("--max-display", min=1, help="At most N tokens in the matrix (default: all that fit).")
     ] = None,
     attention: AttentionReadingOpt = "raw",
+    scale_max: ScaleMaxOpt = None,
     save: SaveOpt = None,
     explorer=None,
 ) -> None:
@@ -122,6 +126,7 @@ def attend(
         occurrence=None if focus_at is None else focus_at[1:],
         max_display=max_display,
         start=row_at_position(doc, start),
+        scale_max=scale_max,
     )
     if explain:
         from ctxembed.views.render import render_explain  # rich tables: ~26 ms; --json never
@@ -133,6 +138,7 @@ def attend(
     epilog="Example: ctxembed compare --word bank 'we sat on the river bank' 'I paid the bank'",
 )
 @reports_errors
+@draws
 @with_attention_options
 def compare(
     sentences: Annotated[
@@ -163,6 +169,7 @@ def compare(
 
 @app.command(epilog="Example: ctxembed neighbors 'we sat on the river bank' --word bank -k 8")
 @reports_errors
+@draws
 @with_attention_options
 def neighbors(
     sentence: SentenceArg = None,

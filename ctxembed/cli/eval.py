@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ctxembed.cli import app, reports_errors, show
-from ctxembed.cli.options import JsonOpt, with_attention_options
+from ctxembed.cli.options import JsonOpt, draws, with_attention_options
 from ctxembed.output import say
 from ctxembed.settings import ladder
 
@@ -34,6 +34,7 @@ ConfigOpt = Annotated[list[str] | None, typer.Option("--config", "-c", help=_con
 
 @eval_app.command("wic", epilog="Example: ctxembed eval wic WiC_dataset/ -c textbook -c default")
 @reports_errors
+@draws
 @with_attention_options
 def eval_wic(
     directory: Annotated[Path, typer.Argument(help="Folder with SPLIT.data.txt and SPLIT.gold.txt (WiC format).")],
@@ -52,6 +53,7 @@ def eval_wic(
 
 @eval_app.command("senses", epilog="Example: ctxembed eval senses -c textbook -c default")
 @reports_errors
+@draws
 @with_attention_options
 def eval_senses(
     path: Annotated[
@@ -70,6 +72,7 @@ def eval_senses(
 
 @eval_app.command("pairs", epilog="Example: ctxembed eval pairs simlex999")
 @reports_errors
+@draws
 @with_attention_options
 def eval_pairs(
     path: Annotated[
@@ -92,6 +95,7 @@ def eval_pairs(
 
 @eval_app.command("fit-mix", epilog="Example: ctxembed eval fit-mix WiC_dataset/ --out my-mix.json")
 @reports_errors
+@draws
 @with_attention_options
 def eval_fit_mix(
     sources: Annotated[

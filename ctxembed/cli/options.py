@@ -18,7 +18,7 @@ import typer
 
 from ctxembed.config import INPUT_PANEL, ReadOptions, Setting, declarations
 from ctxembed.errors import CtxembedError, UsageError
-from ctxembed.output import say
+from ctxembed.output import COLOR_MODES, say, use_color
 from ctxembed.settings import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
 
 # `ctxembed` builds every command, so it loads every CLI module: the library modules a command
@@ -71,6 +71,43 @@ SaveOpt = Annotated[
         show_default=False,
     ),
 ]
+
+
+ColorMode = enum.Enum("ColorMode", {name: name for name in COLOR_MODES}, type=str)  # [auto|always|never]
+ColorOpt = Annotated[
+    ColorMode,
+    typer.Option(
+        "--color",
+        help="Colour: auto (on a terminal, none under NO_COLOR), always (also in a pipe), never (no escape "
+        "sequences at all; heatmap cells carry glyphs instead).",
+        case_sensitive=False,
+    ),
+]
+ScaleMaxOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--scale-max",
+        min=0.001,
+        help="Shade attention on an absolute scale: this weight is full (1.0: a token that attends to one "
+        "token only). Default: the largest weight shown, so uniform attention looks full.",
+        show_default=False,
+    ),
+]
+
+
+def draws(command):
+    """Give a command that draws on the terminal the --color option (:data:`ColorOpt`); the consoles
+    it makes with :func:`ctxembed.output.stdout_console` follow it."""
+    signature = inspect.signature(command, eval_str=True)
+    color = inspect.Parameter("color", inspect.Parameter.KEYWORD_ONLY, annotation=ColorOpt, default=ColorMode("auto"))
+
+    @functools.wraps(command)
+    def wrapper(**kwargs):
+        with use_color(getattr(kwargs.pop("color"), "value", "auto")):
+            return command(**kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), color])
+    return wrapper
 
 
 def check_saves(paths: list[Path] | None) -> None:

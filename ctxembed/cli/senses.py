@@ -14,7 +14,15 @@ import typer
 
 from ctxembed.cli import app, reports_errors, show
 from ctxembed.cli.eval import ConfigOpt, eval_app
-from ctxembed.cli.options import JsonOpt, SaveOpt, check_saves, save_all, with_attention_options, with_declared_options
+from ctxembed.cli.options import (
+    JsonOpt,
+    SaveOpt,
+    check_saves,
+    draws,
+    save_all,
+    with_attention_options,
+    with_declared_options,
+)
 from ctxembed.output import emit_json, say, stdout_console
 from ctxembed.settings import SENSE_OPTIONS
 
@@ -40,6 +48,7 @@ def split_arguments(arguments: list[str], corpus: str | None) -> tuple[list[str]
 
 @app.command(epilog="Example: ctxembed senses bass plant   |   ctxembed senses bank corpus.txt -k 3 --json")
 @reports_errors
+@draws
 @with_attention_options
 @with_declared_options(SENSE_OPTIONS, into="options")
 def senses(
@@ -90,6 +99,7 @@ def senses(
 # ------------------------------------------------------------------------------ eval wsi
 @eval_app.command("wsi", epilog="Example: ctxembed eval wsi data/wsi-pseudowords.tsv -c textbook -c default")
 @reports_errors
+@draws
 @with_attention_options
 @with_declared_options(_CLUSTERING, into="clustering")
 def eval_wsi(

@@ -15,6 +15,7 @@ from ctxembed.cli.options import (
     TrustOpt,
     VectorsOpt,
     check_saves,
+    draws,
     save_all,
     with_declared_options,
     with_setting_options,
@@ -38,6 +39,7 @@ _MODEL_SETTINGS = (
 
 @app.command(epilog="Example: ctxembed train data/brown.txt.gz --epochs 1 --out my-weights.npz")
 @reports_errors
+@draws
 @with_setting_options(_MODEL_SETTINGS, TRAIN_DEFAULTS, panel=MODEL_PANEL)
 @with_declared_options(TRAIN_OPTIONS, into="options")
 def train(
@@ -86,6 +88,7 @@ def train(
 
 @app.command("before-after", epilog="Example: ctxembed before-after 'we sat on the river bank' --layer 0")
 @reports_errors
+@draws
 def before_after(
     sentence: Annotated[str | None, typer.Argument(help="The sentence ('-' or none: read stdin).")] = None,
     weights: Annotated[

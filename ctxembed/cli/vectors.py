@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ctxembed.cli import app, reports_errors
-from ctxembed.cli.options import JsonOpt, LimitOpt, TrustOpt
+from ctxembed.cli.options import JsonOpt, LimitOpt, TrustOpt, draws
 from ctxembed.output import emit_json, say, stdout_console
 
 # `ctxembed` builds every command, so it loads every CLI module: the library modules a command
@@ -22,6 +22,7 @@ app.add_typer(vectors_app, name="vectors")
 
 @vectors_app.command("info", epilog="Example: ctxembed vectors info glove.6B.300d.txt --json")
 @reports_errors
+@draws
 def vectors_info(
     source: Annotated[str | None, typer.Argument(help="Vector file or gensim-data name (default: shipped).")] = None,
     limit: LimitOpt = None,

@@ -13,6 +13,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from ctxembed.errors import counted
 from ctxembed.evaluation.evaluate import (
     LADDER,
     default_senses_path,
@@ -59,7 +60,7 @@ def sweep(
     if not names and "learned" in chosen and not fits_learned_weights(store):  # trained on the shipped vectors
         chosen.remove("learned")
     rows = []
-    with steps(f"evaluating {len(chosen)} configuration(s)", total=len(chosen)) as progress:
+    with steps(f"evaluating {counted(len(chosen), 'configuration')}", total=len(chosen)) as progress:
         for name in chosen:
             progress.describe(f"evaluating {name}")
             settings = named_settings(name, custom)

@@ -36,7 +36,7 @@ import numpy as np
 
 from ctxembed.core.projections import LayerParams, random_params, validate_params
 from ctxembed.engine import Engine
-from ctxembed.errors import DataError, UsageError
+from ctxembed.errors import DataError, UsageError, counted
 from ctxembed.settings import TRAIN_DEFAULTS, Settings, TrainOptions, build_settings
 from ctxembed.train import backprop
 from ctxembed.train.corpus import Batch, Corpus, fill_batch, make_batches
@@ -263,7 +263,7 @@ class Trainer:
         if self.options.held_out > 0 and n_held == 0 and n >= 2:
             n_held = 1
         if n_held >= n:
-            raise DataError(f"the corpus has {n} sentence(s): too few to hold {self.options.held_out:.0%} out")
+            raise DataError(f"the corpus has {counted(n, 'sentence')}: too few to hold {self.options.held_out:.0%} out")
         return np.sort(order[n_held:]), np.sort(order[:n_held])
 
     def _held_out_batches(self) -> list[Batch]:

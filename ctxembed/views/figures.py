@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ctxembed.config import check_view
-from ctxembed.errors import UsageError
+from ctxembed.errors import UsageError, counted
 
 # ------------------------------------------------------------------------------ one visual language
 # Every view draws a quantity on the same scale: the terminal's shading, the SVG, the PNG and the HTML
@@ -315,9 +315,17 @@ def source_notes(sources) -> list[str]:
 
 def token_labels(doc: dict) -> tuple[list[str], list[int]]:
     """Texts (with their source's mark) and positions of the tokens that took part in attention
-    (the rows of every matrix)."""
+    (the rows of every matrix). A word's second and later tokens are told apart as ``--word`` names
+    them: the, ..., the#2."""
     positions = list(doc["attended_positions"])
-    return [marked(doc["tokens"][p]["text"], doc["tokens"][p].get("source")) for p in positions], positions
+    seen: dict[str, int] = {}
+    labels = []
+    for p in positions:
+        token = doc["tokens"][p]
+        seen[token["text"]] = count = seen.get(token["text"], 0) + 1
+        text = token["text"] if count == 1 else f"{token['text']}#{count}"
+        labels.append(marked(text, token.get("source")))
+    return labels, positions
 
 
 @figure_for("ctxembed.attend/3")
@@ -437,7 +445,7 @@ def senses_figure(doc: dict, view: View) -> Figure:
         explained = entry["map"]["explained_variance"]
         panels.append(
             Points(
-                f"{entry['word']}: {entry['k']} sense(s), {len(points)} occurrences "
+                f"{entry['word']}: {counted(entry['k'], 'sense')}, {len(points)} occurrences "
                 f"(PCA, {sum(explained):.0%} of the variance)",
                 [p["x"] for p in points],
                 [p["y"] for p in points],

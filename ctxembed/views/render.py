@@ -7,7 +7,10 @@ not a terminal, and every cell still prints its number.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+from rich.color import Color
 from rich.console import Console, Group
 from rich.style import Style
 from rich.table import Table
@@ -15,18 +18,16 @@ from rich.text import Text
 
 from ctxembed.output import terminal_view
 from ctxembed.views.figures import (
-    MASKED_FILL,
     View,
     attention_masks,
     attention_view,
-    colour,
-    ink_on,
     marked,
     model_view,
     source_notes,
     token_labels,
 )
 from ctxembed.views.layout import choose_layout, draw, heat_level, legend_lines, model_lines, wrap_parts
+from ctxembed.views.palette import heat_style, map_colour, masked_colour, mode_of
 
 
 @terminal_view
@@ -55,24 +56,19 @@ def render_info(console: Console, info: dict) -> None:
 
 
 # ------------------------------------------------------------------------------ helpers
-def _heat(value: float, low: float = 0.0, high: float = 1.0) -> Style:
+def _heat(value: float, mode: str | None, low: float = 0.0, high: float = 1.0) -> Style:
     """The heatmap's shading for a value in [low, high] (eighths of the range; the lowest eighth unshaded)."""
     share = 0.0 if high <= low else float(np.clip((value - low) / (high - low), 0, 1))
-    return _SEGMENT_STYLES[f"heat{heat_level(share, 1.0)}"] if share > 0 else Style()
+    return heat_style(heat_level(share, 1.0), mode) if share > 0 else Style()
 
 
-def _diverging(value: float) -> Style:
-    """Cosine in [-1, 1] on the pictures' diverging scale (figures.DIVERGING: red below 0, blue above),
-    in eighths of each side; within 1/8 of 0 unshaded."""
+def _diverging(value: float, mode: str | None) -> Style:
+    """Cosine in [-1, 1] on the diverging scale (red below 0, blue above), in eighths of each side;
+    within 1/8 of 0 unshaded."""
     if not -1.0 <= value <= 1.0 or abs(value) <= 0.125:
         return Style()
     level = min(8, int(np.ceil(8 * abs(value) - 1e-9)))  # 2..8
-    share = 0.5 + (level / 16 if value > 0 else -level / 16)  # the middle of the scale is 0
-    return _shade(colour(share, diverging=True))
-
-
-def _shade(rgb: tuple[int, int, int]) -> Style:
-    return Style(bgcolor="#{:02x}{:02x}{:02x}".format(*rgb), color="black" if ink_on(rgb) == "#000" else "white")
+    return heat_style(level, mode, 1 if value > 0 else -1)
 
 
 def _fmt(value: float, digits: int = 2) -> str:
@@ -82,7 +78,8 @@ def _fmt(value: float, digits: int = 2) -> str:
 def _print_vectors(console: Console, v: dict) -> None:
     """The vectors line, broken only between its name, its size and its source."""
     size = f"{v['words']:,} words, " if f"{v['words']:,} words" not in v["name"] else ""  # the name may say it
-    parts = [v["name"], f"({size}{v['dim']}d,", f"source: {v['source']})"]
+    dim = f"{v['dim']}d, " if f"{v['dim']}d" not in v["name"] else ""  # "GloVe 6B 100d" says it too
+    parts = [v["name"], f"({size}{dim}source: {v['source']})"]
     for line in wrap_parts("vectors  ", parts, console.width, separator=" "):
         console.print(Text(line, style="bold"), overflow="fold", crop=False)
 
@@ -122,23 +119,45 @@ def matrix_table(
     high: float = 1.0,
     diverging: bool = False,
     masked: np.ndarray | None = None,
-) -> Group:
+) -> _MatrixTable:
     """A title line over a labelled matrix; with ``heat`` each cell is shaded by its value; ``masked``
     (bool, same shape) cells print ``·``."""
-    table = Table(show_lines=False)
-    table.add_column("", style="bold", overflow="fold")
-    for col in cols:
-        table.add_column(col, justify="right", overflow="fold")  # squeezed cells fold, never end in "…"
-    for i, (label, row) in enumerate(zip(rows, values, strict=True)):
-        cells = []
-        for j, value in enumerate(row):
-            if masked is not None and masked[i, j]:
-                cells.append(Text("·", style="dim"))
-                continue
-            style = (_diverging(value) if diverging else _heat(value, low, high)) if heat else None
-            cells.append(Text(_fmt(value, digits), style=style or ""))
-        table.add_row(label, *cells)
-    return Group(Text(title, style="bold"), table)
+    return _MatrixTable(title, rows, cols, values, digits, heat, low, high, diverging, masked)
+
+
+@dataclass
+class _MatrixTable:
+    """:func:`matrix_table`'s result: shaded when drawn, in the colours of the console it is drawn on."""
+
+    title: str
+    rows: list[str]
+    cols: list[str]
+    values: np.ndarray
+    digits: int
+    heat: bool
+    low: float
+    high: float
+    diverging: bool
+    masked: np.ndarray | None
+
+    def __rich_console__(self, console: Console, options):
+        mode = mode_of(console)
+        table = Table(show_lines=False)
+        table.add_column("", style="bold", overflow="fold")
+        for col in self.cols:
+            table.add_column(col, justify="right", overflow="fold")  # squeezed cells fold, never end in "…"
+        for i, (label, row) in enumerate(zip(self.rows, self.values, strict=True)):
+            cells = []
+            for j, value in enumerate(row):
+                if self.masked is not None and self.masked[i, j]:
+                    cells.append(Text("·", style="dim"))
+                    continue
+                style = None
+                if self.heat:
+                    style = _diverging(value, mode) if self.diverging else _heat(value, mode, self.low, self.high)
+                cells.append(Text(_fmt(value, self.digits), style=style or ""))
+            table.add_row(label, *cells)
+        yield Group(Text(self.title, style="bold"), table)
 
 
 def _vector_text(vector: np.ndarray, shown: int = 6) -> str:
@@ -147,39 +166,41 @@ def _vector_text(vector: np.ndarray, shown: int = 6) -> str:
 
 
 # ------------------------------------------------------------------------------ attend
-# Heat levels 1..8 as backgrounds on the pictures' sequential scale (figures.SEQUENTIAL, white to dark
-# blue) at eighths of the largest weight, with a contrasting foreground: level 0 (a weight of exactly 0),
-# level 1 and masked cells keep the terminal's own colours, so they never outshine real weights on a
-# dark or a light terminal.
+# Heat levels 2..8 as backgrounds on the colour mode's ramp (views/palette.py) with the text that
+# contrasts most; level 0 (a weight of exactly 0), level 1 (the lowest eighth) and masked cells keep the
+# terminal's own colours, so they never outshine real weights on a dark or a light terminal.
 _SEGMENT_STYLES = {
     "label": Style(bold=True),
     "header": Style(bold=True),
     "title": Style(bold=True),
     "masked": Style(dim=True),
-    "zero": Style(),
-    "": Style(),
-    **{f"heat{level}": _shade(colour(level / 8)) for level in range(1, 9)},
-    "heat1": Style(),  # the lowest eighth stays unshaded: near-zero weights do not outshine real ones
 }
 
 
-def _cells_style(name: str) -> Style:
+def _segment_style(name: str, mode: str | None) -> Style:
+    if name.startswith("cells:"):
+        return _cells_style(name, mode)
+    if name.startswith("heat"):
+        return heat_style(int(name[4:]), mode)
+    return _SEGMENT_STYLES.get(name, Style())
+
+
+def _cells_style(name: str, mode: str | None) -> Style:
     """The style of a model-view cell, "cells:FG:BG": each side a heat level 0..8, "m" masked or "" none."""
     _, fg, bg = name.split(":")
 
-    def hex_of(level: str) -> str | None:
-        if not level:
+    def colour_of(level: str) -> Color | None:
+        if not level or mode is None:
             return None
-        rgb = MASKED_FILL if level == "m" else colour(int(level) / 8)
-        return "#{:02x}{:02x}{:02x}".format(*rgb)
+        return masked_colour(mode) if level == "m" else map_colour(int(level), mode)
 
-    return Style(color=hex_of(fg), bgcolor=hex_of(bg))
+    return Style(color=colour_of(fg), bgcolor=colour_of(bg))
 
 
-def _segments_text(line) -> Text:
+def _segments_text(line, mode: str | None) -> Text:
     text = Text()
     for piece, style in line:
-        text.append(piece, style=_cells_style(style) if style.startswith("cells:") else _SEGMENT_STYLES.get(style, Style()))
+        text.append(piece, style=_segment_style(style, mode))
     return text
 
 
@@ -201,12 +222,13 @@ def render_attend(
     max_display: int | None = None,
     start: int = 0,
     occurrence: tuple[int, int] | None = None,
+    scale_max: float | None = None,
 ) -> None:
     """The attention matrix of one layer laid out to fit the console, then the per-token table.
 
     ``focus`` (a row index, see :func:`ctxembed.report.focus_row`) shows that token's row and column
     instead of the matrix (``occurrence``: which of how many tokens of that word it is); ``start`` and
-    ``max_display`` ask for a window."""
+    ``max_display`` ask for a window; ``scale_max`` is the weight shaded full (default: the largest shown)."""
     width = console.width
     _header(console, doc)
     status = Text("tokens   ")
@@ -225,18 +247,21 @@ def render_attend(
     else:
         title, panels = attention_view(doc, View(layer=layer, head=head, all_heads=all_heads))
     top = max((float(np.max(values, initial=0.0)) for _, values in panels), default=0.0)
+    scale = f"{scale_max:g} (--scale-max)" if scale_max else f"the largest weight shown ({top:.2f})"
+    top = scale_max or top
     if all_layers:
         pass
     elif focus is not None:
         _render_focus(console, labels, positions, title, panels, masked, focus, top, occurrence)
     else:
-        colour = console.color_system is not None and not console.no_color  # NO_COLOR keeps a color_system
+        mode = mode_of(console)
+        colour = mode is not None
         layout = choose_layout(
             labels,
             width,
             numbers=positions,
             titles=[t for t, _ in panels],
-            colour=colour,
+            colour=mode in ("truecolor", "256"),  # 16 colours shade in 4 steps: cells keep their glyph
             start=start,
             limit=max_display,
         )
@@ -245,16 +270,17 @@ def render_attend(
         if "attention" in doc:
             console.print(Text(doc["attention"]["about"], style="dim"), overflow="fold")
         for line in draw(layout, labels, positions, [(t, v, masked) for t, v in panels], top):
-            console.print(_segments_text(line), overflow="ignore", crop=False, no_wrap=True)
+            console.print(_segments_text(line, mode_of(console)), overflow="ignore", crop=False, no_wrap=True)
         shown = slice(layout.start, layout.start + layout.count)
         if layout.legend:
             _print_lines(console, legend_lines(labels[shown], positions[shown], width))
         key = []
         if layout.cells == "glyphs" or layout.with_glyph:
-            key.append(f"▁▂▃▄▅▆▇█ eighths of the largest weight shown ({top:.2f})")
+            key.append(f"▁▂▃▄▅▆▇█ eighths of {scale} (▁: above 0, up to an eighth)")
         if colour:
-            key.append(f"shading in eighths of {top:.2f}, the lowest eighth unshaded")
-        key.append("blank = 0" if layout.cells == "glyphs" else "0 unshaded")
+            steps = "eighths" if mode != "16" else "quarters (16 colours)"
+            key.append(f"shading in {steps} of {scale}, the lowest eighth unshaded")
+        key.append("blank: exactly 0" if layout.cells == "glyphs" else "0 unshaded")
         if masked.any():
             key.append("· masked")
         console.print(Text("; ".join(key), style="dim"), overflow="fold")
@@ -283,8 +309,8 @@ def render_attend(
         if not tops:  # every key masked: a one-token sentence with the self mask, or the first token, causal
             listed = "(no token to attend to: every key is masked)" if masked[row].all() else "(no weight above 0)"
         cos = moved[row]
-        finite = cos is not None and np.isfinite(cos)
-        table.add_row(str(position), label, listed, Text(_fmt(cos, 3), style=_diverging(cos) if finite else ""))
+        shade = _diverging(cos, mode_of(console)) if cos is not None and np.isfinite(cos) else ""
+        table.add_row(str(position), label, listed, Text(_fmt(cos, 3), style=shade))
     console.print(table)
 
 
@@ -294,7 +320,7 @@ def _render_model(console: Console, doc: dict, view: View, labels: list[str], ma
     colour = console.color_system is not None and not console.no_color
     console.print(Text(f"{title} (each map: rows attend to columns, tokens in order)", style="bold"), overflow="fold")
     for line in model_lines(maps, rows, columns, console.width, masked=masked if masked.any() else None, colour=colour):
-        console.print(_segments_text(line), overflow="ignore", crop=False, no_wrap=True)
+        console.print(_segments_text(line, mode_of(console)), overflow="ignore", crop=False, no_wrap=True)
     _print_lines(console, legend_lines(labels, list(range(len(labels))), console.width))
     key = "white 0 to dark blue 1, in eighths, two rows of a map per line" if colour else "▁▂▃▄▅▆▇█ eighths of 1, blank 0"
     console.print(Text(key + ("; · masked" if masked.any() and not colour else "; grey masked" if masked.any() else "")
@@ -306,7 +332,7 @@ _BAR_EIGHTHS = "▏▎▍▌▋▊▉"
 
 def _bar(value: float, top: float, width: int = 10) -> str:
     """A horizontal bar of ``width`` cells for ``value`` out of ``top``, in eighths of a cell."""
-    eighths = round(8 * width * value / top) if top > 0 and value > 0 else 0
+    eighths = min(8 * width, round(8 * width * value / top)) if top > 0 and value > 0 else 0
     full, rest = divmod(eighths, 8)
     return "█" * full + (_BAR_EIGHTHS[rest - 1] if rest else "")
 
