@@ -28,7 +28,7 @@ import orjson
 
 from ctxembed.config import DEFAULT_MAX_TOKENS, check_view
 from ctxembed.engine import Contextualized, open_engine
-from ctxembed.errors import DataError, UsageError
+from ctxembed.errors import CtxembedError, UsageError
 from ctxembed.output import as_json, dumps, say
 from ctxembed.report import (
     NEIGHBOURS_AMONG,
@@ -62,6 +62,7 @@ def side_by_side(
     sentences: str | Sequence[str],
     word: str,
     *,
+    vectors: str | PathLike | None = None,
     on_note: Callable[[str], None] | None = None,
     open_view: Callable[[str, str], Any] | None = None,
 ) -> SideBySideResult:
@@ -69,27 +70,28 @@ def side_by_side(
     default preset, GloVe with the learned projections, then each other registered model): the
     first sentence's attention, the word's cosines, and with several sentences its cosine across
     them. A model that cannot be opened (not installed) is left out with a note saying why; the
-    ``ctxembed.side-by-side/1`` document lists it under ``missing``. ``open_view(model, preset)`` gives
+    ``ctxembed.side-by-side/1`` document lists it under ``missing``. ``vectors``: as :class:`Explorer`'s,
+    for every view (default: the shipped GloVe). ``open_view(model, preset)`` gives
     each view's engine (default: a new one from the registry; the server passes its cached ones)."""
-    from ctxembed.engine.registry import DEFAULT_MODEL, side_by_side_views  # the registry names the views
+    from ctxembed.engine.registry import side_by_side_views  # the registry names the views
 
     note = on_note or say
     texts = [sentences] if isinstance(sentences, str) else list(sentences)
     if not texts:
         raise UsageError("side-by-side needs a sentence")
     entries, missing = [], []
-    for model, preset in side_by_side_views():
+    for number, (model, preset) in enumerate(side_by_side_views()):
         try:
-            engine = open_view(model, preset) if open_view else open_engine(None, preset, model=model, on_note=note)
-        except DataError as exc:
-            if model == DEFAULT_MODEL:
+            engine = open_view(model, preset) if open_view else open_engine(vectors, preset, model=model, on_note=note)
+        except CtxembedError as exc:  # not installed, weights trained for other vectors: leave it out
+            if number == 0:  # the first view, the textbook one, is the picture's reference
                 raise
             missing.append({"model": model, "preset": preset, "reason": exc.message})
-            note(f"side-by-side: {model} left out: {exc.message}")
+            note(f"side-by-side: {model} {preset} left out: {exc.message}")
             continue
         results = engine.run([engine.prepare(text) for text in texts])
-        vectors = vectors_record("default", engine.store)
-        entries.append(side_by_side_entry(model, preset, engine, results, word, vectors))
+        record = vectors_record("default" if vectors is None else str(vectors), engine.store)
+        entries.append(side_by_side_entry(model, preset, engine, results, word, record))
     return SideBySideResult(side_by_side_document(texts, word, entries, missing))
 
 

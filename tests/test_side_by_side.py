@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ctxembed.engine import registry
-from tests.cli_helpers import fails, invoke, run_json, strict_json, succeeds
+from tests.cli_helpers import TOY, fails, invoke, run_json, strict_json, succeeds
 from tests.test_json_schema import assert_valid
 
 MONEY, RIVER = "I deposited money in the bank", "we sat on the river bank"
@@ -48,7 +48,7 @@ def test_a_model_that_cannot_open_is_left_out_with_a_note(monkeypatch):
     monkeypatch.setitem(registry.MODELS, "fake", fake)
     result = invoke("side-by-side", MONEY, "--word", "bank", "--json")
     assert result.exit_code == 0
-    assert "side-by-side: fake left out: not installed: run ctxembed models install fake" in result.stderr
+    assert "side-by-side: fake default left out: not installed: run ctxembed models install fake" in result.stderr
     doc = strict_json(result.stdout)
     assert doc["missing"] == [
         {"model": "fake", "preset": "default", "reason": "not installed: run ctxembed models install fake"}
@@ -71,3 +71,12 @@ def test_terminal_and_pictures_show_every_view(tmp_path):
 def test_a_word_not_in_the_sentence_is_one_line_and_exit_1():
     line = fails(1, "side-by-side", MONEY, "--word", "river")
     assert "'river' is not among the words of sentence 1" in line
+
+
+def test_a_preset_that_cannot_run_on_the_vectors_is_left_out():
+    result = invoke("side-by-side", "apple is the phone", "--word", "phone", "--vectors", TOY, "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = strict_json(result.stdout)
+    assert [(v["model"], v["preset"]) for v in doc["models"]] == [("glove", "default")]
+    assert doc["missing"][0]["preset"] == "learned" and "trained on 100-dimensional vectors" in doc["missing"][0]["reason"]
+    assert doc["models"][0]["vectors"]["source"] == TOY

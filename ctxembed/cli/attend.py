@@ -12,6 +12,7 @@ from ctxembed.cli.options import (
     JsonOpt,
     SaveOpt,
     ScaleMaxOpt,
+    VectorsOpt,
     check_saves,
     draws,
     save_all,
@@ -246,6 +247,7 @@ def batch(
     epilog="Example: ctxembed side-by-side 'I deposited money in the bank' 'we sat on the river bank' --word bank",
 )
 @reports_errors
+@draws
 def side_by_side(
     sentences: Annotated[
         list[str] | None, typer.Argument(help="One sentence or more ('-': one per stdin line); the first is shown.")
@@ -253,6 +255,7 @@ def side_by_side(
     word: Annotated[
         str, typer.Option("--word", "-w", help="The word to follow (bank#2: its second occurrence; #N: position N).")
     ] = ...,
+    vectors: VectorsOpt = None,
     json_out: JsonOpt = False,
     save: SaveOpt = None,
 ) -> None:
@@ -262,6 +265,6 @@ def side_by_side(
 
     sentences = sentences_or_stdin(sentences, "SENTENCES")
     check_saves(save)
-    doc = side_by_side(sentences, word, on_note=say).document()
+    doc = side_by_side(sentences, word, vectors=vectors, on_note=say).document()
     save_all(doc, save)
     show(doc, json_out, "render_side_by_side")
