@@ -1,0 +1,347 @@
+"""A trained BERT-family encoder (BertModel: post-LayerNorm, absolute positions, exact GELU) in NumPy.
+
+The same scaled dot-product attention as the textbook path (:func:`ctxembed.core.attention.attention`)
+runs inside every layer; only the trained parts around it are new::
+
+    x = LayerNorm(E_word[ids] + E_pos[t] + E_type[0])                       # (B, T, D) embeddings
+    for each of L layers:
+        q, k, v = split_heads(x W_qkv + b_qkv)                               # (B, H, T, d_h) each
+        context, weights = attention(q, k, v, key_bias=padding)             # (B, H, T, d_h), (B, H, T, T)
+        x = LayerNorm(x + merge_heads(context) W_o + b_o)                    # (B, T, D)
+        x = LayerNorm(x + GELU(x W_1 + b_1) W_2 + b_2)                       # (B, T, D)
+
+:func:`encode` returns every layer's hidden states (the embeddings' output, then each layer's) and every
+attention matrix, shaped [layer][sentence][head][query][key]. Arithmetic stays in the weights' dtype
+(float32 normally; float64 reproduces torch to rounding). Speed comes from two things only: the
+projections are one (B*T, D) matrix product per layer, and GELU is evaluated in place, a block of
+rows at a time.
+
+>>> import numpy as np
+>>> weights = random_weights(EncoderConfig(vocab_size=10, hidden=8, layers=2, heads=2, ffn=16), seed=0)
+>>> out = encode(weights, np.array([[2, 5, 6, 3]]), np.ones((1, 4), bool))
+>>> out.hidden.shape, out.weights.shape   # (L+1, B, T, D), (L, B, H, T, T)
+((3, 1, 4, 8), (2, 1, 2, 4, 4))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ctxembed.core.attention import attention
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """The shape of a BERT encoder (Hugging Face's config.json names in comments)."""
+
+    vocab_size: int  # vocab_size: rows of the word embeddings
+    hidden: int = 384  # hidden_size: D
+    layers: int = 6  # num_hidden_layers: L
+    heads: int = 12  # num_attention_heads: H, each of D / H dimensions
+    ffn: int = 1536  # intermediate_size: the feed-forward's inner width
+    max_positions: int = 512  # max_position_embeddings: the longest input in pieces
+    type_vocab_size: int = 2  # type_vocab_size: segment embeddings (only segment 0 is used)
+    eps: float = 1e-12  # layer_norm_eps
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @classmethod
+    def from_json(cls, config: Mapping) -> EncoderConfig:
+        """From a Hugging Face config.json (a BertModel); ValueError for what this encoder does not run."""
+        if config.get("hidden_act", "gelu") != "gelu":
+            raise ValueError(f"hidden_act {config['hidden_act']!r}: only BERT's exact 'gelu' is supported")
+        if config.get("position_embedding_type", "absolute") != "absolute":
+            raise ValueError("only absolute position embeddings are supported")
+        if config["hidden_size"] % config["num_attention_heads"]:
+            raise ValueError("hidden_size must be a multiple of num_attention_heads")
+        return cls(
+            vocab_size=int(config["vocab_size"]),
+            hidden=int(config["hidden_size"]),
+            layers=int(config["num_hidden_layers"]),
+            heads=int(config["num_attention_heads"]),
+            ffn=int(config["intermediate_size"]),
+            max_positions=int(config.get("max_position_embeddings", 512)),
+            type_vocab_size=int(config.get("type_vocab_size", 2)),
+            eps=float(config.get("layer_norm_eps", 1e-12)),
+        )
+
+
+@dataclass(frozen=True)
+class EncoderLayer:
+    """One layer's trained weights, stored as x @ W (in, out), not torch's (out, in)."""
+
+    W_qkv: np.ndarray  # (D, 3D): x @ W_qkv = q | k | v
+    b_qkv: np.ndarray  # (3D,)
+    W_o: np.ndarray  # (D, D) the heads' merged context -> the residual stream
+    b_o: np.ndarray  # (D,)
+    norm1: tuple[np.ndarray, np.ndarray]  # (D,), (D,) gain and bias after attention
+    W_1: np.ndarray  # (D, F)
+    b_1: np.ndarray  # (F,)
+    W_2: np.ndarray  # (F, D)
+    b_2: np.ndarray  # (D,)
+    norm2: tuple[np.ndarray, np.ndarray]  # (D,), (D,) gain and bias after the feed-forward
+
+
+@dataclass(frozen=True)
+class EncoderWeights:
+    """Every trained array of the encoder, in one dtype."""
+
+    config: EncoderConfig
+    word: np.ndarray  # (V, D) word-piece embeddings
+    position: np.ndarray  # (max_positions, D)
+    segment: np.ndarray  # (type_vocab_size, D)
+    norm: tuple[np.ndarray, np.ndarray]  # (D,), (D,) the embeddings' LayerNorm
+    layers: tuple[EncoderLayer, ...]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.word.dtype
+
+    @classmethod
+    def from_tensors(cls, config: EncoderConfig, tensors: Mapping[str, np.ndarray], dtype=np.float32) -> EncoderWeights:
+        """From Hugging Face BertModel tensor names (a leading ``bert.`` is dropped); torch's (out, in)
+        linear weights are transposed to (in, out) once, here."""
+        named = {name.removeprefix("bert."): array for name, array in tensors.items()}
+
+        def get(name: str) -> np.ndarray:
+            if name not in named:
+                raise ValueError(f"tensor {name!r} is missing")
+            return np.ascontiguousarray(named[name], dtype=dtype)
+
+        def linear(prefix: str) -> tuple[np.ndarray, np.ndarray]:
+            return np.ascontiguousarray(get(prefix + ".weight").T), get(prefix + ".bias")  # (in, out), (out,)
+
+        def norm(prefix: str) -> tuple[np.ndarray, np.ndarray]:
+            return get(prefix + ".weight"), get(prefix + ".bias")
+
+        layers = []
+        for number in range(config.layers):
+            p = f"encoder.layer.{number}."
+            q, k, v = (linear(p + f"attention.self.{name}") for name in ("query", "key", "value"))
+            W_o, b_o = linear(p + "attention.output.dense")
+            W_1, b_1 = linear(p + "intermediate.dense")
+            W_2, b_2 = linear(p + "output.dense")
+            layers.append(
+                EncoderLayer(
+                    W_qkv=np.concatenate([q[0], k[0], v[0]], axis=1),  # 3 x (D, D) -> (D, 3D)
+                    b_qkv=np.concatenate([q[1], k[1], v[1]]),  # (3D,)
+                    W_o=W_o,
+                    b_o=b_o,
+                    norm1=norm(p + "attention.output.LayerNorm"),
+                    W_1=W_1,
+                    b_1=b_1,
+                    W_2=W_2,
+                    b_2=b_2,
+                    norm2=norm(p + "output.LayerNorm"),
+                )
+            )
+        word = get("embeddings.word_embeddings.weight")
+        if word.shape != (config.vocab_size, config.hidden):
+            raise ValueError(f"word embeddings {word.shape}, config says ({config.vocab_size}, {config.hidden})")
+        return cls(
+            config,
+            word,
+            get("embeddings.position_embeddings.weight"),
+            get("embeddings.token_type_embeddings.weight"),
+            norm("embeddings.LayerNorm"),
+            tuple(layers),
+        )
+
+
+def random_weights(config: EncoderConfig, *, seed: int = 0, dtype=np.float32) -> EncoderWeights:
+    """Random weights of the right shapes (tests, docs): normal(0, 0.2) matrices, LayerNorm near identity."""
+    rng = np.random.default_rng(seed)
+    D, F = config.hidden, config.ffn
+
+    def matrix(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.2).astype(dtype)
+
+    def norm() -> tuple[np.ndarray, np.ndarray]:
+        return (1 + matrix(D) * 0.1).astype(dtype), matrix(D) * 0.1
+
+    layers = tuple(
+        EncoderLayer(
+            matrix(D, 3 * D),
+            matrix(3 * D),
+            matrix(D, D),
+            matrix(D),
+            norm(),
+            matrix(D, F),
+            matrix(F),
+            matrix(F, D),
+            matrix(D),
+            norm(),
+        )
+        for _ in range(config.layers)
+    )
+    return EncoderWeights(
+        config,
+        matrix(config.vocab_size, D),
+        matrix(config.max_positions, D),
+        matrix(config.type_vocab_size, D),
+        norm(),
+        layers,
+    )
+
+
+# ---------------------------------------------------------------- the pieces of a layer
+
+
+def affine_layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    """BERT's LayerNorm, in place: x (..., D) -> (x - mean) / sqrt(var + eps) * gain + bias, same array."""
+    x -= x.mean(axis=-1, keepdims=True)  # (..., D) centred
+    variance = np.einsum("...i,...i->...", x, x)[..., None] / x.shape[-1]  # (..., 1), biased like torch
+    variance += eps
+    x /= np.sqrt(variance, out=variance)  # (..., D)
+    x *= gain  # (..., D) * (D,)
+    x += bias
+    return x
+
+
+GELU_ROWS = 64  # rows of (rows, F) GELU'd at a time: 64 x 1536 float32 stay in L2 through its ~20 passes
+
+# erf(z) ~ 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-z^2), t = 1 / (1 + p z), z >= 0
+# (Abramowitz & Stegun 7.1.26, |error| <= 1.5e-7: below float32's own rounding of GELU's inputs)
+_ERF_P = 0.3275911
+_ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """Exact GELU, x Phi(x) = x (1 + erf(x / sqrt 2)) / 2, BERT's "gelu", in place on x (N, F) (or any shape).
+
+    float32 evaluates erf by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7), GELU_ROWS rows at a time so
+    each block stays in cache; float64 calls math.erf on each element (exact, slow: equivalence runs only)."""
+    if x.dtype != np.float32:
+        erf = np.vectorize(math.erf, otypes=[x.dtype])
+        x *= 0.5 * (1.0 + erf(x / math.sqrt(2)))  # (..., F)
+        return x
+    rows = x.reshape(-1, x.shape[-1])  # (N, F) a view
+    for start in range(0, len(rows), GELU_ROWS):
+        _gelu_block(rows[start : start + GELU_ROWS])  # (<=64, F) in place
+    return x
+
+
+def _gelu_block(h: np.ndarray) -> None:
+    """GELU of a float32 block (n, F) in place, with two scratch arrays of its size."""
+    f = np.float32
+    z = h * f(1 / math.sqrt(2))  # (n, F) z = x / sqrt 2
+    t = np.abs(z)  # (n, F) |z|
+    t *= f(_ERF_P)
+    t += 1
+    np.reciprocal(t, out=t)  # (n, F) t = 1 / (1 + p |z|)
+    poly = t * f(_ERF_A[4])  # (n, F)
+    for a in reversed(_ERF_A[:4]):
+        poly += f(a)
+        poly *= t  # Horner: t (a1 + t (a2 + ...))
+    np.square(z, out=t)  # t = z^2 (t is no longer needed)
+    np.negative(t, out=t)
+    np.exp(t, out=t)  # exp(-z^2)
+    poly *= t  # 1 - erf(|z|)
+    np.subtract(1, poly, out=poly)  # erf(|z|)
+    np.copysign(poly, z, out=poly)  # erf(z)
+    poly += 1
+    h *= poly  # x (1 + erf(z))
+    h *= f(0.5)
+
+
+def split_heads(x: np.ndarray, heads: int) -> np.ndarray:
+    """(B, T, H * d_h) -> (B, H, T, d_h): each head's slice of the features (a view)."""
+    B, T, width = x.shape
+    return x.reshape(B, T, heads, width // heads).transpose(0, 2, 1, 3)  # (B, H, T, d_h)
+
+
+def merge_heads(x: np.ndarray) -> np.ndarray:
+    """(B, H, T, d_h) -> (B * T, H * d_h): heads side by side again, one row per token."""
+    B, H, T, d_h = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B * T, H * d_h)  # (B*T, D)
+
+
+@dataclass(frozen=True)
+class EncoderOutput:
+    """What :func:`encode` returns for a padded batch of B sentences of T pieces."""
+
+    hidden: np.ndarray  # (L + 1, B, T, D) the embeddings' output, then each layer's; padding rows are junk
+    weights: np.ndarray | None  # (L, B, H, T, T) every layer's and head's attention; padding keys get 0
+    values: list[np.ndarray] | None = None  # with keep_values: per layer (B, H, T, d_h) the values v
+
+
+def encoder_layer(
+    x: np.ndarray, layer: EncoderLayer, config: EncoderConfig, key_bias: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One layer: x (B, T, D) -> (output (B, T, D), weights (B, H, T, T), values v (B, H, T, d_h)).
+
+    ``key_bias`` (B, T): 0 for a real piece, -inf for padding (its weight becomes exactly 0)."""
+    B, T, D = x.shape
+    rows = x.reshape(B * T, D)  # (B*T, D): one matrix product for every token of the batch
+    qkv = rows @ layer.W_qkv  # (B*T, D) x (D, 3D) -> (B*T, 3D)
+    qkv += layer.b_qkv
+    qkv = qkv.reshape(B, T, 3 * D)  # (B, T, 3D)
+    q = split_heads(qkv[..., :D], config.heads)  # (B, H, T, d_h)
+    k = split_heads(qkv[..., D : 2 * D], config.heads)  # (B, H, T, d_h)
+    v = split_heads(qkv[..., 2 * D :], config.heads)  # (B, H, T, d_h)
+    context, weights = attention(q, k, v, key_bias=key_bias)  # (B, H, T, d_h), (B, H, T, T): the core's own
+    out = merge_heads(context) @ layer.W_o  # (B*T, D) x (D, D) -> (B*T, D)
+    out += layer.b_o
+    out += rows  # residual
+    rows = affine_layer_norm(out, *layer.norm1, config.eps)  # (B*T, D)
+    inner = rows @ layer.W_1  # (B*T, D) x (D, F) -> (B*T, F)
+    inner += layer.b_1
+    gelu(inner)  # (B*T, F) in place
+    out = inner @ layer.W_2  # (B*T, F) x (F, D) -> (B*T, D)
+    out += layer.b_2
+    out += rows  # residual
+    out = affine_layer_norm(out, *layer.norm2, config.eps)  # (B*T, D)
+    return out.reshape(B, T, D), weights, v
+
+
+def embed(weights: EncoderWeights, ids: np.ndarray) -> np.ndarray:
+    """Piece ids (B, T) -> the first layer's input (B, T, D): word + position + segment 0, then LayerNorm."""
+    B, T = ids.shape
+    x = weights.word[ids]  # (B, T, D)
+    x += weights.position[:T]  # (B, T, D) + (T, D)
+    x += weights.segment[0]  # (B, T, D) + (D,)
+    return affine_layer_norm(x, *weights.norm, weights.config.eps)  # (B, T, D)
+
+
+def encode(
+    weights: EncoderWeights,
+    ids: np.ndarray,
+    real: np.ndarray,
+    *,
+    keep_weights: bool = True,
+    keep_values: bool = False,
+) -> EncoderOutput:
+    """Run the encoder on a padded batch: ids (B, T) int, real (B, T) bool (True = a piece, False = padding).
+
+    Returns every hidden state (L + 1, B, T, D) and, with ``keep_weights``, every attention matrix
+    (L, B, H, T, T). A sentence's numbers do not depend on the padding around it (padding keys get
+    weight exactly 0), up to float32 rounding of the batched matrix products."""
+    ids = np.asarray(ids)
+    real = np.asarray(real, dtype=bool)
+    config = weights.config
+    if ids.ndim != 2 or ids.shape != real.shape or ids.shape[1] == 0:
+        raise ValueError(f"ids and real must be (B, T) with T >= 1, got {ids.shape} and {real.shape}")
+    if ids.shape[1] > config.max_positions:
+        raise ValueError(f"{ids.shape[1]} pieces: the model takes at most {config.max_positions}")
+    dtype = weights.dtype
+    key_bias = None if real.all() else np.where(real, 0.0, -np.inf).astype(dtype)  # (B, T) padding keys: -inf
+    x = embed(weights, ids)  # (B, T, D)
+    hidden = np.empty((config.layers + 1, *x.shape), dtype=dtype)  # (L+1, B, T, D)
+    hidden[0] = x
+    B, T = ids.shape
+    attentions = np.empty((config.layers, B, config.heads, T, T), dtype) if keep_weights else None  # (L, B, H, T, T)
+    values = [] if keep_values else None
+    for number, layer in enumerate(weights.layers):
+        x, layer_weights, v = encoder_layer(x, layer, config, key_bias)  # (B, T, D), (B, H, T, T), (B, H, T, d_h)
+        hidden[number + 1] = x
+        if attentions is not None:
+            attentions[number] = layer_weights  # (B, H, T, T)
+        if values is not None:
+            values.append(np.ascontiguousarray(v))  # (B, H, T, d_h)
+    return EncoderOutput(hidden, attentions, values)

@@ -1,0 +1,246 @@
+"""The BERT encoder of core/encoder.py: equal to a BERT written here in torch (and to transformers'
+BertModel when importable) on a tiny randomly initialised model, padding-blind, and built on the
+textbook path's own attention function."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ctxembed.core import encoder as encoder_module
+from ctxembed.core.encoder import EncoderConfig, EncoderWeights, encode, gelu, random_weights
+from ctxembed.vectors import safetensors
+
+TINY = EncoderConfig(vocab_size=23, hidden=32, layers=2, heads=4, ffn=64, max_positions=40)
+SENTENCES = [[2, 10, 11, 12, 5, 6, 7, 18, 3], [2, 13, 14, 15, 8, 9, 5, 7, 3], [2, 20, 21, 22, 19, 20, 3], [2, 5, 3]]
+
+
+def padded(sentences):
+    T = max(map(len, sentences))
+    ids = np.zeros((len(sentences), T), np.int64)  # (B, T)
+    real = np.zeros((len(sentences), T), bool)  # (B, T)
+    for row, pieces in enumerate(sentences):
+        ids[row, : len(pieces)] = pieces
+        real[row, : len(pieces)] = True
+    return ids, real
+
+
+def hf_tensors(weights: EncoderWeights) -> dict[str, np.ndarray]:
+    """The weights under Hugging Face BertModel's names and (out, in) layout."""
+    t = {
+        "embeddings.word_embeddings.weight": weights.word,
+        "embeddings.position_embeddings.weight": weights.position,
+        "embeddings.token_type_embeddings.weight": weights.segment,
+        "embeddings.LayerNorm.weight": weights.norm[0],
+        "embeddings.LayerNorm.bias": weights.norm[1],
+    }
+    D = weights.config.hidden
+    for n, layer in enumerate(weights.layers):
+        p = f"encoder.layer.{n}."
+        for i, name in enumerate(("query", "key", "value")):
+            t[p + f"attention.self.{name}.weight"] = layer.W_qkv[:, i * D : (i + 1) * D].T
+            t[p + f"attention.self.{name}.bias"] = layer.b_qkv[i * D : (i + 1) * D]
+        t[p + "attention.output.dense.weight"], t[p + "attention.output.dense.bias"] = layer.W_o.T, layer.b_o
+        t[p + "attention.output.LayerNorm.weight"], t[p + "attention.output.LayerNorm.bias"] = layer.norm1
+        t[p + "intermediate.dense.weight"], t[p + "intermediate.dense.bias"] = layer.W_1.T, layer.b_1
+        t[p + "output.dense.weight"], t[p + "output.dense.bias"] = layer.W_2.T, layer.b_2
+        t[p + "output.LayerNorm.weight"], t[p + "output.LayerNorm.bias"] = layer.norm2
+    return {name: np.ascontiguousarray(array) for name, array in t.items()}
+
+
+def torch_bert(tensors: dict[str, np.ndarray], config: EncoderConfig, ids: np.ndarray, real: np.ndarray):
+    """BERT's forward pass written with torch's own operations, from the Hugging Face tensors."""
+    import torch
+    import torch.nn.functional as F
+
+    t = {name: torch.from_numpy(np.array(array)) for name, array in tensors.items()}
+    ids_t, B, T = torch.from_numpy(ids), *ids.shape
+    H, dh = config.heads, config.head_dim
+    x = t["embeddings.word_embeddings.weight"][ids_t] + t["embeddings.position_embeddings.weight"][:T]
+    x = x + t["embeddings.token_type_embeddings.weight"][0]
+
+    def norm(h, name):
+        return F.layer_norm(h, (config.hidden,), t[name + ".weight"], t[name + ".bias"], config.eps)
+
+    x = norm(x, "embeddings.LayerNorm")
+    bias = torch.zeros(B, 1, 1, T, dtype=x.dtype).masked_fill(~torch.from_numpy(real)[:, None, None, :], -torch.inf)
+    hidden, attentions = [x], []
+    for n in range(config.layers):
+        p = f"encoder.layer.{n}."
+
+        def lin(h, name, p=p):
+            return F.linear(h, t[p + name + ".weight"], t[p + name + ".bias"])
+
+        def heads(h):
+            return h.view(B, T, H, dh).transpose(1, 2)
+
+        q, k, v = (heads(lin(x, f"attention.self.{name}")) for name in ("query", "key", "value"))
+        w = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dh) + bias, dim=-1)
+        context = (w @ v).transpose(1, 2).reshape(B, T, config.hidden)
+        x = norm(x + lin(context, "attention.output.dense"), p + "attention.output.LayerNorm")
+        inner = F.gelu(lin(x, "intermediate.dense"))  # exact erf GELU, torch's default
+        x = norm(x + lin(inner, "output.dense"), p + "output.LayerNorm")
+        hidden.append(x)
+        attentions.append(w)
+    return [h.numpy() for h in hidden], [a.numpy() for a in attentions]
+
+
+def worst(ours, theirs, real):
+    """Largest |difference| over real pieces (hidden) and real query-key pairs (weights)."""
+    hidden = max(float(np.abs(a[real] - b[real]).max()) for a, b in zip(ours.hidden, theirs[0], strict=True))
+    pairs = real[:, None, :, None] & real[:, None, None, :]  # (B, 1, T, T)
+    weights = max(
+        float(np.abs(a - b)[np.broadcast_to(pairs, a.shape)].max())
+        for a, b in zip(ours.weights, theirs[1], strict=True)
+    )
+    return hidden, weights
+
+
+def test_tiny_bert_equals_torch_written_by_hand():
+    pytest.importorskip("torch")
+    weights = random_weights(TINY, seed=1)
+    ids, real = padded(SENTENCES)
+    ours = encode(weights, ids, real)
+    theirs = torch_bert(hf_tensors(weights), TINY, ids, real)
+    hidden, attention = worst(ours, theirs, real)
+    assert hidden < 1e-5 and attention < 1e-5, (hidden, attention)
+    # and the comparison can fail: one changed weight is seen
+    weights.layers[1].W_1[0, 0] += 0.5
+    assert worst(encode(weights, ids, real), theirs, real)[0] > 1e-3
+
+
+def test_tiny_bert_equals_transformers_bert_model(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    hf_config = transformers.BertConfig(
+        vocab_size=TINY.vocab_size,
+        hidden_size=TINY.hidden,
+        num_hidden_layers=TINY.layers,
+        num_attention_heads=TINY.heads,
+        intermediate_size=TINY.ffn,
+        max_position_embeddings=TINY.max_positions,
+        attn_implementation="eager",
+    )
+    model = transformers.BertModel(hf_config, add_pooling_layer=False).eval()
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    weights = EncoderWeights.from_tensors(TINY, safetensors.load(tmp_path / "model.safetensors"))
+    ids, real = padded(SENTENCES)
+    with torch.no_grad():
+        out = model(
+            input_ids=torch.from_numpy(ids),
+            attention_mask=torch.from_numpy(real.astype(np.int64)),
+            output_hidden_states=True,
+            output_attentions=True,
+        )
+    theirs = [h.numpy() for h in out.hidden_states], [a.numpy() for a in out.attentions]
+    hidden, attention = worst(encode(weights, ids, real), theirs, real)
+    assert hidden < 1e-5 and attention < 1e-5, (hidden, attention)
+
+
+def test_float64_matches_torch_float64_to_rounding():
+    pytest.importorskip("torch")
+    weights = random_weights(TINY, seed=2, dtype=np.float64)
+    ids, real = padded(SENTENCES)
+    hidden, attention = worst(encode(weights, ids, real), torch_bert(hf_tensors(weights), TINY, ids, real), real)
+    assert hidden < 1e-12 and attention < 1e-12
+
+
+def test_a_sentence_gives_the_same_numbers_alone_and_padded_in_a_batch():
+    weights = random_weights(TINY, seed=3)
+    ids, real = padded(SENTENCES)
+    batch = encode(weights, ids, real)
+    for row, pieces in enumerate(SENTENCES):
+        alone = encode(weights, np.array([pieces]), np.ones((1, len(pieces)), bool))
+        n = len(pieces)
+        np.testing.assert_allclose(batch.hidden[:, row, :n], alone.hidden[:, 0], atol=2e-6)
+        np.testing.assert_allclose(batch.weights[:, row, :, :n, :n], alone.weights[:, 0], atol=2e-6)
+        assert not batch.weights[:, row, :, :, n:].any()  # padding keys get exactly 0
+
+
+def test_weights_are_rows_of_probabilities_per_layer_and_head():
+    weights = random_weights(TINY, seed=4)
+    out = encode(weights, *padded(SENTENCES[:1]))
+    assert out.weights.shape == (2, 1, 4, 9, 9) and out.hidden.shape == (3, 1, 9, 32)
+    assert out.weights.dtype == np.float32 and out.hidden.dtype == np.float32
+    np.testing.assert_allclose(out.weights.sum(-1), 1, atol=1e-6)
+
+
+def test_the_encoder_runs_the_textbook_attention_function(monkeypatch):
+    """One attention implementation: replacing core.attention's function changes the encoder's weights."""
+    from ctxembed.core import attention as core_attention
+
+    calls = []
+
+    def spy(q, k, v, **keywords):
+        calls.append(q.shape)
+        return core_attention.attention(q, k, v, **keywords)
+
+    monkeypatch.setattr(encoder_module, "attention", spy)
+    encode(random_weights(TINY), *padded(SENTENCES))
+    assert calls == [(4, 4, 9, 8)] * TINY.layers
+    monkeypatch.undo()
+    assert encoder_module.attention is core_attention.attention
+
+
+def test_gelu_is_the_exact_erf_gelu():
+    x = np.linspace(-8, 8, 100 * 1536, dtype=np.float32).reshape(100, 1536)  # two blocks of GELU_ROWS
+    exact = np.vectorize(lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))))(x.astype(np.float64))
+    got = gelu(x.copy())
+    assert np.abs(got - exact).max() < 1e-6
+    tanh_approx = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    assert np.abs(tanh_approx - exact).max() > 1e-4  # the tanh form would not pass
+
+
+def test_a_config_json_this_encoder_cannot_run_is_refused():
+    good = {
+        "vocab_size": 5,
+        "hidden_size": 8,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 16,
+    }
+    assert EncoderConfig.from_json(good).head_dim == 4
+    with pytest.raises(ValueError, match="gelu"):
+        EncoderConfig.from_json({**good, "hidden_act": "relu"})
+    with pytest.raises(ValueError, match="absolute"):
+        EncoderConfig.from_json({**good, "position_embedding_type": "relative_key"})
+
+
+def test_too_many_pieces_is_a_clear_error():
+    weights = random_weights(TINY)
+    with pytest.raises(ValueError, match="at most 40"):
+        encode(weights, np.zeros((1, 41), np.int64), np.ones((1, 41), bool))
+
+
+def test_safetensors_round_trip(tmp_path):
+    tensors = {
+        "b": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "a": np.array([1, -2], np.int64),
+        "h": np.ones(3, np.float16),
+    }
+    safetensors.save(tensors, tmp_path / "x.safetensors", {"format": "np"})
+    back = safetensors.load(tmp_path / "x.safetensors")
+    assert sorted(back) == ["a", "b", "h"]
+    for name, array in tensors.items():
+        assert back[name].dtype == array.dtype and np.array_equal(back[name], array)
+    safetensors.save(tensors, tmp_path / "y.safetensors", {"format": "np"})
+    assert (tmp_path / "x.safetensors").read_bytes() == (tmp_path / "y.safetensors").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"",
+        b"\x05\x00\x00\x00\x00\x00\x00\x00{bad}",
+        b"\xff" * 8 + b"{}",
+        b"\x3c\x00\x00\x00\x00\x00\x00\x00" + b'{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}    ',
+    ],
+)
+def test_damaged_safetensors_is_a_value_error(tmp_path, damage):
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(damage)
+    with pytest.raises(ValueError):
+        safetensors.load(path)
