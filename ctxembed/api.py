@@ -95,7 +95,6 @@ def side_by_side(
     return SideBySideResult(side_by_side_document(texts, word, entries, missing))
 
 
-
 class Explorer:
     """Static vectors and settings, ready to make sentences contextual. Build once, use many times.
 

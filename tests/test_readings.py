@@ -14,7 +14,6 @@ from ctxembed.core import readings as readings_module
 from ctxembed.core.attention import AttentionConfig, encode, random_params
 from ctxembed.core.readings import mean_over_heads, rollout, row_shares, sent_vectors, value_norm
 
-
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 

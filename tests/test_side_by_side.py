@@ -78,5 +78,7 @@ def test_a_preset_that_cannot_run_on_the_vectors_is_left_out():
     assert result.exit_code == 0, result.stderr
     doc = strict_json(result.stdout)
     assert [(v["model"], v["preset"]) for v in doc["models"]] == [("glove", "default")]
-    assert doc["missing"][0]["preset"] == "learned" and "trained on 100-dimensional vectors" in doc["missing"][0]["reason"]
+    assert (
+        doc["missing"][0]["preset"] == "learned" and "trained on 100-dimensional vectors" in doc["missing"][0]["reason"]
+    )
     assert doc["models"][0]["vectors"]["source"] == TOY

@@ -94,7 +94,7 @@ class ValueNorm:
     """Value-norm attention of one layer (Kobayashi et al. 2020), each row a share that sums to 1."""
 
     heads: np.ndarray  # (h, T, T) ||alpha^h_ij f_h(x_j)|| / row sum
-    layer: np.ndarray  # (T, T) ||sum_h alpha^h_ij f_h(x_j)|| / row sum: the heads' vectors added, as the layer adds them
+    layer: np.ndarray  # (T, T) ||sum_h alpha^h_ij f_h(x_j)|| / row sum: the heads' vectors added, as a layer does
     sent_norms: np.ndarray  # (h, T) ||f_h(x_j)||: how long a vector token j sends through head h
 
 

@@ -523,4 +523,6 @@ def side_by_side_figure(doc: dict, view: View) -> Figure:
     notes = [f"{label}: {sentence}" for label, sentence in zip(labels, doc["sentences"], strict=True)]
     notes += [f"{name}: {entry['settings_summary']}" for name, entry in zip(names, views, strict=True)]
     notes += [f"{gone['model']} · {gone['preset']} not shown: {gone['reason']}" for gone in doc["missing"]]
-    return Figure(f"{word!r} side by side: attention and cosines, model by model", [], panels, notes, columns=len(views))
+    return Figure(
+        f"{word!r} side by side: attention and cosines, model by model", [], panels, notes, columns=len(views)
+    )

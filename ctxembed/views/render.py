@@ -295,7 +295,7 @@ def render_attend(
                 overflow="fold",
             )
     reading = doc.get("attention")
-    tops = doc["top_attended"] if reading is None else reading["top_attended"]
+    attended = doc["top_attended"] if reading is None else reading["top_attended"]
     which = "mean over heads" if reading is None else reading["reading"]
     console.print(Text(f"per token (last layer, {which})", style="bold"))
     table = Table()
@@ -304,7 +304,7 @@ def render_attend(
     table.add_column("attends most to", overflow="fold")
     table.add_column("cos(static, contextual)", justify="right", overflow="fold")
     moved = doc["static_contextual_cosine"]
-    for row, (label, position, tops) in enumerate(zip(labels, positions, tops, strict=True)):
+    for row, (label, position, tops) in enumerate(zip(labels, positions, attended, strict=True)):
         listed = ", ".join(f"{t['text']} {t['weight']:.2f}" for t in tops)
         if not tops:  # every key masked: a one-token sentence with the self mask, or the first token, causal
             listed = "(no token to attend to: every key is masked)" if masked[row].all() else "(no weight above 0)"
@@ -322,9 +322,18 @@ def _render_model(console: Console, doc: dict, view: View, labels: list[str], ma
     for line in model_lines(maps, rows, columns, console.width, masked=masked if masked.any() else None, colour=colour):
         console.print(_segments_text(line, mode_of(console)), overflow="ignore", crop=False, no_wrap=True)
     _print_lines(console, legend_lines(labels, list(range(len(labels))), console.width))
-    key = "white 0 to dark blue 1, in eighths, two rows of a map per line" if colour else "▁▂▃▄▅▆▇█ eighths of 1, blank 0"
-    console.print(Text(key + ("; · masked" if masked.any() and not colour else "; grey masked" if masked.any() else "")
-                       + "; --save model.svg or .html draws it larger", style="dim"), overflow="fold")
+    key = (
+        "white 0 to dark blue 1, in eighths, two rows of a map per line" if colour else "▁▂▃▄▅▆▇█ eighths of 1, blank 0"
+    )
+    console.print(
+        Text(
+            key
+            + ("; · masked" if masked.any() and not colour else "; grey masked" if masked.any() else "")
+            + "; --save model.svg or .html draws it larger",
+            style="dim",
+        ),
+        overflow="fold",
+    )
 
 
 _BAR_EIGHTHS = "▏▎▍▌▋▊▉"
@@ -731,9 +740,13 @@ def render_side_by_side(console: Console, doc: dict) -> None:
         console.print(Text(f"contextual cosine of {word!r} across the sentences", style="bold"))
         for entry in across:
             console.print(
-                matrix_table(view_label(entry), labels, labels, entry["across"]["contextual_similarity"], diverging=True)
+                matrix_table(
+                    view_label(entry), labels, labels, entry["across"]["contextual_similarity"], diverging=True
+                )
             )
     for entry in views:
         console.print(Text(f"{view_label(entry)}: {entry['settings_summary']}", style="dim"), overflow="fold")
     for gone in doc["missing"]:
-        console.print(Text(f"{gone['model']} · {gone['preset']}: not shown ({gone['reason']})", style="yellow"), overflow="fold")
+        console.print(
+            Text(f"{gone['model']} · {gone['preset']}: not shown ({gone['reason']})", style="yellow"), overflow="fold"
+        )
