@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/engine_vs.py COMMIT            # e.g. the commit before an engine change
 
-- attend's cold start: ``python -m ctxembed attend "we sat on the river bank" --json``, wall time
-  of the whole process (median of ``--runs``, alternating sides);
+- attend's cold start: ``python -m ctxembed attend "we sat on the river bank" --json``, CPU time
+  (user + system) of the whole process, steadier than wall time on a shared machine (median of
+  ``--runs``, alternating sides);
 - one sentence's ``prepare``: ``open_engine().prepare(text)`` in a warm process with the lookups
   attend uses (binary search: the store builds no word -> row dict for so few), microseconds per
   sentence, CPU time (steadier than wall time on a shared machine; best of 15 repeats of 200 calls
@@ -15,11 +16,11 @@ Each tree gets its own warm cache folder and bytecode cache (benchmarks/coldstar
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from coldstart_vs import alternate, side_by_side
@@ -59,9 +60,10 @@ def main() -> None:
         envs = side_by_side(args.commit, Path(tmp))
 
         def attend(env: dict) -> float:
-            start = time.perf_counter()
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             subprocess.run([sys.executable, *ATTEND], env=env, cwd=tmp, check=True, capture_output=True)
-            return 1000 * (time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return 1000 * (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
 
         def prepare(env: dict) -> float:
             done = subprocess.run([sys.executable, "-c", PREPARE], env=env, cwd=tmp, check=True, capture_output=True)

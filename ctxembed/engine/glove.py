@@ -42,7 +42,7 @@ from ctxembed.engine.sentence import (
 )
 from ctxembed.errors import DataError, SettingError
 from ctxembed.output import say
-from ctxembed.settings import Settings, build_settings, fit_to_vectors
+from ctxembed.settings import SETTINGS, Settings, build_settings, fit_to_vectors
 from ctxembed.vectors.lexicon import Lexicon
 from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.sources import open_vectors
@@ -405,11 +405,10 @@ def top_removal(store: VectorStore, settings: Settings) -> TopRemoval | None:
     """All-but-the-top removal of ``settings.abtt`` directions, or None when it is off."""
     if not settings.abtt:
         return None
-    n = min(settings.abtt_words, len(store))
-    if settings.abtt >= store.dim or n < 2:
+    if not SETTINGS["abtt"].fits(settings.abtt, store.dim, len(store)):  # the rule fit_to_vectors applies
         raise SettingError(
             f"{{abtt}} {settings.abtt} needs vectors of more than {settings.abtt} dimensions and at least 2 words "
             f"(these have {store.dim} and {len(store)})",
             "abtt",
         )
-    return TopRemoval.from_statistics(statistics(store, n), settings.abtt)
+    return TopRemoval.from_statistics(statistics(store, min(settings.abtt_words, len(store))), settings.abtt)
