@@ -260,6 +260,17 @@ class AttentionConfig:
         explain="self masked: a token does not attend to itself",
         ingredient="self-mask",
     )
+    exclude_twins: bool = setting(
+        bool,
+        False,
+        "Mask a token's twins, the other tokens with its vector (copies of the same word: bank ... bank), "
+        "as --exclude-self masks the token itself.",
+        off_flag="--include-twins",
+        summary="twins masked",
+        order=2,
+        explain="twins masked: a token does not attend to copies of itself (the same word elsewhere in the sentence)",
+        ingredient="self-mask",
+    )
     residual: bool = setting(
         bool,
         False,

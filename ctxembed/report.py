@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxembed.core.attention import build_mask, masked_keys, mean_over_heads
+from ctxembed.core.attention import build_mask, masked_keys, mean_over_heads, twin_ids
 from ctxembed.core.readings import READINGS, rollout, score_terms, value_norm
 from ctxembed.core.similarity import cosine, cosine_matrix
 from ctxembed.engine import ContextEngine, Contextualized, Engine, locate, split_word
@@ -71,7 +71,12 @@ def attend_document(
         "skipped": skipped_records(result),
         "attended_positions": list(result.prepared.used),
         "weights": result.weights,  # (L, h, T, T)
-        "masked_keys": masked_keys(len(result.prepared.used), causal=a.causal, exclude_self=a.exclude_self),
+        "masked_keys": masked_keys(
+            len(result.prepared.used),
+            causal=a.causal,
+            exclude_self=a.exclude_self,
+            twins=twin_ids(result.static) if a.exclude_twins else None,
+        ),
         "top_attended": top_attended(summary, result, top),
         "static_contextual_cosine": result.moved(),
     }
@@ -372,6 +377,7 @@ def explain_steps(
         "scores": np.where(masked, np.nan, scores),  # masked keys: null in JSON
         "normalization": a.normalization,
         "exclude_self": a.exclude_self,
+        "exclude_twins": a.exclude_twins,
         "causal": a.causal,
         "causal_mode": a.causal_mode,
         "weights": steps.weights[head],

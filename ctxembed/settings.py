@@ -11,8 +11,9 @@ keyword overrides one setting of it. The presets that matter:
   directions of the vocabulary ("all-but-the-top", Mu & Viswanath 2018); a key bias
   log(a / (a + p(w))) that down-weights frequent context words (smooth inverse frequency,
   Arora, Liang & Ma 2017); a diagonal mask, so a word attends to its context rather than mostly
-  to itself; and ELMo's layer mix 0.2·h0 + 0.8·h1 (:mod:`ctxembed.core.mix`), which puts the word's
-  own vector (layer 0, the attention input) back beside its context (layer 1).
+  to itself, and a twin mask, so it does not attend to its own copies (the second "bank" of "the
+  bank of the river bank") either; and ELMo's layer mix 0.2·h0 + 0.8·h1 (:mod:`ctxembed.core.mix`),
+  which puts the word's own vector (layer 0, the attention input) back beside its context (layer 1).
 
 Every setting is declared once (:func:`ctxembed.config.setting`); :data:`SETTINGS` lists them all,
 flat, by name, and everything else here is generated from it.
@@ -263,7 +264,9 @@ PRESET_CHANGES: dict[str, dict[str, Any]] = {
     # The previous default's residual 1/9 was the mix 0.1 * h0 + 0.9 * h1 up to a factor cosine
     # ignores, and 0.1 is what ELMo's recipe (eval fit-mix) learns on WiC train; 0.2 gains +0.08
     # Spearman on SCWS dev for -0.008 accuracy on WiC train (docs/mix.md).
-    "default": {"exclude_self": True, "abtt": 3, "sif": 1e-4, "mix": "0.2,0.8"},
+    # The twin mask changes only sentences that repeat a word: WiC dev unchanged, SCWS dev -0.0003, the
+    # repeated-word suite data/twins.tsv +0.18 of margin (docs/attention.md, "Twins").
+    "default": {"exclude_self": True, "exclude_twins": True, "abtt": 3, "sif": 1e-4, "mix": "0.2,0.8"},
 }
 # Rungs of the eval ladder besides the generated ones: the default before the layer mix.
 EXTRA_RUNGS: dict[str, dict[str, Any]] = {

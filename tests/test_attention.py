@@ -34,6 +34,7 @@ from ctxembed.core.attention import (
     sinusoidal_positions,
     softmax,
     sum_normalize,
+    twin_ids,
 )
 from ctxembed.vectors.weights import load_projections, save_projections
 
@@ -351,6 +352,38 @@ def test_build_mask_by_hand():
     assert mask.shape == (1, 1, 3, 3)
     np.testing.assert_array_equal(mask[0, 0], [[0, 0, 0], [1, 0, 0], [0, 0, 0]])
     np.testing.assert_array_equal(build_mask(2)[0, 0], [[1, 1], [1, 1]])
+
+
+def test_twin_ids_are_equal_for_identical_vectors_only():
+    x = np.array([[[1.0, 2], [0, 1], [1, 2], [1, 2.0000001]], [[0, 1], [0, 0], [0, 0], [0, 1]]])  # (2, 4, 2)
+    ids = twin_ids(x)
+    assert ids.shape == (2, 4)
+    assert ids[0, 0] == ids[0, 2] and len({ids[0, 0], ids[0, 1], ids[0, 3]}) == 3  # a near copy is no twin
+    assert ids[1, 0] == ids[1, 3] and ids[1, 1] != ids[1, 2]  # two zero vectors (unknown words) are no twins
+
+
+def test_build_mask_masks_twins_by_hand():
+    mask = build_mask(4, exclude_self=True, twins=np.array([7, 3, 7, 7]))[0, 0]  # apple is apple apple
+    np.testing.assert_array_equal(mask, [[0, 1, 0, 0], [1, 0, 1, 1], [0, 1, 0, 0], [0, 1, 0, 0]])
+    kept_self = build_mask(3, twins=np.array([[1, 2, 1]]))[0, 0]  # twins alone keep the diagonal
+    np.testing.assert_array_equal(kept_self, [[1, 1, 0], [1, 1, 1], [0, 1, 1]])
+
+
+def test_exclude_twins_on_the_toy_vectors_by_hand(toy):
+    # apple is apple phone: apple . apple = 29 would take the first apple's weight without the twin mask
+    x = np.stack([toy[0], toy[1], toy[0], toy[2]])  # (4, 3)
+    twins = encode(x, AttentionConfig(scale=False, exclude_self=True, exclude_twins=True)).weights[0, 0]
+    np.testing.assert_allclose(twins[0], [0, 1 / (1 + E(10)), 0, E(10) / (1 + E(10))])
+    np.testing.assert_array_equal(twins[0], twins[2])  # copies with the same context get the same weights
+    kept = encode(x, AttentionConfig(scale=False, exclude_self=True)).weights[0, 0]
+    np.testing.assert_allclose(kept[0], np.array([0, 1, E(29), E(10)]) / (1 + E(29) + E(10)))
+
+
+def test_a_sentence_of_copies_with_twins_masked_gives_zeros_not_nan():
+    x = np.array([[3.0, -1.0, 2.0]] * 3)  # the the the
+    result = encode(x, AttentionConfig(exclude_self=True, exclude_twins=True))
+    np.testing.assert_array_equal(result.weights, np.zeros((1, 1, 3, 3)))
+    np.testing.assert_array_equal(result.contextual, np.zeros((3, 3)))
 
 
 def test_identity_multihead_splits_the_dimensions():

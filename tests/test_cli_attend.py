@@ -194,6 +194,17 @@ def test_exclude_self_on_the_toy_vectors_by_hand():
     assert np.allclose(w, [[0, 1, 0], [1, 0, 0], [0.5, 0.5, 0]])
 
 
+def test_exclude_twins_masks_the_other_copy_and_the_document_lists_it():
+    sentence = "we walked along the bank to the river bank"  # bank at 4 and 8, the at 3 and 6
+    doc = run_json("attend", sentence, "--preset", "textbook", "--exclude-self", "--exclude-twins", "--json")
+    w = np.array(doc["weights"])[0, 0]
+    assert w[4, 8] == 0.0 and w[8, 4] == 0.0 and w[3, 6] == 0.0
+    assert doc["masked_keys"][4] == [4, 8] and doc["masked_keys"][3] == [3, 6] and doc["masked_keys"][0] == [0]
+    assert w.sum(axis=1) == pytest.approx(np.ones(len(w)), abs=1e-5)
+    kept = weights(sentence, "--preset", "textbook", "--exclude-self")[0, 0]
+    assert kept[8, 4] > 0.5  # the copy takes most of the weight when twins are kept
+
+
 def test_one_token_with_exclude_self_has_an_all_zero_row():
     assert weights("bank", "--preset", "textbook", "--exclude-self").tolist() == [[[[0.0]]]]
 

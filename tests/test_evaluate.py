@@ -211,6 +211,22 @@ def test_senses_suite_default_wins(store):
         assert word["separated"] == (word["min_same"] > word["max_cross"])
 
 
+def test_twin_suite_scores_the_named_occurrence_and_the_twin_mask_helps(store, tmp_path):
+    from ctxembed.settings import build_settings
+    from tests.conftest import REPO
+
+    rows = read_senses(REPO / "data" / "twins.tsv")
+    assert len(rows) >= 60 and all(r.word.endswith("#2") for r in rows)
+    kept = evaluate_senses(store, rows, build_settings("default", exclude_twins=False))
+    masked = evaluate_senses(store, rows, build_settings("default", exclude_twins=True))
+    assert {w["word"] for w in masked["per_word"]} == {r.word[:-2] for r in rows}
+    assert masked["mean_margin"] > kept["mean_margin"] + 0.05
+    third = tmp_path / "third.tsv"
+    third.write_text("word\tsense\tsentence\nbank#3\triver\tthe bank by the river bank\n", encoding="utf-8")
+    with pytest.raises(DataError, match="bank#3"):
+        evaluate_senses(store, read_senses(third), None)
+
+
 def test_ladder_names_resolve():
     assert named_settings("static") is None
     assert named_settings("default").preset == "default"

@@ -132,7 +132,8 @@ def make_sandbox(directory: Path) -> Path:
     (directory / "lr.txt").write_text(brown)
     (directory / "data").mkdir()
     (directory / "data" / "brown.txt.gz").write_bytes(gzip.compress(brown.encode()))
-    shutil.copy(REPO / "data" / "wsi-senses.tsv", directory / "data")
+    for shipped in ("wsi-senses.tsv", "twins.tsv", "twins-mixed.tsv"):
+        shutil.copy(REPO / "data" / shipped, directory / "data")
     pseudo = (REPO / "data" / "wsi-pseudowords.tsv").read_text(encoding="utf-8").splitlines()
     (directory / "data" / "wsi-pseudowords.tsv").write_text("\n".join(pseudo[:1] + pseudo[1::12]) + "\n")
     shutil.copytree(FIXTURES / "wic", directory / "WiC_dataset")

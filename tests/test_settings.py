@@ -126,8 +126,9 @@ def test_the_ladder_is_built_from_the_default_preset():
     rungs = ladder()
     assert rungs["static"] is None and rungs["textbook"] == {}
     assert rungs["textbook+abtt"] == {"abtt": 3}
-    assert rungs["self-mask+abtt+sif"] == {"abtt": 3, "sif": 1e-4, "exclude_self": True}  # the default without mix
-    assert rungs["textbook+self-mask"] == {"exclude_self": True}
+    masks = {"exclude_self": True, "exclude_twins": True}  # the self mask and the twin mask: one ingredient
+    assert rungs["self-mask+abtt+sif"] == {"abtt": 3, "sif": 1e-4, **masks}  # the default without mix
+    assert rungs["textbook+self-mask"] == masks
     assert rungs["textbook+mix"] == {"mix": "0.2,0.8"}
     assert rungs["previous-default"]["residual_scale"] == 1 / 9 and "mix" not in rungs["previous-default"]
     assert build_settings("textbook", **rungs["default"]).values() == PRESETS["default"].values()

@@ -57,7 +57,11 @@ def eval_wic(
 @with_attention_options
 def eval_senses(
     path: Annotated[
-        Path | None, typer.Argument(help="word<TAB>sense<TAB>sentence file (default: the shipped polysemy suite).")
+        Path | None,
+        typer.Argument(
+            help="word<TAB>sense<TAB>sentence file; word#2 scores the word's second occurrence "
+            "(default: the shipped polysemy suite)."
+        ),
     ] = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,

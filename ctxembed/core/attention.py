@@ -69,6 +69,7 @@ __all__ = [
     "sinusoidal_positions",
     "softmax",
     "sum_normalize",
+    "twin_ids",
     "validate_params",
 ]
 
@@ -276,6 +277,7 @@ def build_mask(
     token_mask: np.ndarray | None = None,
     causal: bool = False,
     exclude_self: bool = False,
+    twins: np.ndarray | None = None,
 ) -> np.ndarray:
     """Boolean mask (B or 1, 1, T, T), True = query i may attend to key j; broadcasts over heads.
 
@@ -283,6 +285,7 @@ def build_mask(
     real tokens directly (True = real, the opposite of torch's key_padding_mask). Padding is masked as a
     key and as a query, so a padding row has no allowed key and comes out all zero. ``causal`` bakes the
     triangle into the mask (the "before" placement); :func:`encode` passes it to :func:`attention` instead.
+    ``twins`` (B, T) or (T,) ids from :func:`twin_ids` masks each token's twins: the other tokens with its id.
     """
     allowed = np.ones((1, 1, T, T), dtype=bool)  # (1, 1, T, T)
     real = _real_tokens(T, lengths, token_mask)  # (B, T) or None
@@ -293,7 +296,38 @@ def build_mask(
         allowed = allowed & np.tril(np.ones((T, T), dtype=bool))  # key j <= query i
     if exclude_self:
         allowed = allowed & ~np.eye(T, dtype=bool)  # key j != query i
+    if twins is not None:
+        allowed = allowed & ~_twin_pairs(T, twins)  # key j is no copy of query i
     return allowed
+
+
+def twin_ids(x: np.ndarray) -> np.ndarray:
+    """Static vectors (..., T, d) -> ids (..., T): equal ids for identical vectors (copies of one word,
+    "bank" and "bank"), a distinct id for every zero vector (an unknown word is no copy of another).
+
+    The ids come from the static vectors, before any projection, so copies are found exactly.
+
+    >>> twin_ids(np.array([[1.0, 0], [0, 1], [1, 0], [0, 0], [0, 0]])).tolist()
+    [0, 1, 0, 3, 4]
+    """
+    x = np.asarray(x)
+    rows = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))  # (n, d)
+    as_bytes = rows.view(np.dtype((np.void, rows.itemsize * rows.shape[1]))).ravel()  # (n,) one item a row
+    _, first, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)  # ids: first copy's index
+    ids = first[inverse.ravel()]  # (n,) the index of each row's first copy
+    zero = ~rows.any(axis=1)  # (n,)
+    ids[zero] = np.flatnonzero(zero)  # each zero vector its own id
+    return ids.reshape(x.shape[:-1])  # (..., T)
+
+
+def _twin_pairs(T: int, twins: np.ndarray) -> np.ndarray:
+    """(B or 1, 1, T, T) True where key j is a twin of query i: the same id, another position."""
+    twins = np.asarray(twins)
+    if twins.ndim not in (1, 2) or twins.shape[-1] != T:
+        raise ValueError(f"twins has shape {twins.shape}, expected (T,) or (B, T) with T={T}")
+    ids = twins.reshape(-1, T)  # (B, T)
+    same = ids[:, :, None] == ids[:, None, :]  # (B, T, 1) == (B, 1, T) -> (B, T, T)
+    return (same & ~np.eye(T, dtype=bool))[:, None]  # (B, 1, T, T)
 
 
 def _real_tokens(T: int, lengths: np.ndarray | None, token_mask: np.ndarray | None) -> np.ndarray | None:
@@ -488,6 +522,7 @@ def encode(
     lengths: np.ndarray | None = None,
     token_mask: np.ndarray | None = None,
     key_bias: np.ndarray | None = None,
+    twins: np.ndarray | None = None,
     trace: bool = False,
     keep_weights: bool = True,
     outputs: bool = True,
@@ -496,7 +531,8 @@ def encode(
 
     ``params`` holds one :class:`LayerParams` per layer (None = identity projections). ``lengths`` (B,)
     or ``token_mask`` (B, T) mark the real tokens of a padded batch; ``key_bias`` (T,) or (B, T) is added
-    to every layer's scores. Each layer computes ``attention_layer``, then, if switched on,
+    to every layer's scores. With ``config.exclude_twins``, ``twins`` (B, T) or (T,) are the tokens'
+    :func:`twin_ids` (by default, those of x itself). Each layer computes ``attention_layer``, then, if switched on,
     ``residual_scale * input + output`` and the post-norm ``layer_norm``. Integer input becomes float64.
     ``trace`` keeps every intermediate step (:class:`LayerSteps`): the numbers --explain shows are the
     ones this call computed, not a re-run. ``keep_weights=False`` drops each layer's weights once its
@@ -523,8 +559,12 @@ def encode(
     real = _real_tokens(T, lengths, token_mask)  # (B, T), or None: no padding
     if real is not None and real.shape[0] != B:
         raise ValueError(f"lengths/token_mask describe {real.shape[0]} sentences but x has {B}")
-    # padding and exclude-self are masked here; the causal triangle is placed by attention()
-    allowed = build_mask(T, token_mask=real, exclude_self=config.exclude_self)  # (B or 1, 1, T, T)
+    if config.exclude_twins and twins is None:
+        twins = twin_ids(x)  # (B, T)
+    # padding, exclude-self and twins are masked here; the causal triangle is placed by attention()
+    allowed = build_mask(
+        T, token_mask=real, exclude_self=config.exclude_self, twins=twins if config.exclude_twins else None
+    )  # (B or 1, 1, T, T)
     keep = None if real is None else real[:, :, None]  # (B, T, 1): the real tokens, whose rows are kept
 
     hidden, steering = input_positions(x, config)  # (B, T, d), (T, d) or None
@@ -566,9 +606,12 @@ def mean_over_heads(weights: np.ndarray) -> np.ndarray:
     return weights.mean(axis=-3)  # (..., h, T, T) -> (..., T, T)
 
 
-def masked_keys(T: int, *, causal: bool = False, exclude_self: bool = False) -> list[list[int]]:
+def masked_keys(
+    T: int, *, causal: bool = False, exclude_self: bool = False, twins: np.ndarray | None = None
+) -> list[list[int]]:
     """For each query i of a T-token sentence, the keys its weight is forced to 0 on by the settings
-    (itself with ``exclude_self``, the future with ``causal``, in either placement): what attend's
-    documents carry, so a picture marks exactly these cells instead of deriving them again."""
-    forced = ~build_mask(T, causal=causal, exclude_self=exclude_self)[0, 0]  # (T, T) True = weight 0
+    (itself with ``exclude_self``, the future with ``causal``, in either placement, its twins when
+    ``twins`` (T,) ids are given): what attend's documents carry, so a picture marks exactly these
+    cells instead of deriving them again."""
+    forced = ~build_mask(T, causal=causal, exclude_self=exclude_self, twins=twins)[0, 0]  # (T, T) True = weight 0
     return [np.flatnonzero(row).tolist() for row in forced]

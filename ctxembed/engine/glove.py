@@ -30,6 +30,7 @@ from ctxembed.core.attention import (
     encode,
     identity_params,
     input_positions,
+    twin_ids,
     validate_params,
 )
 from ctxembed.core.mix import LayerMix
@@ -292,12 +293,14 @@ class Engine:
         alone: the last layer stops at its weights, and no contextual vector is made."""
         vectors = vectors or trace
         inputs = self.project_inputs(static)  # (B, T, d)
+        twins = twin_ids(static) if self.settings.attention.exclude_twins else None  # (B, T): copies of a word
         with np.errstate(all="ignore"):  # a NaN or overflow is reported below, naming its stage, not warned
             result = encode(
                 inputs,
                 self.settings.attention,
                 self.params,
                 key_bias=bias,
+                twins=twins,
                 trace=trace,
                 keep_weights=weights or not vectors,
                 outputs=vectors,
@@ -306,7 +309,7 @@ class Engine:
         checked = result.contextual if vectors else inputs
         finite = np.isfinite(checked).all() and (result.weights is None or np.isfinite(result.weights).all())
         if not finite:
-            raise DataError(f"the computation gave NaN or infinite values at {self._bad_stage(inputs, bias)}")
+            raise DataError(f"the computation gave NaN or infinite values at {self._bad_stage(inputs, twins, bias)}")
         kept = None if not weights else np.ascontiguousarray(result.weights.swapaxes(0, 1))  # (B, L, h, T, T)
         if not vectors:
             return GroupArrays(static, inputs, None, kept, [], None, None)
@@ -325,12 +328,12 @@ class Engine:
                 )
         return GroupArrays(static, inputs, contextual, kept, layer_inputs, top, result.steps)
 
-    def _bad_stage(self, inputs: np.ndarray, bias: np.ndarray | None) -> str:
+    def _bad_stage(self, inputs: np.ndarray, twins: np.ndarray | None, bias: np.ndarray | None) -> str:
         """The first step whose numbers are not all finite (only run after a failure): re-run traced."""
         if not np.isfinite(inputs).all():
             return "the input vectors (after all-but-the-top)"
         with np.errstate(all="ignore"):
-            traced = encode(inputs, self.settings.attention, self.params, key_bias=bias, trace=True)
+            traced = encode(inputs, self.settings.attention, self.params, key_bias=bias, twins=twins, trace=True)
         for number, layer in enumerate(traced.steps):
             a = layer.attention
             for name, array in (

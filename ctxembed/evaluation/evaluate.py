@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxembed.core.similarity import row_cosines
-from ctxembed.engine import Engine
+from ctxembed.engine import Engine, split_word
 from ctxembed.errors import DataError, UsageError
 from ctxembed.settings import PRESETS, Settings, build_settings, ladder
 from ctxembed.vectors.shipped import shipped_path
@@ -387,17 +387,19 @@ def read_senses(path: Path) -> list[SenseSentence]:
 
 def evaluate_senses(store: VectorStore, rows: list[SenseSentence], settings: Settings | None) -> dict:
     """Per word: do all same-sense pairs beat all cross-sense pairs? Also the mean margin."""
-    occurrences = []
+    occurrences, lemmas = [], []
     for row in rows:
+        word, number = split_word(row.word)  # bank#2: the second "bank" of the sentence
         tokens = tokenize(row.text, lowercase=store.lowercase)
-        index = next((t.position for t in tokens if t.key == row.word.lower()), None)
-        if index is None:
+        found_at = [t.position for t in tokens if word and t.key == word.lower()]
+        if len(found_at) < (number or 1):
             raise DataError(f"senses: {row.word!r} does not occur in {row.text!r}")
-        occurrences.append(Occurrence([t.text for t in tokens], index, row.word))
+        occurrences.append(Occurrence([t.text for t in tokens], found_at[(number or 1) - 1], word))
+        lemmas.append(word)
     vectors, found, _ = target_vectors(store, settings, occurrences)
     words: dict[str, list[int]] = {}
-    for n, row in enumerate(rows):
-        words.setdefault(row.word, []).append(n)
+    for n, word in enumerate(lemmas):
+        words.setdefault(word, []).append(n)
     per_word = []
     for word, members in words.items():
         members = [m for m in members if found[m]]

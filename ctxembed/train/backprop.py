@@ -35,6 +35,7 @@ from ctxembed.core.attention import (
     layer_norm,
     normalize,
     score_divisor,
+    twin_ids,
 )
 from ctxembed.core.projections import HeadProjection, LayerParams, project_heads
 
@@ -120,7 +121,8 @@ def encode_forward(
     """``encode`` with a record for backprop: x (B, T, d), real (B, T) bool ->
     (contextual (B, T, d_model), weights (L, B, h, T, T), cache)."""
     B, T, d = x.shape
-    allowed = build_mask(T, token_mask=real, exclude_self=config.exclude_self)  # (B, 1, T, T)
+    twins = twin_ids(x) if config.exclude_twins else None  # (B, T) as encode() finds them
+    allowed = build_mask(T, token_mask=real, exclude_self=config.exclude_self, twins=twins)  # (B, 1, T, T)
     keep = real[:, :, None]  # (B, T, 1)
     hidden, steering = input_positions(x, config)  # (B, T, d), (T, d) or None
     caches, layer_weights = [], []

@@ -435,6 +435,7 @@ def render_explain(console: Console, steps: dict) -> None:
         m
         for m, on in (
             ("self", steps["exclude_self"]),
+            ("twins", steps.get("exclude_twins")),
             ("future (causal)", steps["causal"] and steps["causal_mode"] == "before"),
         )
         if on
