@@ -300,7 +300,8 @@ class AttentionConfig:
     causal: bool = setting(
         bool,
         False,
-        "Attend only to earlier tokens (and the token itself).",
+        "Attend only to earlier tokens, and to the token itself unless --exclude-self masks it "
+        "(the default preset does).",
         summary="causal ({causal_mode} softmax)",
         order=2,
         explain="causal mask: a token attends only to itself and earlier tokens",

@@ -188,7 +188,7 @@ def test_eval_wsi_table_lists_the_baselines_beside_the_configuration(tmp_path):
     rows = [line for line in (REPO / "data" / "wsi-senses.tsv").read_text(encoding="utf-8").splitlines()[1:13]]
     small = tmp_path / "two-words.tsv"
     small.write_text("# two words of the suite\n" + "\n".join(rows) + "\n", encoding="utf-8")
-    out = succeeds("eval", "wsi", small, "-c", "default").stdout
+    out = succeeds("eval", "wsi", small, "-c", "default", env={"COLUMNS": "200"}).stdout  # the caption on one line
     names = [line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│")]
     assert names == ["one-cluster", "bag-of-words", "default"]
     assert "2 words, 12 occurrences" in out and "-0.000" not in out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 
 class PanelCommand(TyperCommand):
@@ -28,6 +28,12 @@ class PanelCommand(TyperCommand):
             if title in sections:
                 with formatter.section(title):
                     formatter.write_dl(sections[title])
+
+    def format_epilog(self, ctx, formatter) -> None:
+        """The example, unwrapped: a command line to copy, never broken inside a flag (--all-\\nheads)."""
+        if self.epilog:
+            formatter.write_paragraph()
+            formatter.write(" " * (formatter.current_indent + 2) + self.epilog.strip() + "\n")
 
 
 def _panel_title(panel: str) -> str:
@@ -65,6 +71,21 @@ def _adopt(group: TyperGroup) -> None:
         for param in command.params:
             if getattr(param.type, "name", "") in ("float", "float range"):
                 param.type = _finite(param.type)
+            if type(param) is TyperArgument:
+                param.__class__ = PlainArgument
+
+
+class PlainArgument(TyperArgument):
+    """An argument as usage lines usually write it: CORPUS, [SENTENCE], [SENTENCES]... (typer's
+    plain help writes a required one in braces, {corpus}, which reads like a placeholder)."""
+
+    def make_metavar(self, ctx=None, *, usage: bool = False) -> str:
+        if self.metavar:  # written out by the command, e.g. "WORD... [CORPUS|-]"
+            return self.metavar
+        name = (self.name or "").upper()
+        if usage and not self.required:
+            name = f"[{name}]"
+        return name + "..." if self.nargs != 1 else name
 
 
 def _finite(float_type):

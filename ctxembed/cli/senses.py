@@ -55,7 +55,8 @@ def senses(
     arguments: Annotated[
         list[str],
         typer.Argument(
-            help="WORD [WORD ...] [CORPUS|-]: the words, then the corpus (a UTF-8 text file, .gz allowed, "
+            metavar="WORD... [CORPUS|-]",
+            help="The words, then the corpus (a UTF-8 text file, .gz allowed, "
             "one sentence or paragraph per line; '-' reads stdin). The last argument is the corpus when it is "
             "'-' or an existing file; without one, the shipped Brown example corpus.",
             show_default=False,

@@ -32,7 +32,8 @@ from ctxembed.views.palette import heat_style, map_colour, masked_colour, mode_o
 
 @terminal_view
 def render_info(console: Console, info: dict) -> None:
-    table = Table(title=f"vectors: {info['source']}", show_header=False, title_justify="left")
+    caption(console, f"vectors: {info['source']}")
+    table = Table(show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
     for field in (
@@ -85,10 +86,19 @@ def _print_vectors(console: Console, v: dict) -> None:
 
 
 def _print_settings(console: Console, doc: dict) -> None:
-    """The settings line, broken only between settings."""
-    parts = doc["settings_summary"].split(" | ")
-    for line in wrap_parts("settings ", parts, console.width):
-        console.print(Text(line), overflow="fold", crop=False)
+    print_settings(console, doc["settings_summary"])
+
+
+def print_settings(console: Console, summary: str, prefix: str = "settings ", style: str = "") -> None:
+    """A settings summary, broken only between settings (never inside "projection file(...)")."""
+    for line in wrap_parts(prefix, summary.split(" | "), console.width):
+        console.print(Text(line, style=style), overflow="fold", crop=False)
+
+
+def caption(console: Console, text: str) -> None:
+    """A table's caption on its own line: as a rich table title it would be padded with trailing
+    spaces (or wrapped) to the table's width."""
+    console.print(Text(text, style="italic"), overflow="fold")
 
 
 def _source_legend(console: Console, sources) -> None:
@@ -492,12 +502,12 @@ def render_explain(console: Console, steps: dict) -> None:
     console.print(Text(f"8. output = {', '.join(parts) or 'the context'}: {which}", style="bold"))
     _vectors(console, tokens, steps["output"])
     if mix is not None:
+        last = len(mix["weights"]) - 1  # h0 is the input, h{n} the output of layer n-1
+        outputs = "h1 the output of layer 0" if last == 1 else f"h1 ... h{last} the outputs of layers 0 ... {last - 1}"
         console.print(
-            Text(
-                f"9. layer mix: contextual = {mix['formula']}, h0 the attention input (step 1 of layer 0), "
-                "h1 ... each layer's output",
-                style="bold",
-            )
+            Text(f"9. layer mix: contextual = {mix['formula']}, where h0 is the attention input (step 1 of "
+                 f"layer 0) and {outputs}", style="bold"),
+            overflow="fold",
         )
         _vectors(console, tokens, mix["contextual"])
 

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from ctxembed.output import terminal_view
 from ctxembed.views.layout import wrap_parts
+from ctxembed.views.render import caption
 
 
 def kwic(text: str, start: int, end: int, width: int) -> tuple[str, str, str]:
@@ -86,11 +87,12 @@ def render_senses(console: Console, doc: dict) -> None:
 @terminal_view
 def render_eval_wsi(console: Console, doc: dict) -> None:
     clustering = doc["clustering"]
-    table = Table(
-        title=f"word-sense induction on {doc['file']}: {doc['words']} words, {doc['occurrences']} occurrences "
+    caption(
+        console,
+        f"word-sense induction on {doc['file']}: {doc['words']} words, {doc['occurrences']} occurrences "
         f"(k {clustering['k']}, own term {clustering['own_term']})",
-        title_justify="left",
     )
+    table = Table()
     for column in ("configuration", "ARI", "V-measure", "pair accuracy", "mean k"):
         table.add_column(column, justify="left" if column == "configuration" else "right")
     for row in doc["configs"]:

@@ -10,8 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ctxembed.output import terminal_view
-from ctxembed.views.figures import layer_weights
-from ctxembed.views.render import matrix_table
+from ctxembed.views.figures import attention_masks, layer_weights
+from ctxembed.views.render import caption, matrix_table, print_settings
 
 SPARKS = "▁▂▃▄▅▆▇█"
 
@@ -46,7 +46,7 @@ def render_train(console: Console, doc: dict) -> None:
     console.print(
         Text.assemble(("ctxembed train", "bold"), f": {state} after {doc['steps']:,} of {doc['total_steps']:,} steps")
     )
-    console.print(doc["settings_summary"], style="dim", highlight=False)
+    print_settings(console, doc["settings_summary"], prefix="", style="dim")
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")
     facts.add_column()
@@ -73,7 +73,8 @@ def render_train(console: Console, doc: dict) -> None:
     elif doc["interrupted"]:
         facts.add_row("checkpoint", f"{doc['checkpoint']} (continue with --resume)")
     console.print(facts)
-    curves = Table(title="loss (cross-entropy, nats)", title_justify="left", show_edge=False)
+    caption(console, "loss (cross-entropy, nats)")
+    curves = Table(show_edge=False)
     curves.add_column("")
     curves.add_column("curve")
     curves.add_column("first → last")
@@ -93,24 +94,27 @@ def render_before_after(console: Console, doc: dict, *, layer: int, head: int | 
     labels = [before["tokens"][p]["text"] for p in [t["position"] for t in before["tokens"] if t["used"]]]
     losses = doc["losses"]
     console.print(Text.assemble(("weights", "bold"), f" {doc['weights_file']}"), highlight=False)
-    console.print(after["settings_summary"], style="dim", highlight=False)
+    print_settings(console, after["settings_summary"], prefix="", style="dim")
     which = "mean of heads" if head is None else f"head {head}"
     held = ""
     if losses.get("held_out_initial") is not None and losses.get("held_out") is not None:
         held = f", held-out loss {losses['held_out_initial']:.3f} → {losses['held_out']:.3f}"
     seed = doc["init"]["seed"]
+    masked = attention_masks(before, len(labels))  # the self mask: "·", not 0.00
+    masked = masked if masked.any() else None
     matrices = [
         matrix_table(
             f"before training (initial weights, seed {seed}), layer {layer}, {which}",
-            labels, labels, _attention_of(before, layer, head),
+            labels, labels, _attention_of(before, layer, head), masked=masked,
         ),
         matrix_table(
             f"after training ({doc['steps']:,} steps{held}), layer {layer}, {which}",
-            labels, labels, _attention_of(after, layer, head),
+            labels, labels, _attention_of(after, layer, head), masked=masked,
         ),
     ]  # fmt: skip
     console.print(Columns(matrices, padding=(0, 4)))
-    table = Table(title="attends most to (last layer, mean of heads)", title_justify="left")
+    caption(console, "attends most to (last layer, mean of heads)")
+    table = Table()
     table.add_column("token")
     table.add_column("before")
     table.add_column("after")
