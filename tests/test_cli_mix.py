@@ -124,3 +124,13 @@ def test_a_mix_file_nested_deeply_is_one_line(tmp_path):
     path = tmp_path / "deep.json"
     path.write_text("[" * 100_000 + "]" * 100_000)
     assert "nested too deeply" in fails(1, "compare", *BANKS, "--mix", path)
+
+
+def test_weights_near_the_float_limit_give_a_real_similarity_matrix():
+    # their sum overflowed to inf, and the mix came out all zeros: exit 0 with a matrix of 0s, in
+    # which a sentence was not even similar to itself
+    doc = run_json("compare", *BANKS, "--word", "bank", "--mix", "1e308,1e308", "--json")
+    same = run_json("compare", *BANKS, "--word", "bank", "--mix", "1,1", "--json")
+    matrix = np.array(doc["contextual_similarity"])
+    assert np.allclose(np.diag(matrix), 1.0)
+    assert matrix.tolist() == same["contextual_similarity"]

@@ -22,6 +22,13 @@ def test_weights_are_normalised_to_sum_one():
     assert mix.parse_weights(" 0.2 , 0.8 ") == pytest.approx((0.2, 0.8))
 
 
+def test_weights_whose_sum_overflows_are_normalised_too():
+    # 1e308 + 1e308 is inf in float64: dividing by it made every weight 0 (an all-zero mix)
+    assert mix.parse_weights("1e308,1e308") == (0.5, 0.5)
+    assert mix.parse_weights("1.7e308,1.7e308,1.7e308") == pytest.approx((1 / 3, 1 / 3, 1 / 3))
+    assert mix.parse_weights("1e308,1") == pytest.approx((1.0, 0.0))
+
+
 @pytest.mark.parametrize("text", ["0.2,x", "0.5", "-1,2", "0,0", "nan,1", "inf,1"])
 def test_bad_weights_are_refused(text):
     with pytest.raises(ValueError):

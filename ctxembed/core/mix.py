@@ -46,6 +46,9 @@ def parse_weights(text: str) -> tuple[float, ...]:
     if not all(math.isfinite(v) and v >= 0 for v in values) or sum(values) <= 0:
         raise ValueError(f"mix weights must be finite, >= 0 and not all 0, not {text!r}")
     total = sum(values)
+    if math.isinf(total):  # weights near 1e308 overflow their sum: scale them by the largest first
+        values = [v / max(values) for v in values]
+        total = sum(values)
     return tuple(v / total for v in values)
 
 
