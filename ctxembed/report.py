@@ -345,7 +345,12 @@ def explain_steps(
     with (``Engine.run(..., trace=True)``), with the tokens as labels. ``query`` (a row) adds ``neuron``:
     that token's q . k_j with every key, term by term (:func:`ctxembed.core.readings.score_terms`)."""
     if result.steps is None:
-        raise ValueError("explain needs a result computed with trace=True")
+        # an engine that keeps no steps (q, k, scores per layer): say so in one line, never a traceback
+        raise DataError(
+            "{explain} needs the steps of each layer (q, k, scores), which this result does not hold "
+            "(run it with trace=True; an engine that keeps none cannot be explained)",
+            "explain",
+        )
     a = settings.attention
     s = result.steps[layer]
     steps = s.attention

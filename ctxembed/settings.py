@@ -235,7 +235,7 @@ _IN_ORDER = sorted(SETTINGS.values(), key=lambda spec: spec.order)  # stable: de
 _OTHER_FLAGS = {
     "vectors": "--vectors", "limit": "--limit", "trust": "--trust", "preset": "--preset", "layer": "--layer",
     "head": "--head", "out": "--out", "checkpoint": "--checkpoint", "resume": "--resume", "save": "--save",
-    "attention": "--attention", "all_heads": "--all-heads",
+    "attention": "--attention", "all_heads": "--all-heads", "explain": "--explain",
 }  # fmt: skip
 
 

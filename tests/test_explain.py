@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ctxembed.core.attention import AttentionConfig, attention, attention_steps, encode, random_params
+from ctxembed.errors import DataError
 from ctxembed.report import explain_steps
 from tests.cli_helpers import TOY, run_json, succeeds
 
@@ -77,7 +78,7 @@ def test_explain_document_is_built_from_the_traced_arrays():
         assert np.array_equal(steps["weights"], result.weights[layer, 1])
         assert np.array_equal(steps["inputs"], result.layer_inputs[layer])
     assert np.array_equal(steps["output"], result.contextual)  # layer 1 is the last
-    with pytest.raises(ValueError, match="trace=True"):
+    with pytest.raises(DataError, match="trace=True"):
         explain_steps(ex.attend(SENTENCE).result, ex.settings, layer=0, head=0)
 
 

@@ -47,3 +47,20 @@ def test_terminal_lists_the_terms_that_add_and_take_most():
 def test_a_focus_word_not_in_the_sentence_is_a_usage_error():
     line = fails(2, "attend", "apple is the phone", *TOY_NOTES, "--explain", "--focus", "banana")
     assert "--focus 'banana' is not among the words of the sentence" in line
+
+
+def test_a_result_without_steps_is_one_clear_error():
+    from ctxembed.api import Explorer
+    from ctxembed.errors import DataError
+    from ctxembed.report import explain_steps
+
+    explorer = Explorer(TOY, "notes", on_note=lambda _: None)
+    [result] = explorer.contextualize(["apple is the phone"])  # run without trace: no steps kept
+    try:
+        explain_steps(result, explorer.settings, layer=0, head=0)
+    except DataError as exc:
+        assert exc.render(lambda name: "--" + name).startswith(
+            "--explain needs the steps of each layer (q, k, scores), which this result does not hold"
+        )
+    else:
+        raise AssertionError("explain_steps accepted a result without steps")
