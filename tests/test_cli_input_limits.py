@@ -41,3 +41,18 @@ def test_closed_stdin_is_one_clean_line():
                               timeout=60, preexec_fn=lambda: os.close(0))  # fmt: skip
         assert done.returncode == code, done.stderr
         assert done.stderr.count(b"\n") == 1 and b"stdin is closed" in done.stderr
+
+
+def test_a_word_position_of_5000_digits_is_one_usage_line():
+    # int() refuses strings of over 4,300 digits: this was "internal error: ValueError", exit 1
+    word = "#" + "1" * 5000
+    for args in (
+        ["compare", "the river bank", "the money bank", "--word", word],
+        ["attend", "the river bank", "--word", word],
+        ["neighbors", "the river bank", "--word", word],
+        ["compare", "the river bank", "the money bank", "--word", "bank#" + "9" * 10],
+    ):
+        message = fails(2, *args)
+        assert "digits; a position or occurrence takes at most 9 digits" in message and len(message) < 200
+    message = fails(2, "batch", "--word", word, "--no-weights", input="the bank\n")  # once, not a record per line
+    assert "the number after '#' has 5,000 digits" in message

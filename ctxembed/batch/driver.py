@@ -40,7 +40,7 @@ from contextlib import contextmanager
 
 from ctxembed.batch.pool import WorkerPool, write_all
 from ctxembed.batch.records import Encoded, LongLine, encoded, encoded_records, error_record
-from ctxembed.engine import Engine
+from ctxembed.engine import Engine, split_word
 from ctxembed.errors import CtxembedError, DataError
 from ctxembed.output import say
 from ctxembed.progress import Lines, enabled
@@ -279,6 +279,8 @@ def run_batch(
     workers: int = 0,
 ) -> int:
     """Stream ``source`` (a path or "-") to stdout; return the number of lines written."""
+    if word is not None:
+        split_word(word)  # a malformed --word is one usage error now, not an error record per line
     options = {"with_vectors": with_vectors, "weights": weights, "word": word}
     if source == "-":
         if sys.stdin is None:  # started with stdin closed (<&-)

@@ -15,6 +15,7 @@ import numpy as np
 from ctxembed.core.attention import LayerSteps
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.similarity import row_cosines
+from ctxembed.errors import UsageError
 from ctxembed.vectors.lexicon import TOKEN_SOURCES, source_codes
 from ctxembed.vectors.store import VectorStore
 from ctxembed.vectors.tokenize import Token, tokenize
@@ -77,12 +78,22 @@ class Prepared:
         return token_sources(len(self.texts), self.in_vocab, self.used, self.rows, self.store)
 
 
+MAX_NUMBER_DIGITS = 9  # of a position or occurrence in bank#2 or #8: far past any sentence's tokens
+
+
 def split_word(spec: str) -> tuple[str | None, int | None]:
     """A word as the commands take it: ``bank`` (its first occurrence), ``bank#2`` (its second) or
-    ``#8`` (the token at position 8) -> (word or None, occurrence or position or None)."""
+    ``#8`` (the token at position 8) -> (word or None, occurrence or position or None); a UsageError
+    for a number of more than :data:`MAX_NUMBER_DIGITS` digits."""
     found = re.fullmatch(r"(.*?)#(\d+)", spec)
     if found is None:
         return spec, None
+    if len(found[2]) > MAX_NUMBER_DIGITS:  # int() of 4,300 digits and more raises a bare ValueError
+        shown = spec if len(spec) <= 40 else f"{spec[:30]}...({len(spec):,} characters)"
+        raise UsageError(
+            f"{shown}: the number after '#' has {len(found[2]):,} digits; a position or occurrence takes at most "
+            f"{MAX_NUMBER_DIGITS} digits"
+        )
     return (found[1] or None), int(found[2])
 
 

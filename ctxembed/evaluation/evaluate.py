@@ -389,7 +389,10 @@ def evaluate_senses(store: VectorStore, rows: list[SenseSentence], settings: Set
     """Per word: do all same-sense pairs beat all cross-sense pairs? Also the mean margin."""
     occurrences, lemmas = [], []
     for row in rows:
-        word, number = split_word(row.word)  # bank#2: the second "bank" of the sentence
+        try:
+            word, number = split_word(row.word)  # bank#2: the second "bank" of the sentence
+        except UsageError as exc:
+            raise DataError(f"senses: {exc.message}") from None
         tokens = tokenize(row.text, lowercase=store.lowercase)
         found_at = [t.position for t in tokens if word and t.key == word.lower()]
         if len(found_at) < (number or 1):
