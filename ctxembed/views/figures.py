@@ -422,8 +422,9 @@ def neighbors_figure(doc: dict, view: View) -> Figure:
         )
         for kind in ("static", "contextual")
     ]
+    which = f" (#{doc['position']}, occurrence {doc['occurrence']})" if doc.get("occurrence", 1) > 1 else ""
     return Figure(
-        f"nearest words of {marked(doc['word'], doc.get('source'))!r} in: {doc['text']}",
+        f"nearest words of {marked(doc['word'], doc.get('source'))!r}{which} in: {doc['text']}",
         _settings_lines(doc),
         panels,
         notes=source_notes([doc.get("source")]),

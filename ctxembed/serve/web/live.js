@@ -113,9 +113,16 @@
     }
     select.value = keep;
   }
+  /* a new preset keeps what the reader changed where the two presets agree (heads, layers, causal...) */
   function choosePreset(name) {
+    var before = registry.presets[preset], after = registry.presets[name], kept = {};
+    registry.settings.forEach(function (spec) {
+      var n = spec.name;
+      if (changed(n) && JSON.stringify(before[n]) === JSON.stringify(after[n])) kept[n] = values[n];
+    });
     preset = name;
-    values = JSON.parse(JSON.stringify(registry.presets[name]));
+    values = JSON.parse(JSON.stringify(after));
+    for (var n in kept) values[n] = kept[n];
     syncControls();
     schedule(0);
   }
@@ -150,6 +157,11 @@
       if (body.layer !== undefined) parts.push("--layer", body.layer);
       if (body.head !== undefined) parts.push("--head", body.head);
     }
+    if (view === "attend") {  /* the layer and head the drawing shows (its own selectors) */
+      var shown = attendShown();
+      if (shown.layer !== null) parts.push("--layer", shown.layer);
+      if (shown.head !== null) parts.push("--head", shown.head);
+    }
     if (body.word !== undefined) parts.push("--word", quote(body.word));
     if (body.k !== undefined) parts.push("-k", body.k);
     registry.vectors_options.forEach(function (p) { parts.push(quote(p)); });
@@ -161,6 +173,15 @@
       else parts.push(spec.flag, quote(v));
     });
     return parts.join(" ");
+  }
+
+  /* the attend drawing's layer and head when they are not the command's defaults (last layer, mean) */
+  function attendShown() {
+    var root = $("view"), layer = root.querySelector("select.layer"), head = root.querySelector("select.head");
+    return {
+      layer: layer && +layer.value !== layer.options.length - 1 ? +layer.value : null,
+      head: head && head.value !== "mean" ? +head.value : null
+    };
   }
 
   /* ------------------------------------------------------------------ requests */
@@ -230,6 +251,8 @@
         live.drawnAt = performance.now();
         live.busy = false;
         $("view").setAttribute("data-draws", live.draws);
+        $("view").classList.remove("stale");
+        if (view === "attend") $("command-line").textContent = commandLine(view, body);
         status("answered in " + computed.toFixed(0) + " ms, drawn in " + (performance.now() - started - computed).toFixed(0) + " ms");
         if (view === "attend") lastAttend = doc;
         if (view === "neighbors") neighborsTokens(null, mine, signal, doc);
@@ -237,7 +260,8 @@
     }).catch(function (error) {
       if (error.name === "AbortError" || mine !== sequence) return;
       live.busy = false;
-      status(error.message, true);
+      $("view").classList.add("stale");  /* the drawing is of the last sentence that worked, not this one */
+      status(error.message + " (the drawing below is of the last sentence that worked)", true);
     });
   }
   function draw(view, doc, signal) {
@@ -256,16 +280,41 @@
         root.appendChild(el("p", { "class": "hint" }, "no token of this sentence has a vector"));
         return Promise.resolve();
       }
+      if (doc.attended_positions.length === 1)
+        root.appendChild(el("p", { "class": "hint" }, "one token: with the self mask (--exclude-self) it has no " +
+          "other token to attend to, so every key is masked (grey); --include-self lets it attend to itself"));
       root.appendChild(el("div", { "class": "app" }));
       window.ctxembedView(root, doc, kept);
+      root.appendChild(perToken(doc));
       return Promise.resolve();
     }
     var as = view === "explain" ? "terminal" : "svg";
+    var readout = view === "neighbors" ? "hover or click a bar to read its exact value"
+      : "hover or click a cell to read its exact value";
     var width = Math.max(60, Math.floor(root.clientWidth / 7.3));
     return post("/api/draw?as=" + as + "&width=" + width, doc, signal).then(function (markup) {
-      root.innerHTML = (as === "svg" ? '<div class="readout">hover or click a cell to read its exact value</div>' : "") + markup;
+      root.innerHTML = (as === "svg" ? '<div class="readout">' + readout + "</div>" : "") + markup;
       if (as === "svg") window.ctxembedView(root, doc, {});
     });
+  }
+  /* the CLI's per-token table: what each token attends to most (last layer) and how far context moved it */
+  function perToken(doc) {
+    var reading = doc.attention, tops = reading ? reading.top_attended : doc.top_attended;
+    var box = el("div", { "class": "per-token" });
+    box.appendChild(el("h3", {}, "per token (last layer, " + (reading ? reading.reading : "mean over heads") + ")"));
+    var table = box.appendChild(el("table", { "class": "numbers" }));
+    var head = table.appendChild(el("tr"));
+    ["#", "token", "attends most to", "cos(static, contextual)"].forEach(function (t) { head.appendChild(el("th", {}, t)); });
+    doc.attended_positions.forEach(function (p, row) {
+      var tr = table.appendChild(el("tr"));
+      var listed = (tops[row] || []).map(function (t) { return t.text + " " + t.weight.toFixed(2); }).join(", ");
+      var cos = doc.static_contextual_cosine[row];
+      tr.appendChild(el("td", {}, String(p)));
+      tr.appendChild(el("td", { "class": "t" }, doc.tokens[p].text));
+      tr.appendChild(el("td", {}, listed || "(no token to attend to: every key is masked)"));
+      tr.appendChild(el("td", { "class": "w" }, cos === null ? "nan" : cos.toFixed(3)));
+    });
+    return box;
   }
   /* neighbours: the sentence's tokens, to choose one; the first word token until one is chosen */
   function neighborsTokens(body, mine, signal, doc) {
@@ -330,6 +379,10 @@
   $("word").addEventListener("input", function () { schedule(250); });
   $("k").addEventListener("input", function () { schedule(250); });
   $("explain-layer").addEventListener("change", function () { schedule(0); });
+  $("view").addEventListener("change", function (event) {  /* the attend drawing's layer or head */
+    if (tab === "attend" && live.lastBody && /\b(layer|head)\b/.test(event.target.className))
+      $("command-line").textContent = commandLine("attend", live.lastBody);
+  });
   $("explain-head").addEventListener("change", function () { schedule(0); });
   $("copy").addEventListener("click", function () {
     var text = $("command-line").textContent;

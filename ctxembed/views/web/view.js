@@ -87,7 +87,8 @@ window.ctxembedView = function (root, given, givenView) {
       rl.appendChild(readingSelect); controls.appendChild(rl);
     }
     controls.appendChild(el("span", { "class": "hint" },
-      "hover a token to see its weights; click to pin (left: what it attends to, right: what attends to it)"));
+      "hover a token to see its weights; click to pin (left: what it attends to, right: what attends to it)" +
+      (T * T > 4000 ? "; a sentence this long gets lines for the hovered or pinned token only" : "")));
     var legend = { estimated: "\u00b0 vector estimated", subword: "* vector built from character n-grams",
       none: "\u2205 no vector (zero vector, --oov zero)" };
     var marks = Object.keys(legend).filter(function (s) {
