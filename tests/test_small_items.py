@@ -54,3 +54,19 @@ def test_explain_says_which_layer_each_h_is():
     out = succeeds("attend", "we sat on the bank", "--explain", "--layers", "2", env={"COLUMNS": "200"}).stdout
     step = re.search(r"^9\. .*$", out, re.M)[0]
     assert "h0 is the attention input" in step and "h1 ... h2 the outputs of layers 0 ... 1" in step
+
+
+def test_svg_canvas_fits_the_figure_not_its_settings_line(tmp_path):
+    succeeds("attend", "the bank raised interest rates", "--save", tmp_path / "a.svg")
+    svg = (tmp_path / "a.svg").read_text(encoding="utf-8")
+    width = float(re.search(r'<svg [^>]*width="([0-9.]+)"', svg)[1])
+    assert width < 700  # 1,328 px before, for a 5-token matrix about 250 px wide
+    assert "twins masked" in svg or "self masked" in svg  # the settings are still all there, wrapped
+    assert svg.count("100d") == 1
+
+
+def test_attend_says_why_rows_lean_to_rare_words_when_sif_is_on():
+    on = succeeds("attend", "the bank raised interest rates", env={"COLUMNS": "200"}).stdout
+    off = succeeds("attend", "the bank raised interest rates", "--sif", "0", env={"COLUMNS": "200"}).stdout
+    assert "SIF key bias (--sif 0.0001)" in on and "rarer words" in on
+    assert "SIF key bias (--sif" not in off

@@ -214,7 +214,8 @@ def _settings_lines(doc: dict) -> list[str]:
     v = doc.get("vectors") or {}
     lines = [f"settings: {doc['settings_summary']}"] if "settings_summary" in doc else []
     if v:
-        lines.append(f"vectors: {v.get('name')} ({v.get('dim')}d)")
+        dim = f" ({v.get('dim')}d)" if f"{v.get('dim')}d" not in str(v.get("name")) else ""  # "GloVe 6B 100d"
+        lines.append(f"vectors: {v.get('name')}{dim}")
     return lines
 
 

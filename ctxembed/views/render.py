@@ -294,6 +294,16 @@ def render_attend(
         if masked.any():
             key.append("· masked")
         console.print(Text("; ".join(key), style="dim"), overflow="fold")
+        sif = (doc.get("settings") or {}).get("sif")
+        if sif:  # why every row leans to the same few columns
+            console.print(
+                Text(
+                    f"SIF key bias (--sif {sif:g}): each key's weight is multiplied by a/(a + p(word)) before "
+                    "normalising, so every row leans to the sentence's rarer words; --sif 0 turns it off",
+                    style="dim",
+                ),
+                overflow="fold",
+            )
         if layout.windowed:
             first, last = positions[layout.start], positions[layout.start + layout.count - 1]
             console.print(

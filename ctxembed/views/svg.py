@@ -336,28 +336,49 @@ def _points(panel: Points) -> tuple[float, float, str]:
 _DRAW = {Heatmap: _heatmap, Bars: _bars, Curves: _curves, Points: _points, Grid: _grid}
 
 
+MIN_TEXT_WIDTH = 480  # px: text lines of a small figure still get a readable measure
+
+
+def wrap_text(text: str, size: float, room: float) -> list[str]:
+    """``text`` in lines of at most ``room`` px at font ``size``, broken between " | " parts (a settings
+    summary) or else between words; a word longer than a line stays whole."""
+    separator = " | " if " | " in text else " "
+    lines, current = [], ""
+    for part in text.split(separator):
+        candidate = f"{current}{separator}{part}" if current else part
+        if current and text_width(candidate + separator.rstrip(), size) > room:
+            lines.append(current + separator.rstrip())
+            current = part
+        else:
+            current = candidate
+    return [*lines, current]
+
+
 def figure_svg(figure: Figure) -> str:
-    """The whole figure as one SVG document (a string)."""
+    """The whole figure as one SVG document (a string). Its text lines (settings, notes) are wrapped to
+    the drawing's width, so a long settings line does not widen the canvas past the figure."""
     margin, gap = 16, 28
+    per_row = figure.columns or len(figure.panels)
+    drawn = [_DRAW[type(panel)](panel) for panel in figure.panels]
+    rows = [drawn[start : start + per_row] for start in range(0, len(drawn), per_row)]
+    content = max((sum(w for w, _, _ in row) + gap * (len(row) - 1) for row in rows), default=0.0)
+    room = max(content, MIN_TEXT_WIDTH, text_width(figure.title, 16))  # width the text lines may take
     y = margin + 18
     body = [_text(margin, y, figure.title, 16, weight="bold")]
     width = margin * 2 + text_width(figure.title, 16)
-    for line in figure.lines:
+    for line in (piece for text in figure.lines for piece in wrap_text(text, 11, room)):
         y += 16
         body.append(_text(margin, y, line, 11, fill="#444"))
         width = max(width, margin * 2 + text_width(line, 11))
     y += gap
-    per_row = figure.columns or len(figure.panels)
-    drawn = [_DRAW[type(panel)](panel) for panel in figure.panels]
-    for start in range(0, len(drawn), per_row):
-        row = drawn[start : start + per_row]
+    for row in rows:
         x = margin
         for panel_width, _, svg in row:
             body.append(f'<g class="panel" transform="translate({x:.1f} {y:.1f})">{svg}</g>')
             x += panel_width + gap
         width = max(width, x - gap + margin)
         y += max(h for _, h, _ in row) + gap
-    for note in figure.notes:
+    for note in (piece for text in figure.notes for piece in wrap_text(text, 11, room)):
         body.append(_text(margin, y, note, 11, fill="#444"))
         width = max(width, margin * 2 + text_width(note, 11))
         y += 16
