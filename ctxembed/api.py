@@ -118,6 +118,7 @@ class Explorer:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         on_note: Callable[[str], None] | None = None,
         label: Callable[[str], str] = str,
+        model: str = "glove",
         **settings: Any,
     ):
         self.source = str(vectors) if vectors is not None else "default"
@@ -125,6 +126,7 @@ class Explorer:
         self.engine = open_engine(
             vectors,
             preset,
+            model=model,
             limit=limit,
             trust=trust,
             oov=oov,

@@ -23,6 +23,13 @@ REAL_CACHE = (
     if os.environ.get("CTXEMBED_CACHE_DIR")
     else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "ctxembed"
 )
+# The user's installed models (`ctxembed models install`), read before the session moves HOME: tests of
+# the real model read them (never write), through the `minilm_folder` fixture.
+REAL_MODELS = (
+    Path(os.environ["CTXEMBED_MODELS"]).expanduser()
+    if os.environ.get("CTXEMBED_MODELS")
+    else Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share").expanduser() / "ctxembed" / "models"
+)
 SESSION_HOME = Path(tempfile.mkdtemp(prefix="ctxembed-tests-"))
 
 
@@ -48,3 +55,17 @@ def isolated_env(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("CTXEMBED_DEBUG", raising=False)
     monkeypatch.delenv("FORCE_COLOR", raising=False)
     return cache
+
+
+@pytest.fixture
+def minilm_folder(monkeypatch):
+    """The installed all-MiniLM-L6-v2 (CTXEMBED_MODELS points at it for the test). Skips when it is not
+    installed, but FAILS when CTXEMBED_REQUIRE_MODELS=1 (`make test` sets it after `make models`)."""
+    folder = REAL_MODELS / "minilm"
+    if not (folder / "installed.json").is_file():
+        message = f"all-MiniLM-L6-v2 is not installed in {REAL_MODELS} (make models)"
+        if os.environ.get("CTXEMBED_REQUIRE_MODELS") == "1":
+            pytest.fail(message + ", and CTXEMBED_REQUIRE_MODELS=1")
+        pytest.skip(message)
+    monkeypatch.setenv("CTXEMBED_MODELS", str(REAL_MODELS))
+    return folder

@@ -12,6 +12,12 @@ from tests.test_json_schema import assert_valid
 MONEY, RIVER = "I deposited money in the bank", "we sat on the river bank"
 
 
+@pytest.fixture(autouse=True)
+def glove_views_only(monkeypatch):
+    """These tests are about the GloVe views; whether the trained model is installed must not change them."""
+    monkeypatch.delitem(registry.MODELS, "minilm", raising=False)
+
+
 def test_the_views_come_from_the_registry_in_order():
     assert registry.side_by_side_views()[:2] == [("glove", "default"), ("glove", "learned")]
 

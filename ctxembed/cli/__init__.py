@@ -185,6 +185,7 @@ __all__ = ["JsonOpt", "app", "main", "read_sentence", "read_stdin", "reports_err
 # The command groups register themselves on `app`.
 from ctxembed.cli import attend as _attend  # noqa: E402, F401
 from ctxembed.cli import eval as _eval  # noqa: E402, F401
+from ctxembed.cli import models as _models  # noqa: E402, F401
 from ctxembed.cli import serve as _serve  # noqa: E402, F401
 from ctxembed.cli import train as _train  # noqa: E402, F401
 from ctxembed.cli import vectors as _vectors  # noqa: E402, F401

@@ -51,6 +51,17 @@ TrustOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
+# The model behind the command: a name of the model registry (ctxembed.engine.registry.MODELS).
+ModelOpt = Annotated[
+    str,
+    typer.Option(
+        "--model",
+        "-m",
+        help="The model: glove (static vectors + the attention settings) or minilm (all-MiniLM-L6-v2, a trained "
+        "6-layer BERT; `ctxembed models install minilm` first). `ctxembed models list` shows what is installed.",
+        rich_help_panel=INPUT_PANEL,
+    ),
+]
 AttentionReadingOpt = Annotated[
     str,
     typer.Option(
@@ -249,6 +260,7 @@ def _parameters() -> list[inspect.Parameter]:
         inspect.Parameter("vectors", keyword, annotation=VectorsOpt, default=None),
         inspect.Parameter("limit", keyword, annotation=LimitOpt, default=None),
         inspect.Parameter("trust", keyword, annotation=TrustOpt, default=False),
+        inspect.Parameter("model", keyword, annotation=ModelOpt, default="glove"),
     ]
     return found
 
@@ -284,6 +296,7 @@ def build_explorer(options: dict[str, Any]):
         getattr(preset, "value", preset),
         limit=options.pop("limit"),
         trust=options.pop("trust"),
+        model=options.pop("model"),
         on_note=say,
         label=flag,
         **{k: v for k, v in options.items() if v is not None},

@@ -36,12 +36,23 @@ def _open_glove(vectors: str | PathLike | None, preset: str, **keywords: Any) ->
     return open_glove(vectors, preset, **keywords)
 
 
+def _open_minilm(vectors: str | PathLike | None, preset: str, **keywords: Any) -> ContextEngine:
+    from ctxembed.engine.minilm import open_minilm  # lazy: the glove model never loads the encoder
+
+    return open_minilm(vectors, preset, **keywords)
+
+
 MODELS: dict[str, Model] = {
     "glove": Model(
         "glove",
         "static word vectors (GloVe by default), attention layers from the settings",
         _open_glove,
         shown=("default", "learned"),  # the textbook mechanism, then its projections trained on Brown
+    ),
+    "minilm": Model(
+        "minilm",
+        "all-MiniLM-L6-v2, a trained 6-layer BERT, in NumPy (`ctxembed models install minilm`)",
+        _open_minilm,
     ),
 }
 DEFAULT_MODEL = "glove"

@@ -1,0 +1,227 @@
+"""The trained engine behind the contract, registered as "minilm": all-MiniLM-L6-v2 in NumPy.
+
+    engine = open_engine(model="minilm")                       # after `ctxembed models install minilm`
+    [result] = engine.run([engine.prepare("I deposited money in the bank")])
+    result.weights.shape                                       # (6, 12, T, T) over ctxembed's T words
+
+text -> ctxembed's words (:mod:`ctxembed.vectors.tokenize`) and BERT's pieces of the whole text
+(:mod:`ctxembed.vectors.wordpiece`, each piece given to the word that holds it) -> [CLS] pieces [SEP]
+-> :func:`ctxembed.core.encoder.encode` (sentences sorted by length, padded in groups, one BLAS thread)
+-> back to words (:mod:`ctxembed.core.pieces`): a word's vector is the mean of its pieces, its attention
+the sum over key pieces and the mean over query pieces, [CLS] and [SEP] hidden and each row renormalised
+over the words. ``static`` is the model's input (layer 0: embeddings + positions + LayerNorm);
+``contextual`` is the read-out, the mean of the 7 hidden states (h0 ... h6), the best of the read-outs
+measured on SCWS dev (docs/models.md); ``layers()`` gives every hidden state. Neighbours are searched
+among the model's whole-word input embeddings (words.ctxv, written at install).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ctxembed.config import DEFAULT_MAX_TOKENS
+from ctxembed.core.encoder import EncoderConfig, EncoderWeights, encode
+from ctxembed.core.mix import LayerMix
+from ctxembed.core.pieces import word_attention, word_vectors
+from ctxembed.core.readings import sent_vectors
+from ctxembed.engine.sentence import AttentionParts, Contextualized, Prepared
+from ctxembed.errors import DataError
+from ctxembed.settings import PRESETS, Settings
+from ctxembed.vectors import safetensors
+from ctxembed.vectors.models import NEIGHBOURS, model_path
+from ctxembed.vectors.store import VectorStore
+from ctxembed.vectors.tokenize import pretokenized, tokenize
+from ctxembed.vectors.wordpiece import WordPiece, pieces_to_words
+
+GROUP_PIECES = 4096  # pieces a padded group holds at most (B * T): its (L, B, H, T, T) weights stay small
+HIDDEN = "[CLS] and [SEP] hidden: each word's attention renormalised over the words"
+
+
+@dataclass(slots=True)
+class PiecedSentence(Prepared):
+    """A prepared sentence with BERT's pieces: ids (P,) with [CLS] and [SEP], and each piece's row
+    into ``used`` (-1: [CLS], [SEP])."""
+
+    piece_ids: np.ndarray | None = None  # (P,) int64
+    piece_texts: list[str] | None = None  # (P,)
+    owner: np.ndarray | None = None  # (P,) row into used, -1 for the special pieces
+
+
+@dataclass
+class PiecedResult(Contextualized):
+    """A result with the piece level kept: what the words were aggregated from."""
+
+    piece_weights: np.ndarray | None = None  # (L, h, P, P) attention over the pieces
+    piece_hidden: np.ndarray | None = None  # (L + 1, P, D) every hidden state of every piece
+    values: list[np.ndarray] | None = None  # with trace: per layer (h, P, d_h) the values
+
+
+class MiniLMEngine:
+    """all-MiniLM-L6-v2 (a 6-layer, 12-head, 384-wide BERT) behind the engine contract."""
+
+    model = "minilm"
+    removal = None  # no all-but-the-top: the model's own space
+
+    def __init__(self, *, max_tokens: int = DEFAULT_MAX_TOKENS, label: Callable[[str], str] = str):
+        folder = model_path(self.model)
+        try:
+            self.config = EncoderConfig.from_json(json.loads((folder / "config.json").read_text()))
+            self.weights = EncoderWeights.from_tensors(self.config, safetensors.load(folder / "model.safetensors"))
+            self.vocab = WordPiece.from_file(folder / "vocab.txt")
+            self.store = VectorStore.open(folder / NEIGHBOURS)
+        except (OSError, ValueError, KeyError, json.JSONDecodeError) as error:
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise DataError(
+                f"{folder} is damaged ({reason}): reinstall with `ctxembed models install minilm`"
+            ) from None
+        self.max_tokens = max_tokens
+        self.label = label
+        self.dim = self.out_dim = self.config.hidden
+        self.mix = LayerMix(np.full(self.layers + 1, 1 / (self.layers + 1)), 1.0, "mean of the hidden states")
+        attention = replace(PRESETS["textbook"].attention, layers=self.layers, heads=self.heads)
+        self.settings: Settings = replace(PRESETS["textbook"], preset="minilm", attention=attention)
+
+    @property
+    def layers(self) -> int:
+        return self.config.layers
+
+    @property
+    def heads(self) -> int:
+        return self.config.heads
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "upstream": "sentence-transformers/all-MiniLM-L6-v2",
+            "layers": self.layers,
+            "heads": self.heads,
+            "dim": self.dim,
+            "readout": self.mix.formula(),
+            "words": "a word's vector: the mean of its pieces; "
+            "its attention: sum over key pieces, mean over query pieces",
+            "hidden": HIDDEN,
+        }
+
+    def summary(self) -> str:
+        shape = f"{self.layers} layers x {self.heads} heads"
+        return f"model minilm (all-MiniLM-L6-v2, {shape}) | read-out mean of h0..h{self.layers} | {HIDDEN}"
+
+    # ------------------------------------------------------------------ sentence -> words and pieces
+
+    def prepare(self, text: str, *, words: Sequence[str] | None = None) -> PiecedSentence:
+        if words is not None:
+            tokens = pretokenized(words)
+            text = " ".join(words)
+            starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]]).tolist()
+            spans = [(s, s + len(w)) for s, w in zip(starts, words, strict=True)]
+        else:
+            tokens = tokenize(text)
+            spans = [(t.start, t.end) for t in tokens]
+        if not tokens:
+            raise DataError("the sentence has no words")
+        pieces = self.vocab.encode(text)
+        holder = pieces_to_words(pieces, spans)  # (P,) token position per piece
+        used = sorted({int(h) for h in holder if h >= 0})
+        if not used:
+            raise DataError("no word of the sentence gives a word piece")
+        if len(used) > self.max_tokens:
+            raise DataError(f"{len(used)} words: at most {{max_tokens}} {self.max_tokens}", "max_tokens")
+        if len(pieces) + 2 > self.config.max_positions:
+            raise DataError(f"{len(pieces)} word pieces: the model takes at most {self.config.max_positions - 2}")
+        row_of = {position: row for row, position in enumerate(used)}
+        owner = np.array([-1, *(row_of.get(int(h), -1) for h in holder), -1], dtype=np.int64)  # (P,)
+        ids = np.array([self.vocab.cls_id, *(p.id for p in pieces), self.vocab.sep_id], dtype=np.int64)  # (P,)
+        single = {
+            row: [p.text for p, o in zip(pieces, owner[1:-1], strict=True) if o == row] for row in range(len(used))
+        }
+        rows = [self.store.index.get(single[r][0], -1) if len(single[r]) == 1 else -1 for r in range(len(used))]
+        texts = [t.text for t in tokens]
+        keys = [t.key for t in tokens]
+        in_vocab = [t.position in row_of for t in tokens]
+        sentence = PiecedSentence(
+            text,
+            texts,
+            keys,
+            in_vocab,
+            used,
+            rows,
+            [None] * len(tokens),
+            {},
+            self.store,
+            piece_ids=ids,
+            piece_texts=["[CLS]", *(p.text for p in pieces), "[SEP]"],
+            owner=owner,
+        )
+        if words is not None:
+            sentence._tokens = tokens
+        return sentence
+
+    # ------------------------------------------------------------------ pieces -> encoder -> words
+
+    def run(self, sentences: Sequence[Prepared], *, weights: bool = True, trace: bool = False) -> list[PiecedResult]:
+        """Every sentence through the encoder, sorted by length and padded in groups; results in input order."""
+        from threadpoolctl import threadpool_limits  # one BLAS thread: faster per CPU-second, same sums each run
+
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].piece_ids))
+        results: list[PiecedResult | None] = [None] * len(sentences)
+        with threadpool_limits(limits=1, user_api="blas"):
+            start = 0
+            while start < len(order):
+                stop = start + 1
+                while stop < len(order) and (stop - start + 1) * len(sentences[order[stop]].piece_ids) <= GROUP_PIECES:
+                    stop += 1
+                group = [sentences[i] for i in order[start:stop]]
+                for i, result in zip(order[start:stop], self._run_group(group, trace), strict=True):
+                    if not weights:
+                        result.weights = None
+                    results[i] = result
+                start = stop
+        return results
+
+    def _run_group(self, group: Sequence[PiecedSentence], trace: bool) -> list[PiecedResult]:
+        T = max(len(s.piece_ids) for s in group)
+        ids = np.zeros((len(group), T), dtype=np.int64)  # (B, T) [PAD] is id 0
+        real = np.zeros((len(group), T), dtype=bool)  # (B, T)
+        for b, s in enumerate(group):
+            ids[b, : len(s.piece_ids)] = s.piece_ids
+            real[b, : len(s.piece_ids)] = True
+        out = encode(self.weights, ids, real, keep_values=trace)  # hidden (L+1, B, T, D), weights (L, B, H, T, T)
+        return [self._to_words(s, out, b) for b, s in enumerate(group)]
+
+    def _to_words(self, sentence: PiecedSentence, out, b: int) -> PiecedResult:
+        P, W = len(sentence.piece_ids), len(sentence.used)
+        hidden = out.hidden[:, b, :P]  # (L+1, P, D)
+        piece_weights = out.weights[:, b, :, :P, :P]  # (L, H, P, P)
+        layers = word_vectors(hidden, sentence.owner, W)  # (L+1, W, D)
+        return PiecedResult(
+            prepared=sentence,
+            static=layers[0],  # (W, D) the model's input
+            inputs=layers[0],
+            contextual=self.mix.apply(layers),  # (W, D) mean of the hidden states
+            weights=word_attention(piece_weights, sentence.owner, W, renormalise=True),  # (L, H, W, W)
+            layer_inputs=list(layers[:-1]),  # L arrays (W, D): each layer's input
+            top=layers[-1],  # (W, D)
+            mix=self.mix,
+            piece_weights=piece_weights,
+            piece_hidden=hidden,
+            values=None if out.values is None else [v[b, :, :P] for v in out.values],  # L x (H, P, d_h)
+        )
+
+    def attention_parts(self, result: PiecedResult) -> AttentionParts:
+        """The piece-level weights and what each piece sends through each head (v W_o per head), with the
+        engine's own aggregation to words, so readings are computed on the pieces and aggregated after."""
+        sent = None
+        if result.values is not None:
+            sent = [sent_vectors(v, layer.W_o) for v, layer in zip(result.values, self.weights.layers, strict=True)]
+        owner, W = result.prepared.owner, len(result.prepared.used)
+        return AttentionParts(result.piece_weights, sent, lambda maps: word_attention(maps, owner, W, renormalise=True))
+
+
+def open_minilm(vectors=None, preset: str = "default", **keywords: Any) -> MiniLMEngine:
+    """The registry's opener: the vector source and preset belong to the glove model and are ignored."""
+    return MiniLMEngine(max_tokens=keywords.get("max_tokens") or DEFAULT_MAX_TOKENS, label=keywords.get("label") or str)

