@@ -350,9 +350,9 @@ def test_workers_auto_starts_one_per_usable_core_for_big_input(engine, monkeypat
     counts = []
     real = batch.WorkerPool.__init__
 
-    def pool(self, work, count):
+    def pool(self, work, count, **given):
         counts.append(count)
-        real(self, work, count)
+        real(self, work, count, **given)
 
     monkeypatch.setattr(batch, "usable_cores", lambda: 3)
     monkeypatch.setattr(batch.WorkerPool, "__init__", pool)

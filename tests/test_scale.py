@@ -99,3 +99,25 @@ def test_partition_is_a_plain_tuple_that_pickles():
 
     part = Partition("corpus.txt", 0, 10, 1)
     assert pickle.loads(pickle.dumps(part)) == part
+
+
+def test_local_cluster_to_parquet_equals_the_single_machine_file(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    from ctxembed.batch.scale import to_parquet
+
+    path = tmp_path / "corpus.txt"
+    corpus(path, 600)
+    single = tmp_path / "single.parquet"
+    succeeds("batch", path, "--word", "bank", "--format", "parquet", "--out", single)
+    folder = tmp_path / "parts"
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster),
+    ):
+        bag = to_parquet(str(path), str(folder), blocksize=path.stat().st_size // 4, word="bank")
+        written = bag.compute()
+    assert len(written) == bag.npartitions >= 4 and written == sorted(written)  # one part per partition
+    expected, got = pq.read_table(single), pq.read_table(folder)
+    assert got.num_rows == 600 and got.schema.remove_metadata() == expected.schema.remove_metadata()
+    assert got.to_pylist() == expected.to_pylist()
+    assert got.schema.metadata[b"ctxembed"] == expected.schema.metadata[b"ctxembed"]

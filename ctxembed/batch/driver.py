@@ -203,6 +203,9 @@ class Output:
             self.fd = None  # e.g. a test runner's captured stdout
         self.stream = stream
 
+    def close(self, complete: bool) -> None:
+        """Nothing to finish: each block was written whole as it came."""
+
     def write(self, parts: list[bytes]) -> None:
         """One block of records, given as the pieces it is made of (see records.Encoded)."""
         if not any(parts):
@@ -277,11 +280,19 @@ def run_batch(
     word: str | None = None,
     chunk: int = 1024,
     workers: int = 0,
+    fmt: str = "jsonl",
+    out: str | None = None,
+    digits: int | None = None,
 ) -> int:
-    """Stream ``source`` (a path or "-") to stdout; return the number of lines written."""
+    """Stream ``source`` (a path or "-") to stdout, or to ``out`` in ``fmt`` (see
+    :mod:`ctxembed.batch.columnar`); return the number of lines read."""
     if word is not None:
         split_word(word)  # a malformed --word is one usage error now, not an error record per line
-    options = {"with_vectors": with_vectors, "weights": weights, "word": word}
+    options = {"with_vectors": with_vectors, "weights": weights, "word": word, "digits": digits, "format": fmt}
+    if fmt != "jsonl" or out:
+        from ctxembed.batch.columnar import check_format  # the columnar formats only
+
+        check_format(fmt, out, word)
     if source == "-":
         if sys.stdin is None:  # started with stdin closed (<&-)
             raise DataError("stdin is closed: give a file of sentences, or pipe them in")
@@ -290,25 +301,37 @@ def run_batch(
         stream = open_file(source, "a file of sentences")  # closed below
         total_bytes = os.fstat(stream.fileno()).st_size
     lines = LineSource(stream, line_limit(engine.max_tokens))
-    out = Output()
+    sink = _sink(engine, options, out)
     progress = Lines(total_bytes) if enabled() else None
     written = 0  # counted for the progress bar alone: one record per input line, so at the end it is lines.number
     errors = lacking = 0
+    complete = False
     try:
         for block in _results(engine, lines, options, chunk, workers):
-            out.write(block.parts)
+            sink.write(block.parts)
             errors += block.errors  # counted where the records were made: the output is never scanned
             lacking += block.lacking
             if progress:
                 written += block.lines
                 progress.advance(written, stream)
+        complete = True
     finally:
+        sink.close(complete)  # a file at --out only once every line is in it
         if progress:
             progress.stop()
         if source != "-":
             stream.close()
     _summary(lines.number, errors, lacking, word)
     return lines.number
+
+
+def _sink(engine: Engine, options: dict, out: str | None):
+    """Where the blocks go: stdout (JSON Lines), or a file at ``out`` made whole at the end."""
+    if options["format"] == "jsonl" and out is None:
+        return Output()
+    from ctxembed.batch.columnar import open_sink  # the columnar formats only
+
+    return open_sink(options["format"], out, engine, options)
 
 
 def _summary(lines: int, errors: int, lacking: int, word: str | None) -> None:
@@ -326,6 +349,8 @@ def _results(engine: Engine, lines: LineSource, options: dict, size: int, worker
     (a full chunk with more to come), then over worker processes if fork is available."""
 
     def work(chunk: list) -> Encoded:
+        if options.get("format", "jsonl") != "jsonl":
+            return columnar_work(engine, chunk, options)
         return encoded(safe_records(engine, chunk, options))
 
     indexed = False
@@ -336,7 +361,7 @@ def _results(engine: Engine, lines: LineSource, options: dict, size: int, worker
             indexed = True
         count = workers or (usable_cores() if full and not lines.eof else 1)
         if count > 1 and hasattr(os, "fork"):
-            yield from WorkerPool(work, count).run(block, lines, size)
+            yield from WorkerPool(work, count, lost=_lost_maker(engine, options)).run(block, lines, size)
             return
         yield work(block)
 
@@ -382,19 +407,41 @@ def safe_process(engine: Engine, block: list, options: dict) -> bytes:
     return b"".join(safe_records(engine, block, options))
 
 
-def safe_records(engine: Engine, block: list, options: dict) -> list[bytes]:
-    """encoded_records, but an unexpected exception (or running out of memory) redoes the chunk line
-    by line, and a line that still fails becomes an error record: one bad line never costs the others."""
+def safe_records(engine: Engine, block: list, options: dict, *, make=None, error=error_record) -> list:
+    """encoded_records (or ``make``'s records), but an unexpected exception (or running out of memory)
+    redoes the chunk line by line, and a line that still fails becomes ``error(line, message)``: one bad
+    line never costs the others."""
     try:
-        return encoded_records(engine, block, options)
+        return (make or encoded_records)(engine, block, options)
     except (Exception, MemoryError):  # noqa: BLE001 - a bug or a memory shortage must not lose the chunk
         if len(block) == 1:
             number, _ = block[0]
             exc = sys.exc_info()[1]
             if isinstance(exc, CtxembedError):  # e.g. NaN at some stage: a known failure, said plainly
-                return [error_record(number, exc.message)]
+                return [error(number, exc.message)]
             if isinstance(exc, MemoryError):
                 message = "out of memory for this line (try fewer --layers/--heads or --max-tokens)"
-                return [error_record(number, message)]
-            return [error_record(number, f"internal error: {type(exc).__name__}: {exc}")]
-        return [line for item in block for line in safe_records(engine, [item], options)]
+                return [error(number, message)]
+            return [error(number, f"internal error: {type(exc).__name__}: {exc}")]
+        return [line for item in block for line in safe_records(engine, [item], options, make=make, error=error)]
+
+
+def columnar_work(engine: Engine, block: list, options: dict) -> Encoded:
+    """A chunk as the columns of ``options["format"]`` (see :mod:`ctxembed.batch.columnar`)."""
+    from ctxembed.batch.columnar import column_block, error_dict, record_dicts
+
+    records = safe_records(engine, block, options, make=record_dicts, error=error_dict)
+    return column_block(engine, records, options)
+
+
+def _lost_maker(engine: Engine, options: dict):
+    """What a chunk whose worker died twice becomes: its lines as error records, in the run's format."""
+    if options.get("format", "jsonl") == "jsonl":
+        return None
+
+    def lost(block: list, reason: str) -> Encoded:
+        from ctxembed.batch.columnar import column_block, lost_block
+
+        return column_block(engine, lost_block(block, reason), options)
+
+    return lost

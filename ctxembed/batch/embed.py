@@ -38,6 +38,8 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import numpy as np
+
 from ctxembed.batch.driver import line_limit, safe_process, safe_records
 from ctxembed.batch.records import LongLine, chunk_records
 from ctxembed.engine import Engine, open_engine
@@ -71,6 +73,53 @@ def embed_lines(
             yield from chunk_records(engine, block, options)
 
 
+def embed_columns(
+    lines: Iterable[str | bytes],
+    *,
+    start: int = 1,
+    weights: bool = True,
+    with_vectors: bool = False,
+    word: str | None = None,
+    chunk: int = 1024,
+    explorer=None,
+    **keywords: Any,
+) -> Iterator:
+    """:func:`embed_lines` a chunk at a time, as one ``pyarrow.RecordBatch`` per chunk: the columns of
+    ``ctxembed batch --format parquet`` (see :mod:`ctxembed.batch.columnar`), a row per line, in order.
+    Needs pyarrow (``ctxembed[parquet]``)."""
+    from ctxembed.batch.columnar import parquet_batch
+
+    engine, options, blocks = _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word)
+    for block in blocks:
+        yield parquet_batch(_record_dicts(engine, block, options), options, engine)
+
+
+def word_arrays(
+    lines: Iterable[str | bytes], word: str, *, start: int = 1, chunk: int = 1024, explorer=None, **keywords: Any
+) -> dict:
+    """One word's contextual vectors across ``lines``, as NumPy arrays (what ``--format npz`` holds):
+    ``vectors`` (n, d_out) float32, ``line`` (n,) and ``position`` (n,) int64, ``text`` (n,) str, for
+    the n lines that hold ``word`` (its first occurrence; ``bank#2``: its second), in order."""
+    from ctxembed.batch.columnar import word_rows
+
+    engine, options, blocks = _chunks(lines, start, chunk, explorer, keywords, False, False, word)
+    parts = [word_rows(_record_dicts(engine, block, options)) for block in blocks]
+    if not parts:
+        parts = [word_rows([])]
+    dim = max(part["vectors"].shape[1] for part in parts)
+    return {
+        "vectors": np.concatenate([part["vectors"].reshape(-1, dim) for part in parts]),
+        **{name: np.concatenate([part[name] for part in parts]) for name in ("line", "position", "text")},
+    }
+
+
+def _record_dicts(engine: Engine, block: list, options: dict) -> list[dict]:
+    """A chunk's records as dicts (arrays copied out of their groups), bad lines as error records."""
+    from ctxembed.batch.columnar import error_dict, record_dicts
+
+    return safe_records(engine, block, options, make=record_dicts, error=error_dict)
+
+
 def embed_chunks(
     lines: Iterable[str | bytes],
     *,
@@ -101,7 +150,7 @@ def _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word
         raise UsageError(f"chunk must be an integer in [1, 100000], not {chunk!r}")
     engine = explorer.engine if explorer is not None else shared_engine(**keywords)
     engine.lexicon.prepare_bulk()  # bulk lookups for the run, as batch does for big input
-    options = {"with_vectors": with_vectors, "weights": weights, "word": word}
+    options = {"with_vectors": with_vectors, "weights": weights, "word": word, "digits": None, "format": "jsonl"}
     limit = line_limit(engine.max_tokens)  # batch refuses longer lines unread; so does this
 
     def numbered() -> Iterator[tuple[int, bytes | LongLine]]:

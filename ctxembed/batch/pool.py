@@ -41,8 +41,10 @@ class WorkerPool:
     """``count`` forked workers, each applying ``work`` to one chunk at a time (a list of (line number,
     line) pairs in, encoded records out) over pipes; the parent never blocks on a dead one."""
 
-    def __init__(self, work: Callable[[list], Encoded], count: int):
+    def __init__(self, work: Callable[[list], Encoded], count: int, lost: Callable[[list, str], Encoded] | None = None):
         self.work, self.count = work, count
+        # a chunk whose worker died twice -> its lines as error records (default: JSON lines)
+        self.lost = lost or (lambda block, reason: encoded([error_record(number, reason) for number, _ in block]))
         self.workers: list[_Worker] = []
         self.done: dict[int, Encoded] = {}
         self.queue: list[tuple[int, list, int]] = []  # chunks to (re)send: (seq, chunk, attempt)
@@ -168,7 +170,7 @@ class WorkerPool:
             self.queue.insert(0, (seq, block, attempt + 1))
         else:
             reason = f"the worker process died ({_describe_status(status)}) while processing this line's chunk"
-            self.done[seq] = encoded([error_record(number, reason) for number, _ in block])
+            self.done[seq] = self.lost(block, reason)
         self._spawn()
 
     def _retire_idle(self) -> None:

@@ -7,6 +7,7 @@ this module turns one chunk into bytes (parse, tokenise and look up, attention, 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import json
 import math
@@ -14,6 +15,7 @@ import operator
 import os
 from typing import NamedTuple
 
+import numpy as np
 import orjson  # encodes numpy arrays directly, ~10x faster than json
 
 from ctxembed.batch import columns
@@ -259,6 +261,7 @@ def fill_group(records: list[dict], read: list[int], group, options: dict) -> li
         sentences.texts, sentences.tokens, sentences.in_vocab, sentences.attended, sentences.sources_of
     )  # fmt: skip
     indices = [read[i] for i in members]
+    group = _rounded(group, options.get("digits"))
     weights = list(group.weights) if options["weights"] else None  # B views (L, h, T, T), each one block
     for b, (i, index) in enumerate(zip(members, indices, strict=True)):
         record = records[index]
@@ -281,6 +284,21 @@ def fill_group(records: list[dict], read: list[int], group, options: dict) -> li
                 else {"word": word, "position": attended[i][row], "contextual": group.contextual[b, row]}
             )
     return indices
+
+
+def _rounded(group, digits: int | None):
+    """The group with its weights and vectors rounded to ``digits`` decimals (--digits), float32 still:
+    the nearest float32 to each rounded decimal, so its shortest text has at most ``digits`` decimals."""
+    if digits is None:
+        return group
+    return dataclasses.replace(
+        group,
+        **{
+            name: np.round(getattr(group, name), digits)  # same shape, float32
+            for name in ("weights", "static", "contextual")
+            if getattr(group, name) is not None
+        },
+    )
 
 
 def _encode_or_error(record: dict) -> bytes:

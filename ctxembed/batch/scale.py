@@ -83,6 +83,46 @@ def embed_partition(part: Partition, **keywords: Any) -> list[str]:
     return text.split("\n")[:-1]  # every record ends with a newline, and none holds one
 
 
+def parquet_partition(part: Partition, folder: str, number: int, **keywords: Any) -> str:
+    """Write one partition's rows as ``folder/part.NNNNN.parquet`` (the columns of ``ctxembed batch
+    --format parquet``, a row group per chunk); returns the file's path."""
+    import fsspec
+    import pyarrow.parquet as pq  # the parquet extra: this writer only
+
+    from ctxembed.batch.columnar import parquet_metadata
+    from ctxembed.batch.embed import embed_columns, shared_engine
+
+    path = f"{folder.rstrip('/')}/part.{number:05d}.parquet"
+    writer = None
+    with fsspec.open(path, "wb") as stream:
+        for batch in embed_columns(read_partition(part), start=part.first_line, **keywords):
+            if writer is None:
+                engine = shared_engine(**{k: v for k, v in keywords.items() if k not in _RECORD_OPTIONS})
+                options = {k: keywords.get(k, d) for k, d in _RECORD_OPTIONS.items()} | {"digits": None}
+                writer = pq.ParquetWriter(stream, batch.schema.with_metadata(parquet_metadata(engine, options)))
+            writer.write_batch(batch)
+        if writer is not None:
+            writer.close()
+    return path
+
+
+_RECORD_OPTIONS = {"weights": True, "with_vectors": False, "word": None}  # embed_lines' own keywords, and defaults
+
+
+def to_parquet(path: str, folder: str, *, blocksize: int | str = "64MiB", **keywords: Any):
+    """A dask.bag whose computing writes ``folder/part.00000.parquet``, ... one file per partition, in
+    order (``pyarrow.parquet.read_table(folder)`` reads them back as one table, the rows of
+    ``ctxembed batch --format parquet``). Computing it returns the files' paths."""
+    import dask.bag as db
+    import fsspec
+
+    fs, _, (root,) = fsspec.get_fs_token_paths(folder)
+    fs.makedirs(root, exist_ok=True)
+    parts = partitions(path, blocksize)
+    numbered = db.from_sequence(list(enumerate(parts)), npartitions=max(1, len(parts)))
+    return numbered.map(lambda item: parquet_partition(item[1], folder, item[0], **keywords))
+
+
 def embed_file(path: str, *, blocksize: int | str = "64MiB", **keywords: Any):
     """A dask.bag of the file's batch records (JSON lines, str, no newline), in order.
 

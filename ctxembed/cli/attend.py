@@ -9,7 +9,11 @@ import typer
 from ctxembed.cli import app, read_sentence, read_stdin, reports_errors, show
 from ctxembed.cli.options import (
     AttentionReadingOpt,
+    DigitsOpt,
+    FormatOpt,
     JsonOpt,
+    OutOpt,
+    OutputFormat,
     SaveOpt,
     ScaleMaxOpt,
     VectorsOpt,
@@ -26,6 +30,7 @@ from ctxembed.output import emit_json, say, stdout_console
 # needs are imported inside it, or each would cost every command's cold start (measured on top
 # of the CLI and the engine: views.render 55 ms, evaluation.run 44 ms, train.run 32 ms, senses.run
 # 15 ms, vectors.sources and api a few ms each).
+
 
 def sentences_or_stdin(sentences: list[str] | None, what: str) -> list[str]:
     """The sentences given, or with none (or '-') stdin's non-blank lines, stripped."""
@@ -226,9 +231,15 @@ def batch(
     ] = None,
     chunk: Annotated[int, typer.Option("--chunk", min=1, max=100_000, help="Sentences per attention batch.")] = 1024,
     workers: Annotated[int, typer.Option("--workers", min=0, help="Processes (0: one per usable core).")] = 0,
+    output_format: FormatOpt = OutputFormat.jsonl,
+    out: OutOpt = None,
+    digits: DigitsOpt = None,
     explorer=None,
 ) -> None:
-    """One JSON line per input line, in order; bad lines become {"line": k, "error": ...} records."""
+    """One JSON line per input line, in order; bad lines become {"line": k, "error": ...} records.
+
+    --format parquet writes the same records as columns, a row per line; npz and projector one
+    --word's vectors (docs/scale.md shows how to read each)."""
     from ctxembed.batch.driver import run_batch  # ~29 ms, batch only
 
     run_batch(
@@ -239,6 +250,9 @@ def batch(
         word=word,
         chunk=chunk,
         workers=workers,
+        fmt=output_format.value,
+        out=out,
+        digits=digits,
     )
 
 

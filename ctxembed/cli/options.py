@@ -105,6 +105,39 @@ ScaleMaxOpt = Annotated[
     ),
 ]
 
+# Output files of the commands that write data (batch). The formats are batch's: ctxembed.batch.columnar.FORMATS.
+OutputFormat = enum.Enum("OutputFormat", {name: name for name in ("jsonl", "parquet", "npz", "projector")}, type=str)
+FormatOpt = Annotated[
+    OutputFormat,
+    typer.Option(
+        "--format",
+        help="jsonl: a JSON record per line (stdout unless --out); parquet: a row per line (needs "
+        "ctxembed[parquet]); npz: one --word's vectors, lines and positions; projector: TensorBoard's "
+        "vectors.tsv + metadata.tsv for --word, in the --out folder.",
+        case_sensitive=False,
+    ),
+]
+OutOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--out",
+        "-o",
+        help="Write to this file (a folder for projector), made whole at the end: an interrupted run leaves none.",
+        show_default=False,
+    ),
+]
+DigitsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--digits",
+        min=0,
+        max=9,
+        help="Round weights and vectors to N decimals (smaller, faster JSON). Default: every float32 "
+        "exactly, in its shortest form.",
+        show_default=False,
+    ),
+]
+
 
 def draws(command):
     """Give a command that draws on the terminal the --color option (:data:`ColorOpt`); the consoles

@@ -1,0 +1,377 @@
+"""Batch output as columns: Parquet (one row per input line), npz and the TensorBoard Projector pair
+(one row per line that holds ``--word``), beside the JSON Lines records of :mod:`ctxembed.batch.records`.
+
+A worker turns its chunk into the records batch always makes (:func:`ctxembed.batch.records.chunk_records`,
+so the numbers are the JSON records' float32 values), then into columns, and hands the parent those
+columns as bytes: an Arrow IPC stream for Parquet, a NumPy ``.npy`` bundle for npz and the Projector. The
+parent writes them as they arrive, in input order (a Parquet row group per chunk), to a temporary file
+beside ``--out`` that is renamed over it only once the run is complete: a run that is killed or fails
+leaves no file at ``--out``.
+
+Parquet columns (one row per input line, none dropped):
+
+- ``line`` int64; ``id`` the line's JSON ``id`` as JSON text (any JSON value), null when none;
+  ``text``; ``error`` (null for a result row, the reason for a bad line: its other columns are null);
+- ``tokens``, ``sources`` list<string>; ``in_vocab`` list<bool>; ``attended_positions`` list<int32>;
+- ``weights``: the attention weights as ONE flat list<float32> in C order, with ``weights_shape``
+  list<int32> ``[layers, heads, T, T]`` beside it (``np.reshape(row.weights, row.weights_shape)``).
+  Why flat: a chunk's weights go into Arrow as one buffer and one offsets array (the worker builds
+  them with a single ``np.concatenate``), where ``[layer][head][query][key]`` nesting needs three
+  more offset arrays per chunk, and every reader reshapes to an array anyway; see docs/scale.md;
+- with ``--with-vectors``: ``static`` list<fixed_size_list<float32, d>>, ``contextual``
+  list<fixed_size_list<float32, d_out>> (a vector per token);
+- with ``--word``: ``word_position`` int32 and ``word_vector`` fixed_size_list<float32, d_out>
+  (null when the line lacks the word).
+
+The file's key-value metadata ``ctxembed`` holds a JSON document: the schema name, the settings
+(:meth:`Engine.describe`), the vectors (name, dimension, fingerprint) and batch's options.
+pyarrow is imported only here and only for Parquet (the optional extra ``ctxembed[parquet]``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from ctxembed.batch.records import Encoded, chunk_records
+from ctxembed.errors import DataError, UsageError
+
+FORMATS = ("jsonl", "parquet", "npz", "projector")
+PARQUET_SCHEMA = "ctxembed.batch.parquet/1"
+NPZ_SCHEMA = "ctxembed.batch.npz/1"
+_ARRAYS = ("weights", "static", "contextual")
+
+
+def check_format(fmt: str, out: str | None, word: str | None) -> None:
+    """Refuse a format/--out/--word combination before any work is done (a UsageError, exit 2)."""
+    if fmt not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if fmt != "jsonl" and not out:
+        raise UsageError(f"--format {fmt} writes a file: give --out PATH")
+    if fmt in ("npz", "projector") and word is None:
+        raise UsageError(f"--format {fmt} holds one word's vectors across the corpus: give --word W")
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401 - only to say plainly when it is missing
+        except ImportError:
+            raise UsageError("--format parquet needs pyarrow: pip install 'ctxembed[parquet]'") from None
+    if out:
+        folder = Path(out).parent if fmt != "projector" else Path(out)
+        if fmt != "projector" and not folder.is_dir():
+            raise UsageError(f"--out {out}: the folder {folder} does not exist")
+
+
+# ------------------------------------------------------------------------------ worker side
+def _detached(record: dict) -> dict:
+    """The record with its arrays copied out of the group's (so a group is freed once read)."""
+    for name in _ARRAYS:
+        if name in record:
+            record[name] = np.array(record[name])
+    word = record.get("word")
+    if word is not None:
+        record["word"] = {**word, "contextual": np.array(word["contextual"])}
+    return record
+
+
+def record_dicts(engine, chunk: list, options: dict) -> list[dict]:
+    """The chunk's records as dicts, each array a copy of its own (see chunk_records)."""
+    return chunk_records(engine, chunk, options, encode=_detached)
+
+
+def error_dict(number: int, message: str) -> dict:
+    return {"line": number, "error": message}
+
+
+def counts(records: list[dict]) -> tuple[int, int]:
+    """(error records, result records whose word is missing)."""
+    errors = sum("error" in r for r in records)
+    lacking = sum(r.get("word", 0) is None and "error" not in r for r in records)
+    return errors, lacking
+
+
+def column_block(engine, records: list[dict], options: dict) -> Encoded:
+    """A chunk's records -> the bytes a worker hands the parent for ``options["format"]``."""
+    errors, lacking = counts(records)
+    if options["format"] == "parquet":
+        payload = _ipc_bytes(parquet_batch(records, options, engine))
+    else:
+        payload = _npy_bundle(word_rows(records))
+    return Encoded([payload], len(records), errors, lacking)
+
+
+def lost_block(block: list, reason: str) -> list[dict]:
+    return [error_dict(number, reason) for number, _ in block]
+
+
+def word_rows(records: list[dict]) -> dict:
+    """The rows of the records that hold the word: vectors (n, d_out), lines, positions, texts."""
+    found = [r for r in records if r.get("word")]
+    dim = found[0]["word"]["contextual"].shape[0] if found else 0
+    return {
+        "vectors": np.array([r["word"]["contextual"] for r in found], np.float32).reshape(len(found), dim),
+        "line": np.array([r["line"] for r in found], np.int64),
+        "position": np.array([r["word"]["position"] for r in found], np.int64),
+        "text": np.array([r["text"] for r in found], dtype=str),
+    }
+
+
+def _npy_bundle(columns: dict) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **columns)  # plain .npy arrays, no pickle: read back with allow_pickle=False
+    return buffer.getvalue()
+
+
+def _read_bundle(data: bytes) -> dict:
+    with np.load(io.BytesIO(data), allow_pickle=False) as bundle:
+        return {name: bundle[name] for name in bundle.files}
+
+
+# ------------------------------------------------------------------------------ Arrow
+def _schema(engine, options: dict):
+    import pyarrow as pa  # the parquet extra: loaded for --format parquet alone
+
+    fields = [
+        ("line", pa.int64()),
+        ("id", pa.string()),
+        ("text", pa.string()),
+        ("error", pa.string()),
+        ("tokens", pa.list_(pa.string())),
+        ("sources", pa.list_(pa.string())),
+        ("in_vocab", pa.list_(pa.bool_())),
+        ("attended_positions", pa.list_(pa.int32())),
+    ]
+    if options["weights"]:
+        fields += [("weights", pa.list_(pa.float32())), ("weights_shape", pa.list_(pa.int32()))]
+    if options["with_vectors"]:
+        fields += [
+            ("static", pa.list_(pa.list_(pa.float32(), engine.dim))),
+            ("contextual", pa.list_(pa.list_(pa.float32(), engine.out_dim))),
+        ]
+    if options["word"] is not None:
+        fields += [("word_position", pa.int32()), ("word_vector", pa.list_(pa.float32(), engine.out_dim))]
+    return pa.schema(fields)
+
+
+def run_document(engine, options: dict, schema: str) -> dict:
+    """What a file says about the run that wrote it: its schema, settings, vectors and batch options."""
+    from ctxembed.vectors.weights import vectors_record
+
+    return {
+        "schema": schema,
+        "settings": engine.describe(),
+        "vectors": vectors_record(engine.store),
+        "options": {key: options.get(key) for key in ("weights", "with_vectors", "word", "digits")},
+    }
+
+
+def parquet_metadata(engine, options: dict) -> dict[str, str]:
+    """The Parquet file's key-value metadata: ``ctxembed`` -> :func:`run_document` as JSON."""
+    return {"ctxembed": json.dumps(run_document(engine, options, PARQUET_SCHEMA))}
+
+
+def _lists(pa, arrays: list, kind, *, inner: int | None = None):
+    """A list column from per-row arrays (None: a null row): one concatenate, one offsets array.
+    ``inner``: each row is (n, inner), stored as a list of fixed-size lists."""
+    sizes = [0 if a is None else (a.size if inner is None else a.shape[0]) for a in arrays]
+    offsets = np.zeros(len(arrays) + 1, np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    present = [a for a in arrays if a is not None]
+    if present:
+        flat = np.concatenate([np.ravel(a) for a in present]).astype(kind, copy=False)  # (sum n*inner,)
+    else:
+        flat = np.zeros(0, kind)
+    values = pa.array(flat)
+    if inner is not None:
+        values = pa.FixedSizeListArray.from_arrays(values, inner)
+    mask = pa.array([a is None for a in arrays])
+    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=mask)
+
+
+def parquet_batch(records: list[dict], options: dict, engine):
+    """The records of a chunk as one Arrow record batch (one row each, in order)."""
+    import pyarrow as pa  # the parquet extra: loaded for --format parquet alone
+
+    schema = _schema(engine, options)
+    ok = ["error" not in r for r in records]
+
+    def field(name):
+        return [r.get(name) for r in records]
+
+    columns = {
+        "line": pa.array(field("line"), pa.int64()),
+        "id": pa.array([orjson.dumps(r["id"]).decode() if "id" in r else None for r in records], pa.string()),
+        "text": pa.array(field("text"), pa.string()),
+        "error": pa.array(field("error"), pa.string()),
+        "tokens": pa.array(field("tokens"), pa.list_(pa.string())),
+        "sources": pa.array(field("sources"), pa.list_(pa.string())),
+        "in_vocab": pa.array(field("in_vocab"), pa.list_(pa.bool_())),
+        "attended_positions": pa.array(field("attended_positions"), pa.list_(pa.int32())),
+    }
+    if options["weights"]:
+        weights = [r["weights"] if good else None for r, good in zip(records, ok, strict=True)]
+        columns["weights"] = _lists(pa, weights, np.float32)
+        columns["weights_shape"] = pa.array(
+            [None if w is None else list(w.shape) for w in weights], pa.list_(pa.int32())
+        )
+    if options["with_vectors"]:
+        columns["static"] = _lists(pa, [r.get("static") for r in records], np.float32, inner=engine.dim)
+        columns["contextual"] = _lists(pa, [r.get("contextual") for r in records], np.float32, inner=engine.out_dim)
+    if options["word"] is not None:
+        found = [r.get("word") for r in records]
+        columns["word_position"] = pa.array([None if w is None else w["position"] for w in found], pa.int32())
+        vectors = [None if w is None else w["contextual"] for w in found]
+        flat = [v for v in vectors if v is not None]
+        values = pa.array(np.concatenate(flat).astype(np.float32) if flat else np.zeros(0, np.float32))
+        # a null row still takes its d_out slots in a fixed-size list: fill them, then mask the row
+        full = np.zeros((len(vectors), engine.out_dim), np.float32)
+        rows = [i for i, v in enumerate(vectors) if v is not None]
+        if rows:
+            full[rows] = np.asarray(values).reshape(len(rows), engine.out_dim)
+        columns["word_vector"] = pa.FixedSizeListArray.from_arrays(
+            pa.array(full.ravel()), engine.out_dim, mask=pa.array([v is None for v in vectors])
+        )
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+def _ipc_bytes(batch) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+# ------------------------------------------------------------------------------ parent side
+class AtomicFile:
+    """A temporary file beside ``path``, renamed over it by :meth:`commit`; :meth:`abort` removes it."""
+
+    def __init__(self, path: str, suffix: str = ""):
+        self.path = Path(path)
+        folder = self.path.parent
+        try:
+            fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".partial", dir=folder)
+        except OSError as exc:
+            raise DataError(f"cannot write {path}: {exc.strerror}") from None
+        os.close(fd)
+        self.temp = Path(temp)
+
+    def commit(self) -> None:
+        os.replace(self.temp, self.path)
+
+    def abort(self) -> None:
+        try:
+            self.temp.unlink()
+        except OSError:
+            pass
+
+
+class ParquetSink:
+    """Row groups of Arrow IPC blocks, in order, to ``--out`` (atomically)."""
+
+    def __init__(self, path: str, engine, options: dict):
+        import pyarrow.parquet as pq  # the parquet extra: loaded for --format parquet alone
+
+        self.file = AtomicFile(path)
+        schema = _schema(engine, options).with_metadata(parquet_metadata(engine, options))
+        self.writer = pq.ParquetWriter(str(self.file.temp), schema)
+
+    def write(self, parts: list) -> None:
+        import pyarrow as pa
+
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        with pa.ipc.open_stream(data) as reader:
+            for batch in reader:
+                self.writer.write_batch(batch)  # a row group per chunk: memory stays one chunk's
+
+    def close(self, complete: bool) -> None:
+        self.writer.close()
+        self.file.commit() if complete else self.file.abort()
+
+
+class WordSink:
+    """One word's rows, in order: an npz (``vectors``, ``line``, ``position``, ``text``, ``meta``) or
+    the Projector pair (``vectors.tsv``, ``metadata.tsv`` in the ``--out`` folder)."""
+
+    def __init__(self, fmt: str, path: str, engine, options: dict):
+        self.fmt, self.path = fmt, path
+        self.meta = run_document(engine, options, NPZ_SCHEMA)
+        self.columns: list[dict] = []
+        if fmt == "projector":
+            try:
+                Path(path).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise DataError(f"cannot make the folder {path}: {exc.strerror}") from None
+            self.files = [AtomicFile(Path(path) / "vectors.tsv"), AtomicFile(Path(path) / "metadata.tsv")]
+            self.streams = [open(f.temp, "w", encoding="utf-8", newline="\n") for f in self.files]  # noqa: SIM115
+            self.streams[1].write(METADATA_HEADER)
+        else:
+            self.files = [AtomicFile(path)]
+
+    def write(self, parts: list) -> None:
+        columns = _read_bundle(parts[0] if len(parts) == 1 else b"".join(parts))
+        if self.fmt == "projector":
+            vectors, metadata = self.streams
+            vectors.write(vectors_tsv(columns["vectors"]))
+            metadata.write(metadata_tsv(columns["line"], columns["position"], columns["text"]))
+        else:
+            self.columns.append(columns)  # one vector per matching line: the matrix is the output
+
+    def close(self, complete: bool) -> None:
+        if self.fmt == "projector":
+            for stream in self.streams:
+                stream.close()
+        elif complete:
+            joined = {
+                name: np.concatenate([c[name] for c in self.columns]) if self.columns else np.zeros(0)
+                for name in ("vectors", "line", "position", "text")
+            }
+            if not self.columns:
+                joined["vectors"] = np.zeros((0, 0), np.float32)
+                joined["text"] = np.zeros(0, str)
+            with open(self.files[0].temp, "wb") as stream:
+                np.savez(stream, **joined, meta=np.array(json.dumps(self.meta)))
+        for file in self.files:
+            file.commit() if complete else file.abort()
+
+
+def open_sink(fmt: str, path: str, engine, options: dict):
+    return ParquetSink(path, engine, options) if fmt == "parquet" else WordSink(fmt, path, engine, options)
+
+
+# ------------------------------------------------------------------------------ the Projector's TSV
+METADATA_HEADER = "line\tposition\ttext\n"  # more than one column: the Projector wants a header row
+
+
+def tsv_field(value) -> str:
+    """A metadata field as the Projector reads it: no tab or line break inside (each becomes a space)."""
+    return " ".join(str(value).replace("\t", " ").splitlines()) if value is not None else ""
+
+
+def vectors_tsv(vectors: np.ndarray) -> str:
+    """(n, d) vectors as the Projector's vectors.tsv: a row per vector, tab-separated, no header.
+    Each value is the shortest text of its float32, as the JSON records spell it."""
+    rows = (orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].replace(b",", b"\t") for row in vectors)
+    return "".join(row.decode() + "\n" for row in rows)
+
+
+def metadata_tsv(*columns) -> str:
+    return "".join("\t".join(map(tsv_field, row)) + "\n" for row in zip(*columns, strict=True))
+
+
+def write_projector(folder: str | Path, vectors: np.ndarray, header: list[str], rows: list[list]) -> list[Path]:
+    """The Projector pair in ``folder``: vectors.tsv (n rows of d values) and metadata.tsv (a header,
+    then n rows). Returns the two paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / "vectors.tsv", folder / "metadata.tsv"]
+    paths[0].write_text(vectors_tsv(vectors), encoding="utf-8", newline="\n")
+    lines = "\t".join(map(tsv_field, header)) + "\n" + metadata_tsv(*zip(*rows, strict=True)) if rows else ""
+    paths[1].write_text(lines or "\t".join(header) + "\n", encoding="utf-8", newline="\n")
+    return paths

@@ -1,0 +1,160 @@
+"""`ctxembed batch --format parquet|npz|projector --out`: the JSON records' numbers, as columns.
+
+Each file is read back with its own reader (pyarrow, numpy.load, plain text) and compared with the
+JSONL records of the same input, value for value, bad lines included."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests.batch_lines import BAD_KINDS, GOOD
+from tests.cli_helpers import fails, json_lines, succeeds
+from tests.conftest import REPO
+
+pq = pytest.importorskip("pyarrow.parquet")
+CLI = [sys.executable, "-m", "ctxembed"]
+
+
+def brown(count: int) -> list[bytes]:
+    with gzip.open(REPO / "data" / "brown.txt.gz", "rb") as fh:
+        return [next(fh).rstrip(b"\n") for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Brown lines with every known bad kind and good JSON lines (with ids) mixed in."""
+    lines = brown(120)
+    for i, bad in enumerate(list(BAD_KINDS.values()) + GOOD):
+        lines.insert(7 * i + 3, bad)
+    path = tmp_path_factory.mktemp("columnar") / "in.txt"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def jsonl(corpus, *args) -> list[dict]:
+    return json_lines(succeeds("batch", corpus, "--preset", "textbook", *args).stdout)
+
+
+def f32(value) -> np.ndarray:
+    return np.asarray(value, np.float32)  # the JSON text of a float32 reads back to that float32
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_parquet_rows_equal_the_json_records(corpus, tmp_path, workers):
+    out = tmp_path / "out.parquet"
+    args = ("--with-vectors", "--word", "bank", "--chunk", "16", "--workers", workers)
+    succeeds("batch", corpus, "--preset", "textbook", *args, "--format", "parquet", "--out", out)
+    records = jsonl(corpus, *args)
+    table = pq.read_table(out)
+    rows = table.to_pylist()
+    assert len(rows) == len(records) and [r["line"] for r in rows] == [r["line"] for r in records]
+    errors = sum(r["error"] is not None for r in rows)
+    assert errors == sum("error" in r for r in records) >= 10  # bad lines kept as error rows, not dropped
+    for row, record in zip(rows, records, strict=True):
+        assert row["error"] == record.get("error")
+        assert row["id"] == (json.dumps(record["id"], separators=(",", ":")) if "id" in record else None)
+        if "error" in record:
+            assert row["tokens"] is None and row["weights"] is None
+            continue
+        for name in ("text", "tokens", "sources", "in_vocab", "attended_positions"):
+            assert row[name] == record[name], name
+        weights = np.asarray(row["weights"], np.float32).reshape(row["weights_shape"])
+        assert np.array_equal(weights, f32(record["weights"]))
+        assert np.array_equal(f32(row["static"]), f32(record["static"]))
+        assert np.array_equal(f32(row["contextual"]), f32(record["contextual"]))
+        if record["word"] is None:
+            assert row["word_vector"] is None and row["word_position"] is None
+        else:
+            assert row["word_position"] == record["word"]["position"]
+            assert np.array_equal(f32(row["word_vector"]), f32(record["word"]["contextual"]))
+    meta = json.loads(table.schema.metadata[b"ctxembed"])
+    assert meta["schema"] == "ctxembed.batch.parquet/1" and meta["options"]["word"] == "bank"
+    assert len(meta["vectors"]["fingerprint"]) == 16 and meta["settings"]["attention"]
+    assert pq.ParquetFile(out).metadata.num_row_groups > 1  # written as the chunks arrived
+    assert [p.name for p in tmp_path.iterdir()] == ["out.parquet"]  # no temporary file left
+
+
+def test_npz_holds_the_words_vectors_lines_and_positions(corpus, tmp_path):
+    out = tmp_path / "the.npz"
+    succeeds("batch", corpus, "--preset", "textbook", "--no-weights", "--word", "the", "--format", "npz", "--out", out)
+    found = [r for r in jsonl(corpus, "--no-weights", "--word", "the") if r.get("word")]
+    with np.load(out, allow_pickle=False) as npz:
+        assert npz["vectors"].dtype == np.float32 and npz["vectors"].shape == (len(found), 100)
+        assert np.array_equal(npz["vectors"], f32([r["word"]["contextual"] for r in found]))
+        assert npz["line"].tolist() == [r["line"] for r in found]
+        assert npz["position"].tolist() == [r["word"]["position"] for r in found]
+        assert npz["text"].tolist() == [r["text"] for r in found]
+        assert json.loads(str(npz["meta"]))["options"]["word"] == "the"
+
+
+def check_projector_pair(folder, count: int, dim: int, header: list[str]) -> list[list[str]]:
+    """The Embedding Projector's rules: vectors.tsv has no header and d tab-separated numbers a row;
+    metadata.tsv (more than one column) a header, then a row per vector, no tab or newline inside a field."""
+    vectors = (folder / "vectors.tsv").read_text(encoding="utf-8").split("\n")
+    metadata = (folder / "metadata.tsv").read_text(encoding="utf-8").split("\n")
+    assert vectors.pop() == "" and metadata.pop() == ""  # each row ends with a newline
+    assert len(vectors) == count and all(len(row.split("\t")) == dim for row in vectors)
+    assert all(np.isfinite(float(x)) for row in vectors for x in row.split("\t"))
+    assert metadata[0].split("\t") == header and len(metadata) == count + 1
+    assert all(len(row.split("\t")) == len(header) for row in metadata)
+    return [row.split("\t") for row in metadata[1:]]
+
+
+def test_projector_pair_follows_the_format(corpus, tmp_path):
+    folder = tmp_path / "proj"
+    tabbed = tmp_path / "tabbed.txt"
+    tabbed.write_bytes(corpus.read_bytes() + b'{"text": "the\\tbank of the river"}\n')
+    succeeds("batch", tabbed, "--preset", "textbook", "--no-weights", "--word", "bank", "--format", "projector",
+             "--out", folder)  # fmt: skip
+    found = [r for r in jsonl(tabbed, "--no-weights", "--word", "bank") if r.get("word")]
+    rows = check_projector_pair(folder, len(found), 100, ["line", "position", "text"])
+    assert rows[-1][2] == "the bank of the river"  # the tab inside the text became a space
+    values = np.loadtxt(folder / "vectors.tsv", delimiter="\t", dtype=np.float32, ndmin=2)
+    assert np.array_equal(values, f32([r["word"]["contextual"] for r in found]))
+
+
+def test_format_needs_out_and_word(corpus, tmp_path):
+    assert "--out" in fails(2, "batch", corpus, "--format", "parquet")
+    assert "--word" in fails(2, "batch", corpus, "--format", "npz", "--out", tmp_path / "x.npz")
+    assert "folder" in fails(2, "batch", corpus, "--format", "parquet", "--out", tmp_path / "no" / "x.parquet")
+
+
+def test_digits_round_the_json_numbers(corpus):
+    text = succeeds("batch", corpus, "--preset", "textbook", "--digits", "3", "--with-vectors").stdout
+    rounded, exact = json_lines(text), jsonl(corpus, "--with-vectors")
+    weights = re.search(r'"weights":(\[[^a-z]*\]),"static"', text).group(1)
+    numbers = re.findall(r"[-0-9.e]+", weights)
+    assert len(numbers) > 100 and all(re.fullmatch(r"-?\d+(\.\d{1,3})?", n) for n in numbers)  # 3 decimals at most
+    record = next(r for r in rounded if "weights" in r)
+    first = next(r for r in exact if "weights" in r)
+    assert np.allclose(record["weights"], first["weights"], atol=5e-4) and record["weights"] != first["weights"]
+    assert np.allclose(record["contextual"], first["contextual"], atol=5e-4)
+
+
+def test_a_killed_run_leaves_no_file_at_out(tmp_path):
+    source = tmp_path / "big.txt"
+    source.write_bytes(b"\n".join(brown(2000)) * 20 + b"\n")
+    out = tmp_path / "out.parquet"
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        cmd = [*CLI, "batch", str(source), "--preset", "textbook", "--chunk", "64", "--format", "parquet", "--out", out]
+        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, env=env, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not any(p.name.endswith(".partial") for p in tmp_path.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)  # mid-run: row groups written
+        os.killpg(proc.pid, sig)
+        proc.wait(timeout=30)
+        assert proc.returncode != 0 and not out.exists()
+        if sig == signal.SIGTERM:  # a run that can clean up leaves nothing behind
+            assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
