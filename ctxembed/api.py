@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ctxembed.config import DEFAULT_MAX_TOKENS, check_view
+from ctxembed.config import DEFAULT_MAX_TOKENS, check_cost, check_view
 from ctxembed.engine import Contextualized, open_engine
 from ctxembed.errors import CtxembedError, UsageError
 from ctxembed.output import as_json, dumps, say
@@ -89,10 +89,37 @@ def side_by_side(
             missing.append({"model": model, "preset": preset, "reason": exc.message})
             note(f"side-by-side: {model} {preset} left out: {exc.message}")
             continue
-        results = engine.run([engine.prepare(text) for text in texts])
+        prepared = [engine.prepare(text) for text in texts]
+        check_run_cost(engine, [len(p.used) for p in prepared])
+        results = engine.run(prepared)
         record = vectors_record("default" if vectors is None else str(vectors), engine.store)
         entries.append(side_by_side_entry(model, preset, engine, results, word, record))
     return SideBySideResult(side_by_side_document(texts, word, entries, missing))
+
+
+def check_run_cost(engine, lengths: list[int], *, trace: bool = False) -> None:
+    """Refuse, before it starts, a run of ``engine`` over sentences of ``lengths`` words that would pass the
+    cost budget (:class:`ctxembed.config.CostBudget`): its weights (four copies with a trace: scores,
+    masked scores, weights and the mask), projections applied per token and layer outputs kept."""
+    params = getattr(engine, "params", None) or []
+    parameters = sum(
+        array.size
+        for layer in params
+        for array in [layer.W_out, *(a for head in layer.heads or [] for a in vars(head).values())]
+        if array is not None
+    )
+    heads, layers = engine.heads, engine.layers
+    width = max(engine.out_dim, engine.dim)
+    check_cost(
+        lengths,
+        copies=4 if trace else 1,
+        heads=heads,
+        layers=layers,
+        head_size=max(width // heads, 1),
+        width=width,
+        parameters=parameters,
+        kept_layers=layers if trace or getattr(engine, "mix", None) is not None else 1,
+    )
 
 
 class Explorer:
@@ -150,7 +177,9 @@ class Explorer:
         """Attention over several sentences at once; one result per sentence, in order. ``trace`` keeps
         every intermediate step (``result.steps``, what --explain shows)."""
         engine = self.engine
-        return engine.run([engine.prepare(text) for text in sentences], trace=trace)
+        prepared = [engine.prepare(text) for text in sentences]
+        check_run_cost(engine, [len(p.used) for p in prepared], trace=trace)
+        return engine.run(prepared, trace=trace)
 
     def attend(self, text: str, *, trace: bool = False, attention: str = "raw") -> AttendResult:
         """The attention weights of one sentence and its static and contextual vectors (``trace``: keep

@@ -400,4 +400,87 @@ class ReadOptions:
 
 
 DEFAULT_MAX_TOKENS = ReadOptions.max_tokens
-WEIGHTS_BUDGET = 1 << 30  # bytes of attention weights one sentence may keep (layers x heads x T² x 4)
+
+
+# ---------------------------------------------------------------------------------------------- cost budget
+@dataclass(frozen=True)
+class CostBudget:
+    """What one command or one request of ``ctxembed serve`` may cost, checked before anything is allocated:
+    the same limits for the command line, the Python API and the page (docs/robustness.md lists them).
+
+    Within these, a request keeps under about 1 GB and answers in seconds on a laptop core; past them
+    it is refused with the settings to lower.
+    """
+
+    weights: int = 1 << 24  # attention weights kept, summed over sentences: layers x heads x T² (64 MB float32)
+    parameters: int = 1 << 23  # projection numbers: per layer, input x d_out x 3 x heads, plus W_out (64 MB)
+    work: int = 1 << 32  # multiply-adds: tokens x projection numbers + weights x each head's size
+    activations: int = 1 << 25  # numbers of the layer outputs kept: tokens x output width x layers (256 MB)
+    server_cache_files: int = 32  # statistics files one server may add to the cache folder (the oldest go)
+
+
+BUDGET = CostBudget()
+WEIGHTS_BUDGET = BUDGET.weights * 4  # bytes of float32 attention weights one request may keep
+
+
+def projection_numbers(d_in: int, d_out: int, heads: int, layers: int, output_projection: bool) -> int:
+    """Numbers of random projections: each layer's heads map its input (d_in, or heads x d_out after a
+    layer without W_out) to queries, keys and values of d_out; W_out maps heads x d_out back to d_in."""
+    concat = heads * d_out
+    total = 0
+    layer_in = d_in
+    for _ in range(layers):
+        total += layer_in * d_out * 3 * heads + (concat * d_in if output_projection else 0)
+        layer_in = d_in if output_projection else concat
+    return total
+
+
+def check_projections(d_in: int, d_out: int, heads: int, layers: int, output_projection: bool) -> None:
+    """Refuse projections larger than :data:`BUDGET` before drawing them (SettingError naming the settings)."""
+    count = projection_numbers(d_in, d_out, heads, layers, output_projection)
+    if count > BUDGET.parameters:
+        raise SettingError(
+            f"{{d_out}} {d_out} x {{heads}} {heads} x {{layers}} {layers} on {d_in}-dimensional vectors need "
+            f"{count:,} projection numbers, more than the budget's {BUDGET.parameters:,}: lower {{d_out}}, "
+            f"{{heads}} or {{layers}}" + ("" if output_projection else ", or add {output_projection}"),
+            "d_out",
+            "heads",
+            "layers",
+            "output_projection",
+        )
+
+
+def check_cost(
+    lengths: list[int],
+    *,
+    heads: int,
+    layers: int,
+    head_size: int,
+    width: int,
+    parameters: int,
+    kept_layers: int,
+    copies: int = 1,
+) -> None:
+    """Refuse a run over sentences of ``lengths`` tokens that would pass :data:`BUDGET`, before it starts.
+
+    ``head_size``: each head's query size; ``width``: a layer output's size; ``parameters``: projection
+    numbers applied to each token (0 for the identity); ``kept_layers``: layer outputs kept (1, or every
+    layer for a mix or a trace); ``copies``: arrays of the weights' size kept (a trace keeps several).
+    SettingError names the settings to lower."""
+    tokens = sum(lengths)
+    weights = copies * layers * heads * sum(n * n for n in lengths)
+    work = tokens * parameters + weights * max(head_size, 1)
+    activations = tokens * width * kept_layers
+    shape = f"{len(lengths)} sentence(s) of {tokens:,} tokens with {{heads}} {heads} and {{layers}} {layers}"
+    for name, value, limit in (
+        ("attention weights", weights, BUDGET.weights),
+        ("multiply-adds", work, BUDGET.work),
+        ("layer output numbers", activations, BUDGET.activations),
+    ):
+        if value > limit:
+            raise SettingError(
+                f"{shape} need {value:,} {name}, more than the budget's {limit:,}: "
+                "use shorter or fewer sentences, or fewer {heads} or {layers}",
+                "heads",
+                "layers",
+            )

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxembed.config import DEFAULT_MAX_TOKENS, WEIGHTS_BUDGET, ReadOptions
+from ctxembed.config import DEFAULT_MAX_TOKENS, WEIGHTS_BUDGET, ReadOptions, check_projections
 from ctxembed.core.abtt import TopRemoval
 from ctxembed.core.attention import (
     LayerSteps,
@@ -207,8 +207,8 @@ class Engine:
         if not self.fits_weights_budget(len(used)):
             raise DataError(
                 f"a sentence of {len(used)} tokens with {{layers}} {self.layers} and {{heads}} {self.heads} would "
-                f"keep {self.weights_bytes(len(used)) / 2**30:.1f} GB of attention weights; "
-                f"the limit is {WEIGHTS_BUDGET / 2**30:.0f} GB",
+                f"keep {self.weights_bytes(len(used)) / 2**20:,.0f} MB of attention weights; "
+                f"the limit is {WEIGHTS_BUDGET / 2**20:,.0f} MB",
                 "layers",
                 "heads",
             )
@@ -392,6 +392,7 @@ def projection_params(settings: Settings, d_in: int) -> list[LayerParams] | None
             raise SettingError(
                 f"{{heads}} {a.heads} leave no dimensions per head of the {d_in}; give {{d_out}}", "heads", "d_out"
             )
+        check_projections(d_in, d_out, a.heads, a.layers, settings.output_projection)
         try:
             return random_params(d_in, d_out, a, seed=settings.seed, output_projection=settings.output_projection)
         except ValueError as exc:

@@ -23,16 +23,18 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from ctxembed.api import Explorer
-from ctxembed.config import ReadOptions, declarations
+from ctxembed.config import BUDGET, ReadOptions, declarations
 from ctxembed.core.mix import LEARNED, OFF, is_weights
 from ctxembed.errors import UsageError
 from ctxembed.output import say
 from ctxembed.settings import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
+from ctxembed.vectors.cache import cache_dir
 from ctxembed.views import render
 from ctxembed.views.figures import build_figure
 from ctxembed.views.svg import figure_svg
@@ -88,13 +90,20 @@ ENDPOINTS: dict[str, dict[str, Key]] = {
 class Explorers:
     """One :class:`Explorer` per distinct settings, on the vectors chosen at start; the most recently used
     :data:`CACHED_EXPLORERS` are kept. Each comes with a lock: an Engine fills caches on first use, so
-    one request at a time uses it (a request costs about a millisecond; docs/serve.md measures this)."""
+    one request at a time uses it (a request costs about a millisecond; docs/serve.md measures this).
+
+    An explorer is built outside the cache's lock, so a slow one (statistics of many words, large
+    projections within the budget) holds up only the requests that wait for the same settings. The
+    statistics files the builds add to the cache folder are counted: past
+    ``BUDGET.server_cache_files`` the oldest this server wrote is removed, so requests cannot fill a disk."""
 
     def __init__(self, vectors: str | None = None, *, limit: int | None = None, trust: bool = False, size=None):
         self.source = {"vectors": vectors, "limit": limit, "trust": trust}
         self.size = size or CACHED_EXPLORERS
         self._entries: OrderedDict[tuple, tuple[Explorer, threading.Lock]] = OrderedDict()
+        self._building: dict[tuple, threading.Lock] = {}
         self._lock = threading.Lock()
+        self.written: OrderedDict[Path, None] = OrderedDict()  # cache files this server's builds added
         self.default = self.get({})[0]  # bad vectors fail here, before the server starts
 
     def get(self, options: Mapping[str, Any]) -> tuple[Explorer, threading.Lock]:
@@ -102,26 +111,60 @@ class Explorers:
         key = tuple(sorted((name, type(value).__name__, repr(value)) for name, value in options.items()))
         with self._lock:
             entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                return entry
+            building = self._building.setdefault(key, threading.Lock())
+        with building:  # one build per settings; others asking for them wait for it
+            with self._lock:
+                entry = self._entries.get(key)
             if entry is None:
-                options = dict(options)
-                explorer = Explorer(
-                    self.source["vectors"],
-                    options.pop("preset", "default"),
-                    limit=self.source["limit"],
-                    trust=self.source["trust"],
-                    on_note=say,
-                    label=flag,
-                    **options,
-                )
-                entry = self._entries[key] = (explorer, threading.Lock())
+                entry = (self._build(options), threading.Lock())
+            with self._lock:
+                self._entries[key] = entry
+                self._entries.move_to_end(key)
+                self._building.pop(key, None)
                 while len(self._entries) > self.size:
                     self._entries.popitem(last=False)
-            self._entries.move_to_end(key)
             return entry
+
+    def _build(self, options: Mapping[str, Any]) -> Explorer:
+        options = dict(options)
+        before = _cache_files()
+        try:
+            return Explorer(
+                self.source["vectors"],
+                options.pop("preset", "default"),
+                limit=self.source["limit"],
+                trust=self.source["trust"],
+                on_note=say,
+                label=flag,
+                **options,
+            )
+        finally:
+            self._forget_oldest(_cache_files() - before)
+
+    def _forget_oldest(self, added: set[Path]) -> None:
+        with self._lock:
+            for path in sorted(added):
+                self.written[path] = None
+            while len(self.written) > BUDGET.server_cache_files:
+                oldest, _ = self.written.popitem(last=False)
+                oldest.unlink(missing_ok=True)
+
+
+def _cache_files() -> set[Path]:
+    """The statistics files in the cache folder (what a request's settings can add)."""
+    try:
+        return set(cache_dir().glob("stats-*.npz"))
+    except OSError:
+        return set()
 
 
 # ------------------------------------------------------------------------------ bodies
 def _shown(value: Any) -> str:
+    if isinstance(value, (list, dict)):  # its repr could be deep or long
+        return f"a JSON {'list' if isinstance(value, list) else 'object'}"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -148,6 +191,10 @@ def _check_key(name: str, key: Key, value: Any) -> Any:
 
 
 def _check_setting(name: str, value: Any) -> Any:
+    if isinstance(value, (list, dict)):  # a setting is one value: a list or object is no preset or number
+        raise UsageError(f"{name} must be one value (a string, number or true/false), not {_shown(value)}")
+    if name == "preset" and not isinstance(value, str):
+        raise UsageError(f"preset must be a name ({', '.join(PRESET_NAMES)}), not {_shown(value)}")
     if name in FILE_SETTINGS:
         raise UsageError(f"the page cannot name files: {flag(name)} is read only by the command line")
     if name == "mix" and isinstance(value, str):
@@ -183,60 +230,54 @@ def split_body(endpoint: str, body: Any) -> tuple[dict[str, Any], dict[str, Any]
     return own, options
 
 
-def from_query(endpoint: str, query: Mapping[str, list[str]]) -> dict[str, Any]:
-    """A body from URL query parameters (``?sentence=...&heads=2&causal=true``): values take the type of
-    their declaration; ``sentences`` may repeat."""
-    keys = ENDPOINTS[endpoint]
-    body: dict[str, Any] = {}
-    for name, values in query.items():
-        key = keys.get(name)
-        if key is not None and key.kind is list:
-            body[name] = values
-            continue
-        if len(values) > 1:
-            raise UsageError(f"{name} is given {len(values)} times")
-        text = values[0]
-        spec = SETTINGS.get(name) or declarations(ReadOptions).get(name)
-        kind = key.kind if key is not None else spec.kind if spec is not None and spec.choices is None else str
-        body[name] = _typed(name, kind, text)
-    return body
-
-
-def _typed(name: str, kind: type, text: str) -> Any:
-    if kind is bool:
-        if text.lower() in ("true", "1", "on", "yes"):
-            return True
-        if text.lower() in ("false", "0", "off", "no"):
-            return False
-        raise UsageError(f"{name} must be true or false, not {_shown(text)}")
-    if kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            raise UsageError(
-                f"{name} must be {'an integer' if kind is int else 'a number'}, not {_shown(text)}"
-            ) from None
-    return text
-
-
 # ------------------------------------------------------------------------------ documents
 def answer(endpoint: str, body: Any, explorers: Explorers) -> dict:
     """The ``--json`` document of ``endpoint`` (attend, explain, compare, neighbors) for a request body."""
     own, options = split_body(endpoint, body)
-    explorer, lock = explorers.get(options)
-    with lock:
-        if endpoint == "compare":
-            return explorer.compare(own["sentences"], own.get("word")).document()
-        if endpoint == "neighbors":
-            k = own.get("k", 10)
-            include = own.get("include_context", False)
-            return explorer.neighbors(own["sentence"], own["word"], k, include_context=include).document()
-        _check_size(explorer, own["sentence"])
-        if endpoint == "explain":
-            return explorer.explain(own["sentence"], layer=own.get("layer"), head=own.get("head")).document()
-        result = explorer.attend(own["sentence"])
-        result.top, result.with_vectors = own.get("top", 3), own.get("with_vectors", False)
-        return result.document()
+    lane = LIGHT if _light(own, options) else HEAVY
+    with lane:
+        explorer, lock = explorers.get(options)
+        with lock:
+            return _document(endpoint, own, explorer)
+
+
+# Requests run in two lanes, so heavy ones (long texts, many heads and layers, projections) queue among
+# themselves, never in front of the light ones a page sends at each pause in typing.
+HEAVY = threading.BoundedSemaphore(1)
+LIGHT = threading.BoundedSemaphore(4)
+LIGHT_CHARACTERS = 2_000  # characters of text of a light request
+LIGHT_HEADS_LAYERS = 16  # heads x layers of a light request
+
+
+def _light(own: dict[str, Any], options: dict[str, Any]) -> bool:
+    """Whether a request is light whatever its vectors: short text, few heads and layers, the identity
+    projection and the preset's statistics (no new abtt_words to compute)."""
+    texts = own.get("sentences") or [own.get("sentence", "")]
+    preset = PRESETS.get(options.get("preset", "default"))
+    settings = {**(preset.values() if preset is not None else {}), **options}
+    heads, layers = settings.get("heads", 1), settings.get("layers", 1)
+    return (
+        sum(len(t) for t in texts) <= LIGHT_CHARACTERS
+        and all(isinstance(n, int) for n in (heads, layers))
+        and heads * layers <= LIGHT_HEADS_LAYERS
+        and settings.get("projection", "identity") in ("identity", "file")
+        and "abtt_words" not in options
+    )
+
+
+def _document(endpoint: str, own: dict[str, Any], explorer: Explorer) -> dict:
+    if endpoint == "compare":
+        return explorer.compare(own["sentences"], own.get("word")).document()
+    if endpoint == "neighbors":
+        k = own.get("k", 10)
+        include = own.get("include_context", False)
+        return explorer.neighbors(own["sentence"], own["word"], k, include_context=include).document()
+    _check_size(explorer, own["sentence"])
+    if endpoint == "explain":
+        return explorer.explain(own["sentence"], layer=own.get("layer"), head=own.get("head")).document()
+    result = explorer.attend(own["sentence"])
+    result.top, result.with_vectors = own.get("top", 3), own.get("with_vectors", False)
+    return result.document()
 
 
 def _check_size(explorer: Explorer, sentence: str) -> None:

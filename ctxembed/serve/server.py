@@ -19,7 +19,10 @@ import errno
 import ipaddress
 import socket
 import sys
+import threading
+import time
 import webbrowser
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
@@ -29,7 +32,7 @@ import orjson
 
 from ctxembed.errors import CtxembedError, DataError, UsageError
 from ctxembed.output import dumps, say
-from ctxembed.serve.endpoints import ENDPOINTS, MAX_BODY, Explorers, answer, drawing, from_query, registry
+from ctxembed.serve.endpoints import ENDPOINTS, MAX_BODY, Explorers, answer, drawing, registry
 from ctxembed.settings import flag
 
 # path -> (package, file, content type): everything the page loads
@@ -48,6 +51,12 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+MAX_CONNECTIONS = 64  # open connections; a new one past this closes the longest-idle one
+IDLE_TIMEOUT = 15.0  # seconds a connection may wait for its next request line
+HEADER_TIMEOUT = 10.0  # seconds from the request line to the end of its headers and body (a trickle is cut)
+WRITE_TIMEOUT = 30.0  # seconds a client may take to read an answer
+MAX_LOG = 300  # characters of one log line
+MAX_ERROR = 500  # characters of an error's message in its JSON answer
 
 
 def is_loopback(host: str) -> bool:
@@ -61,7 +70,9 @@ def is_loopback(host: str) -> bool:
 
 
 class LiveServer(ThreadingHTTPServer):
-    """A ThreadingHTTPServer holding the explorers and the Host names it answers to."""
+    """A ThreadingHTTPServer holding the explorers and the Host names it answers to, and watching its
+    connections: at most :data:`MAX_CONNECTIONS` (a new one closes the longest-waiting idle one), and
+    each waiting on its client past its deadline is shut (idle, request-line and header timeouts)."""
 
     daemon_threads = True  # Ctrl-C does not wait for open connections
     request_queue_size = 128  # connections waiting to be accepted (socketserver's 5 resets a burst of 20)
@@ -70,6 +81,10 @@ class LiveServer(ThreadingHTTPServer):
     def __init__(self, host: str, port: int, explorers: Explorers):
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.explorers = explorers
+        # connection -> the monotonic time by which its client must have sent what we wait for;
+        # None while the server works on its request
+        self.waiting: dict[socket.socket, float | None] = {}
+        self.waiting_lock = threading.Lock()
         super().__init__((host.strip("[]"), port), Handler)
         self.host = host
         self.port = self.server_address[1]  # the chosen one when port was 0
@@ -81,15 +96,52 @@ class LiveServer(ThreadingHTTPServer):
         else:
             names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
         self.names = names
+        threading.Thread(target=self._reap, name="ctxembed-serve-timeouts", daemon=True).start()
+
+    # ------------------------------------------------------------------ connections
+    def process_request(self, request, client_address) -> None:
+        with self.waiting_lock:
+            if len(self.waiting) >= MAX_CONNECTIONS:
+                idle = [(deadline, c) for c, deadline in self.waiting.items() if deadline is not None]
+                if not idle:  # every connection is being answered: this one waits for none of them
+                    self.shutdown_request(request)
+                    return
+                oldest = min(idle, key=lambda item: item[0])[1]
+                del self.waiting[oldest]  # no longer counted: its thread ends as soon as it wakes
+                _shut(oldest)
+            self.waiting[request] = time.monotonic() + IDLE_TIMEOUT
+        super().process_request(request, client_address)
+
+    def wait_for_client(self, connection, seconds: float | None) -> None:
+        """The client of ``connection`` has ``seconds`` to send what is next (None: the server is working)."""
+        with self.waiting_lock:
+            if connection in self.waiting:
+                self.waiting[connection] = None if seconds is None else time.monotonic() + seconds
+
+    def shutdown_request(self, request) -> None:
+        with self.waiting_lock:
+            self.waiting.pop(request, None)
+        super().shutdown_request(request)
+
+    def _reap(self) -> None:
+        """Shut every connection whose client is late: a trickling or silent client holds no thread."""
+        while True:
+            time.sleep(0.25)
+            now = time.monotonic()
+            with self.waiting_lock:
+                late = [c for c, deadline in self.waiting.items() if deadline is not None and deadline < now]
+                for connection in late:
+                    del self.waiting[connection]
+                    _shut(connection)
 
     def handle_error(self, request, client_address) -> None:
         """A request that failed outside the handler's own answers (socketserver prints a traceback
         here). A client that went away (a closed tab resets its connection; a broken pipe; a silent
         one timed out) is no news: nothing is said. Anything else is one line on stderr."""
         exc = sys.exc_info()[1]
-        if isinstance(exc, (ConnectionError, TimeoutError)):
+        if isinstance(exc, (ConnectionError, TimeoutError, ValueError)):  # ValueError: a shut socket's file
             return
-        say(f"ctxembed serve: a request from {client_address[0]} failed ({type(exc).__name__}: {exc})")
+        _log(f"a request from {client_address[0]} failed ({type(exc).__name__}: {exc})")
 
     def host_allowed(self, header: str | None) -> bool:
         """The Host header names this server: one of its names (any IP literal when it listens beyond
@@ -112,12 +164,25 @@ class LiveServer(ThreadingHTTPServer):
             return False
 
 
+def _shut(connection: socket.socket) -> None:
+    """Wake the thread reading ``connection``: its read ends, and the handler closes it."""
+    try:
+        connection.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
 class Handler(BaseHTTPRequestHandler):
+    """Every answer, the standard library's own errors included, goes through :meth:`_send`: the
+    security headers, one-line JSON for an error, no body for HEAD, and the connection closed when a
+    body was not read (so its bytes are never taken for a next request)."""
+
     server: LiveServer
     server_version = "ctxembed"
     sys_version = ""
     protocol_version = "HTTP/1.1"  # keep-alive: the page sends a request per keystroke pause
-    timeout = 30  # seconds a connection may stay silent: a stalled client does not hold a thread forever
+    default_request_version = "HTTP/1.0"  # a malformed request line still gets a status line
+    timeout = IDLE_TIMEOUT + 5  # the deadlines above end a wait first; this is the socket's own backstop
 
     def setup(self) -> None:
         # Headers and body are two writes: without TCP_NODELAY, Nagle's algorithm holds the body until the
@@ -125,129 +190,164 @@ class Handler(BaseHTTPRequestHandler):
         self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().setup()
 
+    def handle_one_request(self) -> None:
+        self.body_read = False
+        self.server.wait_for_client(self.connection, IDLE_TIMEOUT)
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        self.server.wait_for_client(self.connection, HEADER_TIMEOUT)  # the rest: headers and body
+        if not super().parse_request():
+            return False
+        if len(self.requestline.split()) != 3:  # HTTP/0.9 ("GET /"): no headers, no Host to check
+            self.send_error(400, "an HTTP/1.x request line is needed (method, path, version)")
+            return False
+        return True
+
     # -------------------------------------------------------------------------- routing
     def do_GET(self) -> None:
-        self._handle("GET")
+        self._handle()
 
-    def do_POST(self) -> None:
-        self._handle("POST")
+    do_POST = do_HEAD = do_PUT = do_DELETE = do_OPTIONS = do_PATCH = do_GET
 
-    def do_HEAD(self) -> None:
-        self._send(405, _error("use GET or POST"), close=True)
-
-    def _handle(self, method: str) -> None:
+    def _handle(self) -> None:
         try:
-            status, body, kind = self._route(method)
+            status, body, kind = self._route()
         except _HttpError as exc:
-            status, body, kind = exc.status, _error(exc.message), "application/json"
-            if exc.close:
-                self.close_connection = True
+            self.send_error(exc.status, exc.message, allow=exc.allow)
+            return
         except CtxembedError as exc:
-            status = 400 if isinstance(exc, UsageError) else 422
-            body, kind = _error(exc.render(flag)), "application/json"
+            self.send_error(400 if isinstance(exc, UsageError) else 422, exc.render(flag))
+            return
         except MemoryError:
-            status, body, kind = 507, _error("out of memory (try fewer tokens, heads or layers)"), "application/json"
+            self.send_error(507, "out of memory (try fewer tokens, heads or layers)")
+            return
+        except RecursionError:
+            self.send_error(400, "the request is nested too deeply")
+            return
         except Exception as exc:  # a bug: one line in the log and in the answer; the server goes on
-            line = f"internal error: {type(exc).__name__}: {exc}"
-            say(f"ctxembed serve: {self.command} {self.path[:200]}: {line}")
-            status, body, kind = 500, _error(line), "application/json"
+            self.send_error(500, f"internal error: {type(exc).__name__}: {exc}")
+            return
         self._send(status, body, kind)
-        if status >= 400 and status != 500:
-            reason = orjson.loads(body)["error"] if kind == "application/json" else ""
-            say(f"ctxembed serve: {method} {self.path[:200]} -> {status} {reason[:200]}")
 
-    def _route(self, method: str) -> tuple[int, bytes, str]:
+    def _route(self) -> tuple[int, bytes, str]:
+        method = self.command
         if not self.server.host_allowed(self.headers.get("Host")):
-            raise _HttpError(403, f"Host {self.headers.get('Host')!r} is not this server ({self.server.url})", True)
-        origin = self.headers.get("Origin")
-        if origin is not None and origin.rstrip("/") != "null" and not self._same_origin(origin):
-            raise _HttpError(403, f"requests from {origin!r} are not accepted (only from {self.server.url})")
+            raise _HttpError(403, f"Host {self.headers.get('Host')!r} is not this server ({self.server.url})")
         url = urlsplit(self.path)
         path = url.path
-        if path in ASSETS:
-            if method != "GET":
-                raise _HttpError(405, f"{path}: use GET")
+        endpoint = path.removeprefix("/api/")
+        if path in ASSETS or path == "/api/settings":
+            if method not in ("GET", "HEAD"):
+                raise _HttpError(405, f"{path}: use GET", "GET, HEAD")
+            if path == "/api/settings":
+                return 200, dumps(registry(self.server.explorers)).encode(), "application/json"
             package, name, kind = ASSETS[path]
             return 200, resources.files(package).joinpath("web", name).read_bytes(), kind
-        if path == "/api/settings":
-            return 200, dumps(registry(self.server.explorers)).encode(), "application/json"
-        endpoint = path.removeprefix("/api/")
-        if path.startswith("/api/") and (endpoint in ENDPOINTS or endpoint == "draw"):
-            if method == "POST":
-                body = self._json_body()
-            elif endpoint == "draw":
-                raise _HttpError(405, "/api/draw: POST a document")
-            else:
-                body = from_query(endpoint, parse_qs(url.query, keep_blank_values=True))
-            if endpoint == "draw":
-                query = parse_qs(url.query)
-                kind = query.get("as", ["svg"])[0]
-                width = _int(query.get("width", ["100"])[0], "width")
-                text = drawing(body, kind, width)
-                return 200, text.encode(), "image/svg+xml" if kind == "svg" else "text/html; charset=utf-8"
-            return 200, dumps(answer(endpoint, body, self.server.explorers)).encode(), "application/json"
-        raise _HttpError(404, f"no such page: {path[:100]}")
+        if not (path.startswith("/api/") and (endpoint in ENDPOINTS or endpoint == "draw")):
+            raise _HttpError(404, f"no such page: {path}")
+        if method != "POST":
+            raise _HttpError(405, f"{path} computes: POST a JSON body", "POST")
+        origin = self.headers.get("Origin")
+        if origin is not None and not self._same_origin(origin):
+            raise _HttpError(403, f"requests from {origin!r} are not accepted (only from {self.server.url[:-1]})")
+        kind = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if kind != "application/json":
+            raise _HttpError(415, f"{path}: send Content-Type: application/json, not {kind!r}")
+        body = self._json_body()
+        query = parse_qs(url.query)
+        shown_as = query.get("as", ["svg" if endpoint == "draw" else "json"])[0]
+        width = _int(query.get("width", ["100"])[0], "width")
+        if endpoint != "draw":
+            document = answer(endpoint, body, self.server.explorers)
+            if shown_as == "json":
+                return 200, dumps(document).encode(), "application/json"
+            body = document
+        text = drawing(body, shown_as, width)
+        return 200, text.encode(), "image/svg+xml" if shown_as == "svg" else "text/html; charset=utf-8"
 
     def _same_origin(self, origin: str) -> bool:
         parts = urlsplit(origin)
-        return parts.scheme == "http" and self.server.host_allowed(parts.netloc)
+        return parts.scheme == "http" and not parts.path.strip("/") and self.server.host_allowed(parts.netloc)
 
     def _json_body(self) -> Any:
         if self.headers.get("Transfer-Encoding"):
-            raise _HttpError(411, "send the body with a Content-Length, not chunked", True)
+            raise _HttpError(411, "send the body with a Content-Length, not chunked")
         length = self.headers.get("Content-Length")
         if length is None:
-            raise _HttpError(411, "a POST needs a Content-Length", True)
-        try:
-            size = int(length)
-        except ValueError:
-            raise _HttpError(400, f"Content-Length {length[:40]!r} is not a number", True) from None
-        if size < 0:
-            raise _HttpError(400, f"Content-Length {size} is negative", True)
+            raise _HttpError(411, "a POST needs a Content-Length")
+        if not length.strip().isdigit():
+            raise _HttpError(400, f"Content-Length {length!r} is not a number")
+        size = int(length)
         if size > MAX_BODY:  # not read: the connection closes
-            raise _HttpError(413, f"request body of {size:,} bytes is larger than {MAX_BODY:,} bytes", True)
+            raise _HttpError(413, f"request body of {size:,} bytes is larger than {MAX_BODY:,} bytes")
         data = self.rfile.read(size)
+        self.body_read = True
+        self.server.wait_for_client(self.connection, None)
         if len(data) < size:
-            raise _HttpError(400, f"request body ended after {len(data):,} of {size:,} bytes", True)
+            raise _HttpError(400, f"request body ended after {len(data):,} of {size:,} bytes")
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise UsageError(f"the request body is not JSON: {exc}") from None
 
-    def _send(self, status: int, body: bytes, kind: str = "application/json", *, close: bool = False) -> None:
-        if close:
+    # -------------------------------------------------------------------------- answers
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None, *, allow=None) -> None:
+        """Every error, this server's and the standard library's (400, 414, 431, 501, 505 ...): one line of
+        JSON, logged as one bounded line. The connection closes after it unless the request's body was read."""
+        line = message.strip().splitlines()[0] if message and message.strip() else HTTPStatus(code).phrase
+        request = (getattr(self, "requestline", "") or "")[:MAX_LOG]
+        _log(f"{request} -> {code} {line}")
+        if not self.body_read or code >= 500:
             self.close_connection = True
+        headers = {"Allow": allow} if allow else {}
+        if code == 405 and not allow:
+            headers["Allow"] = "GET, HEAD, POST"
+        self._send(code, orjson.dumps({"error": line[:MAX_ERROR]}), headers=headers)
+
+    def _send(self, status: int, body: bytes, kind: str = "application/json", *, headers=None) -> None:
+        headers_in = getattr(self, "headers", None)
+        announced = headers_in is not None and (
+            headers_in.get("Content-Length", "0").strip() not in ("", "0") or headers_in.get("Transfer-Encoding")
+        )
+        if announced and not self.body_read:
+            self.close_connection = True  # an unread body is never parsed as the next request
+        self.server.wait_for_client(self.connection, WRITE_TIMEOUT)  # a client that does not read is shut
         try:
             self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
-            for name, value in SECURITY_HEADERS.items():
+            for name, value in {**SECURITY_HEADERS, **(headers or {})}.items():
                 self.send_header(name, value)
             if self.close_connection:
                 self.send_header("Connection", "close")
             self.end_headers()
-            self.wfile.write(body)
+            if self.command != "HEAD":
+                self.wfile.write(body)
+            self.wfile.flush()
         except OSError as exc:  # the page went away mid-answer: nothing to tell it
-            if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
+            if exc.errno not in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF, None):
                 raise
             self.close_connection = True
 
     def log_message(self, format: str, *args: Any) -> None:
-        """Answers are not logged one by one (the page asks at every pause in typing); errors are, in _handle."""
+        """Answers are not logged one by one (the page asks at every pause in typing); errors are, in send_error."""
 
     def log_error(self, format: str, *args: Any) -> None:
-        if not format.startswith("Request timed out"):  # an idle keep-alive connection: normal
-            say("ctxembed serve: " + (format % args))
+        """The standard library's own notes (timeouts) say nothing the error line does not."""
 
 
 class _HttpError(Exception):
-    def __init__(self, status: int, message: str, close: bool = False):
+    def __init__(self, status: int, message: str, allow: str | None = None):
         super().__init__(message)
-        self.status, self.message, self.close = status, message, close
+        self.status, self.message, self.allow = status, message, allow
 
 
-def _error(message: str) -> bytes:
-    return orjson.dumps({"error": message.splitlines()[0] if message else "error"})
+def _log(message: str) -> None:
+    """One line on stderr, escaped (:func:`say`) and at most MAX_LOG characters: a request's text cannot
+    forge lines or flood the terminal."""
+    text = message if len(message) <= MAX_LOG else message[: MAX_LOG - 3] + "..."
+    say("ctxembed serve: " + text.replace("\n", "\\n").replace("\r", "\\r"))
 
 
 def _int(text: str, name: str) -> int:

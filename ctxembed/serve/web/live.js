@@ -242,7 +242,9 @@
     live.lastBody = body;
     var started = performance.now();
     $("command-line").textContent = commandLine(view, body);
-    post("/api/" + view, body, signal).then(function (doc) {
+    /* explain comes drawn (the terminal view, as HTML): its steps would be a large document to send back */
+    var path = "/api/" + view + (view === "explain" ? "?as=terminal&width=" + terminalWidth() : "");
+    post(path, body, signal).then(function (doc) {
       if (mine !== sequence) return null;
       var computed = performance.now() - started;
       return draw(view, doc, signal).then(function () {
@@ -288,15 +290,18 @@
       root.appendChild(perToken(doc));
       return Promise.resolve();
     }
-    var as = view === "explain" ? "terminal" : "svg";
+    if (view === "explain") {
+      root.innerHTML = doc;  /* ctxembed's renderer escapes what the sentence holds */
+      return Promise.resolve();
+    }
     var readout = view === "neighbors" ? "hover or click a bar to read its exact value"
       : "hover or click a cell to read its exact value";
-    var width = Math.max(60, Math.floor(root.clientWidth / 7.3));
-    return post("/api/draw?as=" + as + "&width=" + width, doc, signal).then(function (markup) {
-      root.innerHTML = (as === "svg" ? '<div class="readout">' + readout + "</div>" : "") + markup;
-      if (as === "svg") window.ctxembedView(root, doc, {});
+    return post("/api/draw?as=svg&width=" + terminalWidth(), doc, signal).then(function (markup) {
+      root.innerHTML = '<div class="readout">' + readout + "</div>" + markup;
+      window.ctxembedView(root, doc, {});
     });
   }
+  function terminalWidth() { return Math.max(60, Math.floor($("view").clientWidth / 7.3)); }
   /* the CLI's per-token table: what each token attends to most (last layer) and how far context moved it */
   function perToken(doc) {
     var reading = doc.attention, tops = reading ? reading.top_attended : doc.top_attended;
