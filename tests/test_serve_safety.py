@@ -29,15 +29,20 @@ server = test_serve.server  # the fixture: a real server on 127.0.0.1, any free 
 
 @pytest.fixture
 def computed(monkeypatch):
-    """The computations the server starts (calls of endpoints.answer), counted."""
+    """What the server computes (calls of endpoints.answer and of endpoints.drawing), by endpoint."""
     calls = []
-    real = server_module.answer
+    answer, drawing = server_module.answer, server_module.drawing
 
-    def counting(endpoint, body, explorers):
+    def counting_answer(endpoint, body, explorers):
         calls.append(endpoint)
-        return real(endpoint, body, explorers)
+        return answer(endpoint, body, explorers)
 
-    monkeypatch.setattr(server_module, "answer", counting)
+    def counting_drawing(doc, kind, width=100):
+        calls.append("draw")
+        return drawing(doc, kind, width)
+
+    monkeypatch.setattr(server_module, "answer", counting_answer)
+    monkeypatch.setattr(server_module, "drawing", counting_drawing)
     return calls
 
 
