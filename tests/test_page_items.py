@@ -1,0 +1,43 @@
+"""The live page's small things (issue 34's list), in headless Chromium: a preset keeps what the reader
+changed where the presets agree, the command line carries the drawing's --head, an error dims the old
+drawing, a one-token sentence says why its cell is grey, and the per-token table is there."""
+
+from __future__ import annotations
+
+from tests import test_browser, test_serve
+from tests.test_serve_browser import draws, page, settled, type_sentence, wait_until  # noqa: F401 (fixtures)
+
+browser = test_browser.browser
+server = test_serve.server
+
+
+def command(page) -> str:
+    return page.inner_text("#command-line")
+
+
+def test_a_preset_keeps_heads_and_the_command_line_follows_the_head_shown(page):  # noqa: F811
+    type_sentence(page, "the bank raised interest rates")
+    before = draws(page)
+    page.fill("#setting-heads", "2")
+    settled(page, before)
+    before = draws(page)
+    page.select_option("#preset", "textbook")
+    settled(page, before)
+    assert page.input_value("#setting-heads") == "2"
+    assert "--preset textbook --heads 2" in command(page)
+    page.select_option("#view select.head", "1")
+    wait_until(page, "document.getElementById('command-line').textContent.indexOf('--head 1') >= 0")
+
+
+def test_an_error_dims_the_last_drawing_and_says_so(page):  # noqa: F811
+    type_sentence(page, "the bank raised interest rates")
+    page.fill("#setting-heads", "3")  # 100 dimensions do not split into 3 heads
+    wait_until(page, "document.getElementById('view').classList.contains('stale')")
+    assert "last sentence that worked" in page.inner_text("#status")
+
+
+def test_one_token_and_the_per_token_table(page):  # noqa: F811
+    type_sentence(page, "bank")
+    assert "no other token to attend to" in page.inner_text("#view")
+    table = page.inner_text("#view .per-token")
+    assert "attends most to" in table and "every key is masked" in table
