@@ -11,7 +11,7 @@ browser = test_browser.browser
 server = test_serve.server
 
 
-def command(page) -> str:
+def command(page) -> str:  # noqa: F811 (the fixture's name)
     return page.inner_text("#command-line")
 
 
