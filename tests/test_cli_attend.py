@@ -59,6 +59,8 @@ def approx(value: float):
 
 # ------------------------------------------------------------------------------ the tables
 WIDE = {"COLUMNS": "160"}  # a pipe is 80 columns; these tests read tables laid out side by side
+
+
 def test_header_names_the_vectors_and_the_settings():
     summary = run_json("attend", "apple phone", *toy("--preset", "textbook"), "--json")["settings_summary"]
     lines = succeeds("attend", "apple phone", *toy("--preset", "textbook"), env=WIDE).stdout.splitlines()
@@ -267,7 +269,9 @@ def test_with_positions_word_order_changes_the_weights():
 
 # ------------------------------------------------------------------------------ what is shown
 def test_all_heads_shows_the_heads_side_by_side():
-    stdout = succeeds("attend", "apple phone", *toy("--preset", "notes", "--heads", "3", "--all-heads"), env=WIDE).stdout
+    stdout = succeeds(
+        "attend", "apple phone", *toy("--preset", "notes", "--heads", "3", "--all-heads"), env=WIDE
+    ).stdout
     assert "attention weights, layer 0, every head" in stdout
     lines = stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if "every head" in line)
@@ -279,7 +283,9 @@ def test_all_heads_shows_the_heads_side_by_side():
 
 
 def test_head_selects_one_head():
-    stdout = succeeds("attend", "apple phone", *toy("--preset", "notes", "--heads", "3", "--head", "1"), env=WIDE).stdout
+    stdout = succeeds(
+        "attend", "apple phone", *toy("--preset", "notes", "--heads", "3", "--head", "1"), env=WIDE
+    ).stdout
     assert re.findall(r"attention weights, ([^(]+)\(", stdout) == ["layer 0, head 1 "]
     # head 1 sees the second components, apple 2 and phone 5: scores [4, 10] and [10, 25]
     rows = numbers(grid(stdout, "attention weights")[1])
@@ -310,7 +316,9 @@ def test_head_out_of_range_is_a_usage_error():
 def test_max_display_shows_a_window_with_a_note():
     sentence = " ".join(["the river bank was wide"] * 8)
     assert len(sentence.split()) == 40
-    stdout = succeeds("attend", sentence, "--preset", "textbook", "--max-display", "10", "--start", "5", env=WIDE).stdout
+    stdout = succeeds(
+        "attend", sentence, "--preset", "textbook", "--max-display", "10", "--start", "5", env=WIDE
+    ).stdout
     assert "window: tokens #5 to #14 of 40 (rows and columns)" in stdout
     labels = [line.split()[0] for line in stdout.splitlines() if re.match(r"^\s*\d+ [\w#]+ ", line)]
     assert labels[:10] == [str(n) for n in range(5, 15)]

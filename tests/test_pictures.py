@@ -133,8 +133,8 @@ def test_png_masked_cells_are_grey_not_white(documents):
 
 
 def test_every_view_uses_the_one_sequential_scale():
-    from ctxembed.views.png import _colour_map
     from ctxembed.views.palette import heat_colour
+    from ctxembed.views.png import _colour_map
 
     script = (REPO / "ctxembed" / "views" / "web" / "view.js").read_text(encoding="utf-8")
     stops = re.search(r"var stops = (\[\[.*?\]\]);", script)[1]
