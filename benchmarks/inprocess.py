@@ -7,6 +7,7 @@
     python benchmarks/inprocess.py dask-batch CORPUS [--no-weights]    # the same job on a 2-process LocalCluster
     python benchmarks/inprocess.py fast-path CORPUS                    # lines batch prepares without prepare()
     python benchmarks/inprocess.py scaling --preset default --n 8,16,32
+    python benchmarks/inprocess.py neighbors                           # neighbors and attend once the store is open
 
 Times are seconds from time.perf_counter(); memory is in MB (2^20 bytes): ``rss`` the resident
 set now (``anon`` private memory, ``file`` pages of mapped files such as a store), ``peak_rss``
@@ -151,6 +152,29 @@ def coldstart_profile() -> None:
         found[label] = sum(v[3] for k, v in stats.items() if k[0].endswith(file) and k[2] == name)
     total = sum(v[3] for k, v in stats.items() if k[2] == "main" and k[0].endswith("ctxembed/cli/__init__.py"))
     emit({"import ctxembed.cli": imported - start, "main (profiled)": total, "phases": found})
+
+
+NEIGHBOURS_SENTENCE, NEIGHBOURS_WORD = "we walked along the bank to the river bank", "bank#2"
+
+
+def neighbours(runs: int) -> None:
+    """`neighbors`' library call in a fresh process once the store is open: its first call (what one
+    CLI run pays: the cached unit rows mapped and checked), the median of ``runs`` later ones, and
+    `attend`'s call on the same sentence beside them."""
+    import ctxembed
+
+    explorer = ctxembed.Explorer()
+    explorer.attend(NEIGHBOURS_SENTENCE)  # the engine's first-use costs belong to both commands
+
+    def timed(call) -> float:
+        start = time.perf_counter()
+        call()
+        return time.perf_counter() - start
+
+    first = timed(lambda: explorer.neighbors(NEIGHBOURS_SENTENCE, NEIGHBOURS_WORD))
+    later = [timed(lambda: explorer.neighbors(NEIGHBOURS_SENTENCE, NEIGHBOURS_WORD)) for _ in range(runs)]
+    attend = [timed(lambda: explorer.attend(NEIGHBOURS_SENTENCE)) for _ in range(runs)]
+    emit({"first": first, "later": statistics.median(later), "attend": statistics.median(attend)})
 
 
 # ------------------------------------------------------------------------------ batch
@@ -384,6 +408,8 @@ def main() -> None:
     p = sub.add_parser("scaling")
     p.add_argument("--preset", default="default")
     p.add_argument("--n", default="8,16,32,64,128,256,512,1024")
+    p = sub.add_parser("neighbors")
+    p.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     if args.probe == "open-store":
         open_store(args.path, args.similar)
@@ -397,6 +423,8 @@ def main() -> None:
         fast_path(args.corpus)
     elif args.probe == "dask-batch":
         dask_batch(args.corpus, args.workers, not args.no_weights, args.runs)
+    elif args.probe == "neighbors":
+        neighbours(args.runs)
     else:
         scaling(args.preset, [int(n) for n in args.n.split(",")])
 

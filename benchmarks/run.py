@@ -39,7 +39,10 @@ CACHE = make_corpus.CACHE
 PYTHON = sys.executable
 CTXEMBED = str(Path(sys.executable).parent / "ctxembed")
 SENTENCES = ["we sat on the river bank", "I deposited money in the bank"]
-JOBS = ("coldstart", "stores", "batch", "realtext", "bounds", "scaling", "senses", "robustness", "train", "serve")
+JOBS = (
+    "coldstart", "neighbors", "stores", "batch", "realtext", "bounds", "scaling", "senses", "robustness", "train",
+    "serve",
+)  # fmt: skip
 SENSES_WORDS = ["bass", "plant", "bank", "interest", "apple"]
 SENSES_COPIES = 17  # of the 5.97 MB Brown example corpus: 101 MB of text
 BATCH_SENTENCES = 200_000  # throughput: a run of ~3 s, so batch's ~0.2 s start weighs ~7%, as on a real corpus
@@ -357,6 +360,54 @@ def coldstart(repeat: int) -> Report:
             "",
             "",
             None,
+        )
+    )
+    return report
+
+
+# ------------------------------------------------------------------------------ neighbours
+NEIGHBOURS_BUDGET = 0.100  # seconds of compute for one `neighbors` call, the cold start apart
+NEIGHBOURS_VS_ATTEND = 2.0  # the CLI's `neighbors` against `attend`, wall time in the same rounds
+
+
+def neighbours_job(repeat: int) -> Report:
+    """`neighbors` once the store is open (fresh processes, the cached unit rows built by an earlier
+    run), and the whole CLI command beside `attend` on the same sentence, round by round."""
+    report = Report()
+    env = base_env(CACHE / "ctxembed-cache")
+    sentence, word = "we walked along the bank to the river bank", "bank#2"
+    commands = {
+        "neighbors": [CTXEMBED, "neighbors", sentence, "--word", word],
+        "attend": [CTXEMBED, "attend", sentence],
+    }
+    for cmd in commands.values():  # warm-up: bytecode, the unit-row cache, the page cache
+        run_process(cmd, env)
+    probes = [probe(["neighbors"], env) for _ in range(repeat)]
+    walls: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(repeat):  # rounds, so a burst of load hits both alike
+        for name, cmd in commands.items():
+            walls[name].append(run_process(cmd, env).wall)
+    first, later, attend = pick(probes, "first"), pick(probes, "later"), pick(probes, "attend")
+    report.details = {"probes": probes, "wall_seconds": {name: spread(v) for name, v in walls.items()}}
+    report.rows.append(
+        Row(
+            "neighbors compute: first call in a fresh process, store open (unit rows mapped and checked)",
+            secs(first),
+            f"attend's call {secs(attend)}; later neighbors calls {secs(later)}",
+            f"{first['median'] / attend['median']:.0f}× attend",
+            f"≤ {NEIGHBOURS_BUDGET * 1000:.0f} ms",
+            first["median"] <= NEIGHBOURS_BUDGET,
+        )
+    )
+    ratio = statistics.median(walls["neighbors"]) / statistics.median(walls["attend"])
+    report.rows.append(
+        Row(
+            "`ctxembed neighbors SENTENCE --word bank#2` against `attend SENTENCE`, CLI wall",
+            secs(spread(walls["neighbors"])),
+            f"attend {secs(spread(walls['attend']))}",
+            f"{ratio:.2f}× attend",
+            f"≤ {NEIGHBOURS_VS_ATTEND:.0f}× attend",
+            ratio <= NEIGHBOURS_VS_ATTEND,
         )
     )
     return report
@@ -1012,6 +1063,8 @@ def main() -> None:
         t0 = time.perf_counter()
         if job == "coldstart":
             reports[job] = coldstart(args.repeat)
+        elif job == "neighbors":
+            reports[job] = neighbours_job(args.repeat)
         elif job == "stores":
             reports[job] = stores(args.repeat, args.heavy_repeat)
         elif job == "batch":

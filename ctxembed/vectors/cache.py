@@ -1,4 +1,5 @@
-"""The cache folder: converted vector stores and checksummed statistics files, keyed by their source."""
+"""The cache folder: converted vector stores, checksummed statistics files and memory-mapped arrays
+derived from a store (the unit rows neighbour search reads), keyed by their source."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import hashlib
 import json
 import os
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -88,6 +90,63 @@ def load_npz_checked(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]
         else:
             return arrays
     say(f"ctxembed: note: the statistics cache {path} is damaged ({problem}); rebuilding it")
+    try:
+        path.unlink()
+    except OSError:
+        pass
+    return None
+
+
+_MAPPED: dict[Path, np.ndarray] = {}  # arrays this process has mapped and checked, by their cache file
+
+
+def mapped_array(store: VectorStore, kind: str, shape: tuple[int, ...], build: Callable[[], np.ndarray]) -> np.ndarray:
+    """A float32 array derived from ``store`` (``kind`` names it and what it depends on), memory-mapped
+    from the cache folder: built by ``build()`` and written once, then mapped by every later process.
+
+    The file is ``<kind>-<key>-<crc>.npy``: its CRC-32 is in its name and checked when a process first
+    maps it, so a damaged file is removed with one note and built again. A store without a file, or a
+    cache folder that cannot be written (read-only, full), gives the array built in memory."""
+    base = stats_cache_path(store, kind)
+    if base is None:
+        return build()
+    stem = base.name.removesuffix(".npz")
+    for found in sorted(base.parent.glob(f"{stem}-*.npy")):
+        if found in _MAPPED:
+            return _MAPPED[found]
+        array = _checked_npy(found, shape)
+        if array is not None:
+            _MAPPED[found] = array
+            return array
+    array = np.ascontiguousarray(build(), dtype=np.float32)
+    crc = zlib.crc32(memoryview(array).cast("B")) if array.size else 0
+    try:
+        with atomic_file(base.parent / f"{stem}-{crc:08x}.npy") as fh:
+            np.save(fh, array, allow_pickle=False)
+    except OSError:
+        pass  # best effort: the next process builds it again
+    return array
+
+
+def _checked_npy(path: Path, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The array of a file written by :func:`mapped_array`, memory-mapped, or None (removed, with a note)
+    when it is damaged: not an .npy, another shape or dtype, or a CRC-32 other than its name's."""
+    problem = None
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError:
+        return None  # another process replaced it meanwhile
+    except Exception as exc:  # noqa: BLE001 - ValueError, OSError, EOFError...: all mean damaged
+        problem = type(exc).__name__
+    else:
+        expected = path.stem.rsplit("-", 1)[-1]
+        if array.shape != shape or array.dtype != np.float32:
+            problem = f"shape {array.shape} {array.dtype}"
+        elif f"{zlib.crc32(memoryview(array).cast('B')) if array.size else 0:08x}" != expected:
+            problem = "checksum mismatch"
+        else:
+            return array
+    say(f"ctxembed: note: the cache {path} is damaged ({problem}); rebuilding it")
     try:
         path.unlink()
     except OSError:

@@ -1,14 +1,25 @@
 """Nearest vocabulary words of a vector, in the store's own space or after all-but-the-top removal.
 
-Both searches stream the store block by block (never a second copy of the vocabulary).
+A search reads only the rows asked for (the ``among`` most frequent words, or all of them) from a
+matrix of those rows at unit length, in the space searched: built once from the store, a block at a
+time, and kept memory-mapped in the cache folder (:func:`ctxembed.vectors.cache.mapped_array`), so a
+search is one matrix-vector product. A whole vocabulary's matrix would cost more disk than it saves
+time: past ``CACHED_FLOATS`` floats the rows are made block by block for each search instead, by the
+same function, so both ways give the same numbers.
 """
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from ctxembed.core.abtt import TopRemoval
+from ctxembed.vectors.cache import mapped_array
 from ctxembed.vectors.store import VectorStore
+
+CACHED_FLOATS = 16 * 1024 * 1024  # 64 MB of float32: 160,000 rows of 100 dimensions
+_BLOCK_ROWS = 16_384
 
 
 def nearest(
@@ -25,28 +36,49 @@ def nearest(
 
     With ``removal`` the vocabulary is compared after the same all-but-the-top removal the
     attention inputs went through (where contextual vectors live)."""
-    scores = store.cosine_to_all(vector) if removal is None else _removed_cosines(store, vector, removal)  # (N,)
-    if among:
-        scores = np.array(scores)  # (N,) a copy: the store's own array is read-only
-        scores[among:] = -np.inf
-        k = min(k, among)
+    rows = min(among, len(store)) if among else len(store)
+    query = np.asarray(vector, dtype=np.float32)  # (d,)
+    length = np.float32(np.linalg.norm(query))
+    if length > 0:
+        query = query / length  # (d,) unit length: a row's product with it is their cosine
+    if rows * store.dim <= CACHED_FLOATS:
+        scores = unit_rows(store, rows, removal) @ query  # (rows, d) @ (d,) -> (rows,)
+    else:
+        scores = np.empty(rows, dtype=np.float32)  # (rows,)
+        for start in range(0, rows, _BLOCK_ROWS):
+            stop = min(start + _BLOCK_ROWS, rows)
+            scores[start:stop] = _unit_block(store, start, stop, removal) @ query  # (b, d) @ (d,) -> (b,)
     return store.top_words(scores, k, exclude)
 
 
-def _removed_cosines(store: VectorStore, vector: np.ndarray, removal: TopRemoval) -> np.ndarray:
-    """Cosine of ``vector`` (d,) with every (m - mu) P, P = I - U Uᵀ, without projecting each word:
-    (m - mu) P . c = m . Pc - mu . Pc and |(m - mu) P|² = |m - mu|² - |Uᵀ(m - mu)|²."""
-    mu, top = removal.mean.astype(np.float64), removal.top.astype(np.float64)  # (d,), (d, D)
-    direction = removal.remove_top(np.asarray(vector, dtype=np.float64))  # (d,) P c
-    probes = np.column_stack([direction, mu, top]).astype(np.float32)  # (d, 2 + D)
-    mu_top = mu @ top  # (D,)
-    dots = np.empty(len(store), dtype=np.float64)  # (N,)
-    squares = np.empty(len(store), dtype=np.float64)  # (N,)
-    for start, block in store.iter_blocks():
-        stop = start + len(block)
-        products = (block @ probes).astype(np.float64)  # (b, d) x (d, 2 + D) -> (b, 2 + D)
-        dots[start:stop] = products[:, 0] - mu @ direction
-        centred = store.norms[start:stop].astype(np.float64) ** 2 - 2 * products[:, 1] + mu @ mu  # |m - mu|²
-        squares[start:stop] = centred - ((products[:, 2:] - mu_top) ** 2).sum(axis=1)
-    denom = np.sqrt(np.maximum(squares, 0)) * np.linalg.norm(vector)  # (N,)
-    return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 1e-9)  # (N,)
+def unit_rows(store: VectorStore, rows: int, removal: TopRemoval | None) -> np.ndarray:
+    """The first ``rows`` rows of the store at unit length (zero rows stay zero), after ``removal`` when
+    given: (rows, d) float32, memory-mapped from the cache folder once built."""
+    kind = f"unit-{rows}"
+    if removal is not None:
+        digest = hashlib.sha256(np.ascontiguousarray(removal.mean, dtype=np.float64).tobytes())
+        digest.update(np.ascontiguousarray(removal.top, dtype=np.float64).tobytes())
+        kind += f"-abtt-{digest.hexdigest()[:12]}"
+
+    def build() -> np.ndarray:
+        units = np.empty((rows, store.dim), dtype=np.float32)  # (rows, d)
+        for start in range(0, rows, _BLOCK_ROWS):
+            stop = min(start + _BLOCK_ROWS, rows)
+            units[start:stop] = _unit_block(store, start, stop, removal)
+        return units
+
+    return mapped_array(store, kind, (rows, store.dim), build)
+
+
+def _unit_block(store: VectorStore, start: int, stop: int, removal: TopRemoval | None) -> np.ndarray:
+    """Rows start..stop at unit length, (b, d) float32. The store's own rows are divided by their stored
+    norms; removed rows are computed and measured in float64 (a row whose removal leaves almost
+    nothing, length <= 1e-9, becomes zero, as a zero row)."""
+    block = store.rows(np.arange(start, stop))  # (b, d) float32
+    if removal is None:
+        lengths = store.norms[start:stop][:, None]  # (b, 1)
+        return np.divide(block, lengths, out=np.zeros_like(block), where=lengths > 0)  # (b, d)
+    removed = removal(block.astype(np.float64))  # (b, d) (m - mu) P
+    lengths = np.linalg.norm(removed, axis=1, keepdims=True)  # (b, 1)
+    units = np.divide(removed, lengths, out=np.zeros_like(removed), where=lengths > 1e-9)  # (b, d)
+    return units.astype(np.float32)

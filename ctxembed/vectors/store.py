@@ -347,11 +347,12 @@ class VectorStore:
         return self.top_words(self.cosine_to_all(vector), k, exclude)
 
     def top_words(self, scores: np.ndarray, k: int, exclude: Iterable[str] = ()) -> list[tuple[str, float]]:
-        """The k words with the highest ``scores`` (N,), best first, leaving out ``exclude``."""
-        scores = np.array(scores)  # (N,) a copy: excluded words are set to -inf below
-        banned = [row for row in map(self.find, exclude) if row is not None]
+        """The k words with the highest ``scores``, best first, leaving out ``exclude``. ``scores`` (n,)
+        belong to the first n rows (n <= N: a search among the most frequent words)."""
+        scores = np.array(scores)  # (n,) a copy: excluded words are set to -inf below
+        banned = [row for row in map(self.find, exclude) if row is not None and row < len(scores)]
         scores[banned] = -np.inf
-        k = max(0, min(k, len(self) - len(banned)))
+        k = max(0, min(k, len(scores) - len(banned)))
         if k == 0:
             return []
         top = np.argpartition(-scores, k - 1)[:k]  # unordered top k, O(N)
