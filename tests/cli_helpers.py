@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -88,3 +89,35 @@ def table(stdout: str, title: str) -> tuple[list[str], list[list[str]]]:
         elif line.startswith("└"):
             return header, rows
     raise AssertionError(f"no complete table after {title!r}")
+
+
+_MEASURE = """
+import json, resource, subprocess, sys, time
+limit, stdin = int(sys.argv[1]), sys.argv[2]
+def cap():  # should a bound regress, fail with MemoryError rather than take the machine
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+start = time.monotonic()
+with open(stdin, "rb") as source:
+    run = subprocess.run(sys.argv[3:], stdin=source, capture_output=True, preexec_fn=cap)
+seconds = time.monotonic() - start
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+peak, cpu = usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+out, err = (stream.decode("utf-8", "replace") for stream in (run.stdout, run.stderr))
+print(json.dumps([run.returncode, peak, seconds, cpu, out, err]))
+"""
+
+
+def measured(*args, stdin: str | Path = "/dev/null", memory_limit: int = 3 << 30, timeout: float = 120):
+    """Run ``python -m ctxembed ARGS`` in a process of its own: (exit code, peak resident MB, wall
+    seconds, CPU seconds, stdout, stderr). Peak and CPU are the command's alone (its parent starts
+    fresh for it); CPU seconds are steadier than wall seconds on a busy machine."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "ctxembed", *map(str, args)]
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(memory_limit), str(stdin), *command],
+        capture_output=True, text=True, timeout=timeout, env={**os.environ, "CTXEMBED_CACHE_DIR": str(SHARED_CACHE)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return tuple(json.loads(done.stdout))

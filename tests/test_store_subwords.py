@@ -9,7 +9,7 @@ import pytest
 
 from ctxembed.errors import DataError
 from ctxembed.vectors.store import ROW_SOURCE_SECTION, Subwords, VectorStore, quantize_int8, write_store
-from ctxembed.vectors.subwords import ngram_buckets, ngram_buckets_many
+from ctxembed.vectors.subwords import MAX_WORD_CHARS, ngram_buckets, ngram_buckets_many, ngram_counts
 
 WORDS = ["the", "bank", "river", "money"]
 BUCKET, MIN_N, MAX_N = 64, 3, 4
@@ -133,3 +133,26 @@ def test_subword_vectors_equal_the_mean_of_the_ngram_rows_bit_for_bit(tmp_path, 
             continue
         expected = store.subwords.rows(rows).mean(axis=0).astype(np.float32)  # (D,) one word's mean, as before
         assert expected.tobytes() == vector.tobytes() == store.subword_vector(word).tobytes(), word
+
+
+@pytest.mark.parametrize(("min_n", "max_n"), [(3, 6), (1, 1), (1, 3), (2, 4), (5, 5), (0, 2), (4, 3)])
+def test_ngram_counts_from_lengths_equal_the_hashing_counts(min_n, max_n):
+    words = _tricky_words()
+    _, counts = ngram_buckets_many(words, min_n, max_n, 97)
+    assert ngram_counts([len(word) for word in words], min_n, max_n).tolist() == counts.tolist()
+
+
+def test_a_word_past_the_length_cap_is_built_from_its_first_characters(tmp_path):
+    """A 1,000,000-character word read millions of n-gram rows at once (2 GB in batch); past
+    MAX_WORD_CHARS characters the n-grams are those of the word cut there. Shorter words: untouched."""
+    table = _matrix(BUCKET * 50, seed=5)
+    path = write_store(tmp_path / "s.ctxv", WORDS, _matrix(len(WORDS)), subwords=Subwords(table, 3, 6))
+    store = VectorStore.open(path)
+    long = "naïve-" * 2000  # 12,000 characters
+    capped = long[:MAX_WORD_CHARS]
+    assert store.subword_vector(long).tobytes() == store.subword_vector(capped).tobytes()
+    rows = ngram_buckets(capped, 3, 6, BUCKET * 50)  # the cap's word itself is built as fastText builds it
+    assert np.allclose(store.subword_vector(capped), table[rows].mean(axis=0), atol=1e-6)
+    uncapped = table[ngram_buckets(long, 3, 6, BUCKET * 50)].mean(axis=0)
+    assert not np.allclose(store.subword_vector(long), uncapped, atol=1e-3)
+    assert store.can_embed(long) and store.subwords.builds([long, ""]).tolist() == [True, False]  # "<>": no 3-gram

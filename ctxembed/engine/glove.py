@@ -44,7 +44,7 @@ from ctxembed.engine.sentence import (
 from ctxembed.errors import DataError, SettingError
 from ctxembed.output import say
 from ctxembed.settings import SETTINGS, Settings, build_settings, fit_to_vectors
-from ctxembed.vectors.lexicon import Lexicon
+from ctxembed.vectors.lexicon import Lexicon, too_many_tokens
 from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.sources import open_vectors
 from ctxembed.vectors.statistics import statistics
@@ -198,12 +198,8 @@ class Engine:
         if not any(in_vocab):
             shown = " ".join(texts[:8]) + (" ..." if len(texts) > 8 else "")
             raise DataError(f"no token is in the vocabulary: {shown}")
-        if len(used) > self.max_tokens:
-            raise DataError(
-                f"sentence has {len(used)} tokens, more than {{max_tokens}} {self.max_tokens} "
-                f"(attention keeps n^2 weights per head and layer)",
-                "max_tokens",
-            )
+        if len(used) > self.max_tokens:  # (the lexicon refuses these before their vectors are built)
+            raise too_many_tokens(len(used), self.max_tokens)
         if not self.fits_weights_budget(len(used)):
             raise DataError(
                 f"a sentence of {len(used)} tokens with {{layers}} {self.layers} and {{heads}} {self.heads} would "

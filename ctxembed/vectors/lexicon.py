@@ -63,6 +63,14 @@ def resolve_unknown(
     row, in one call. Returns per key the vocabulary word found (None: none) and its row (-1: none),
     and for the keys without a row, in order, their subword vectors (u, d) (zeros for none) and
     whether each has one (u,)."""
+    found, rows = _fallbacks(store, keys)
+    built, has = store.subword_vectors([key for key, row in zip(keys, rows, strict=True) if row < 0])  # (u, d), (u,)
+    return found, rows, built, has
+
+
+def _fallbacks(store: VectorStore, keys: Sequence[str]) -> tuple[list[str | None], list[int]]:
+    """Per key, the vocabulary word it resolves to through the clitic and case fallbacks (None: none)
+    and its row (-1: none); every key they may ask about looked up at once."""
     asked = [form for key in keys for form in (key, key.lower())]
     asked += [fallback for key in asked if (fallback := CLITIC_FALLBACKS.get(key)) is not None]
     answers = dict(zip(asked, store.find_many(asked).tolist(), strict=True))
@@ -74,9 +82,29 @@ def resolve_unknown(
         return -1 if row is None else row
 
     found = [vocabulary_key(key, lambda k: row_of(k) >= 0, cased=not store.lowercase) for key in keys]
-    rows = [-1 if word is None else row_of(word) for word in found]
-    built, has = store.subword_vectors([key for key, row in zip(keys, rows, strict=True) if row < 0])  # (u, d), (u,)
-    return found, rows, built, has
+    return found, [-1 if word is None else row_of(word) for word in found]
+
+
+def entering(store: VectorStore, keys: Sequence[str], *, oov: str) -> int:
+    """How many of these tokens would enter attention, counted without building a vector: with --oov
+    zero all of them, else those with an n-gram (:meth:`Subwords.builds`, from their lengths alone:
+    a row or subwords, they enter) and, of the others, those with a row (as they are, or through a
+    fallback), looked up at once. What :meth:`Lexicon.sentence` counts before each token's work."""
+    if oov == "zero":
+        return len(keys)
+    rest = keys
+    if store.subwords is not None:
+        rest = [key for key, has in zip(keys, store.subwords.builds(keys).tolist(), strict=True) if not has]
+    return len(keys) - sum(row < 0 for row in _fallbacks(store, rest)[1])
+
+
+def too_many_tokens(count: int, max_tokens: int, *, whole: bool = True) -> DataError:
+    """The error of a sentence whose ``count`` tokens would enter attention (at least, when not ``whole``)."""
+    return DataError(
+        f"sentence has {'' if whole else 'over '}{count if whole else max_tokens} tokens, more than "
+        f"{{max_tokens}} {max_tokens} (attention keeps n^2 weights per head and layer)",
+        "max_tokens",
+    )
 
 
 class Resolved(NamedTuple):
@@ -126,8 +154,8 @@ class Lexicon:
         else:
             pieces = token_pieces(text, lowercase=lowercase)
             texts, keys, last = next(pieces, ([], [], True))
-            found = list(map(find, keys))
-            if last and None not in found and 0 < len(found) <= max_tokens:
+            found = list(map(find, keys)) if len(keys) <= max_tokens else None  # else counted first, below
+            if last and found is not None and None not in found and len(found) > 0:
                 # the usual case, without the bookkeeping below: one piece, every token a vocabulary word
                 n = len(found)
                 return Resolved(texts, keys, [True] * n, keys, list(range(n)), found, {}, None)
@@ -135,15 +163,17 @@ class Lexicon:
             pieces = itertools.chain([(texts, keys, last, found)], rest)
         resolved = Resolved([], [], [], [], [], [], {}, tokens)
         for piece_texts, piece_keys, last, found in pieces:
-            rows = list(map(find, piece_keys)) if found is None else found
+            if len(resolved.used) + len(piece_keys) > max_tokens:  # maybe too many: count them before their work
+                count = len(resolved.used) + entering(self.store, piece_keys, oov=self.oov)
+                if count > max_tokens:  # refused before the rest is tokenised, and before any vector is built
+                    raise too_many_tokens(count, max_tokens, whole=last)
+            rows = self._rows_as_they_are(piece_keys) if found is None else found
             self._add_piece(resolved, piece_texts, piece_keys, rows)
-            if len(resolved.used) > max_tokens and not last:  # refused before the rest is tokenised
-                raise DataError(
-                    f"sentence has over {max_tokens} tokens, more than {{max_tokens}} {max_tokens} "
-                    f"(attention keeps n^2 weights per head and layer)",
-                    "max_tokens",
-                )
         return resolved
+
+    def _rows_as_they_are(self, keys: list[str]) -> list[int | None]:
+        """Each key's store row (None: none): a binary search each, or one sorted lookup for many keys."""
+        return [None if row < 0 else row for row in self.store.find_many(keys).tolist()]
 
     def _add_piece(self, resolved: Resolved, texts: list[str], keys: list[str], found: list[int | None]) -> None:
         """The tokens of one piece of a sentence (``found``: their rows as they are), appended."""

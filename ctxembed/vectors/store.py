@@ -48,7 +48,7 @@ import numpy as np
 
 from ctxembed.errors import DataError
 from ctxembed.output import atomic_file
-from ctxembed.vectors.subwords import ngram_buckets_many
+from ctxembed.vectors.subwords import capped, ngram_buckets_many, ngram_counts
 from ctxembed.vectors.vocabulary import Vocabulary
 
 MAGIC = b"CTXEMB\x00\x01"
@@ -85,15 +85,22 @@ class Subwords:
             block *= self.scales[ids][:, None]  # (n, D) * (n, 1)
         return block
 
+    def builds(self, words: Sequence[str]) -> np.ndarray:
+        """(k,) bool: whether :meth:`vectors` builds each word a vector (it has an n-gram), from the
+        words' lengths alone (:func:`ngram_counts`), without hashing them."""
+        lengths = np.fromiter(map(len, capped(words)), np.int64, len(words))  # (k,)
+        return (ngram_counts(lengths, self.min_n, self.max_n) > 0) & (len(self.ngrams) > 0)
+
     def vectors(self, words: Sequence[str], check: Callable[[np.ndarray], None]) -> tuple[np.ndarray, np.ndarray]:
         """(vectors (k, D) float32, zeros for a word with no n-gram; built (k,) bool) of ``words``,
         after ``check`` of the n-gram rows they read (the store's checksums).
 
         Each vector is its word's dequantised n-gram rows' mean, computed as ``rows.mean(axis=0)``
         computes it, in its two steps: the float32 sum over the rows, then the division by their
-        count (an integer). The rows are read for many words at once, a block at a time."""
+        count (an integer). The rows are read for many words at once, a block at a time. A word
+        longer than MAX_WORD_CHARS characters is built from its first ones (:func:`capped`)."""
         vectors = np.zeros((len(words), self.ngrams.shape[1]), np.float32)  # (k, D)
-        ids, counts = ngram_buckets_many(words, self.min_n, self.max_n, self.ngrams.shape[0])  # (G,), (k,)
+        ids, counts = ngram_buckets_many(capped(words), self.min_n, self.max_n, self.ngrams.shape[0])  # (G,), (k,)
         built = counts > 0
         if not len(ids):
             return vectors, built
@@ -253,7 +260,7 @@ class VectorStore:
         """True when :meth:`vector` has an answer: in vocabulary, or built from subwords."""
         if self.find(word) is not None:
             return True
-        return self.subwords is not None and len(self._ngram_rows(word)) > 0
+        return self.subwords is not None and bool(self.subwords.builds([word])[0])
 
     @property
     def dtype(self) -> str:
@@ -306,12 +313,6 @@ class VectorStore:
         (one of :data:`ROW_SOURCES`, from :attr:`row_sources`)."""
         codes = self.row_sources
         return ROW_SOURCES[0 if codes is None else int(codes[row])]
-
-    def _ngram_rows(self, word: str) -> np.ndarray:
-        sub = self.subwords
-        return (
-            ngram_buckets_many([word], sub.min_n, sub.max_n, sub.ngrams.shape[0])[0] if sub else np.zeros(0, np.int64)
-        )
 
     def matrix(self) -> np.ndarray:
         """The whole vocabulary as float32 (N, D). Reads every page: for big stores use blocks."""

@@ -15,6 +15,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+# A word longer than this has its vector built from the n-grams of its first MAX_WORD_CHARS characters,
+# as if it ended there: a 1,000,000-character word would otherwise read millions of n-gram rows (GBs),
+# and no real word comes near it (German compounds, chemical names and URLs stay under a few hundred)
+MAX_WORD_CHARS = 1024
 _FNV_OFFSET = 2166136261
 _FNV_PRIME = 16777619
 
@@ -53,6 +57,24 @@ def ngram_buckets(word: str, min_n: int, max_n: int, bucket: int) -> list[int]:
     if bucket <= 0 or max_n <= 0:
         return []
     return [ft_hash(gram) % bucket for gram in char_ngrams(word, min_n, max_n)]
+
+
+def capped(words: Sequence[str]) -> list[str]:
+    """The words whose n-grams make their vectors: each cut to its first :data:`MAX_WORD_CHARS` characters."""
+    return [word[:MAX_WORD_CHARS] for word in words]
+
+
+def ngram_counts(lengths: np.ndarray, min_n: int, max_n: int) -> np.ndarray:
+    """How many n-grams :func:`ngram_buckets_many` gives words of ``lengths`` (k,) characters, (k,)
+    int64, from the lengths alone: a cheap count for refusing a sentence before its vectors are built.
+
+    ``<word>`` has ``c + 2`` characters: each n-gram length n of ``min_n``..``max_n`` starts at
+    ``c + 3 - n`` of them, except n = 1, whose lone "<" and ">" are skipped (``c`` starts)."""
+    lengths = np.asarray(lengths, np.int64)  # (k,)
+    counts = np.zeros(len(lengths), np.int64)  # (k,)
+    for n in range(max(min_n, 1), max_n + 1):
+        counts += lengths if n == 1 else np.maximum(lengths + 3 - n, 0)
+    return counts
 
 
 def ngram_buckets_many(words: Sequence[str], min_n: int, max_n: int, bucket: int) -> tuple[np.ndarray, np.ndarray]:
