@@ -152,7 +152,8 @@ def attention_reading(
 
 def focus_token(doc: dict, word: str) -> tuple[int, int, int]:
     """(row, occurrence, occurrences) of ``--focus``/``--word``: ``#N`` is the token at position N,
-    ``bank#2`` the second ``bank``, ``bank`` the first (a token's text or vocabulary key, any case)."""
+    ``bank#2`` the second ``bank``, ``bank`` the first (a token's text or vocabulary key, any case).
+    A word the sentence does not hold is a DataError (exit 1), as in every command."""
     positions = list(doc["attended_positions"])
     tokens = doc["tokens"]
     texts = [t["text"] for t in tokens]
@@ -162,12 +163,12 @@ def focus_token(doc: dict, word: str) -> tuple[int, int, int]:
         return found
     name, number = split_word(word)
     if name is None:
-        raise UsageError(f"{word}: no token at position {number} took part in attention")
+        raise DataError(f"{word}: no token at position {number} took part in attention")
     shown = ", ".join(f"{tokens[p]['text']}" for p in positions)
     if number is not None and locate(name, texts, keys, positions) is not None:
         count = locate(name, texts, keys, positions)[2]
-        raise UsageError(f"{word}: {name!r} occurs {counted(count, 'time')} among the tokens ({shown})")
-    raise UsageError(f"{word!r} is not among the tokens ({shown})")
+        raise DataError(f"{word}: {name!r} occurs {counted(count, 'time')} among the tokens ({shown})")
+    raise DataError(f"{word!r} is not among the tokens ({shown})")
 
 
 def focus_row(doc: dict, word: str) -> int:

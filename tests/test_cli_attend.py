@@ -511,5 +511,19 @@ def test_focus_shows_a_row_and_a_column_for_a_long_sentence():
     assert float(first[3].split()[0]) == approx(doc["weights"][0][0][0][9])
 
 
-def test_focus_on_an_unknown_word_is_a_usage_error():
-    assert "--focus 'zebra'" in fails(2, "attend", "the river bank", "--focus", "zebra")
+def test_focus_on_an_unknown_word_is_a_data_error():
+    assert "--focus 'zebra'" in fails(1, "attend", "the river bank", "--focus", "zebra")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("attend", "the river bank", "--focus", "money"),
+        ("attend", "the river bank", "--focus", "bank#2"),
+        ("attend", "the river bank", "--explain", "--focus", "money"),
+        ("neighbors", "the river bank", "--word", "money"),
+        ("compare", "the river bank", "a bank", "--word", "money"),
+    ],
+)
+def test_a_word_not_in_the_sentence_exits_1_in_every_command(args):
+    assert "money" in fails(1, *args) or "bank#2" in fails(1, *args)

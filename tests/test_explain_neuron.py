@@ -44,8 +44,8 @@ def test_terminal_lists_the_terms_that_add_and_take_most():
     assert "25" not in row
 
 
-def test_a_focus_word_not_in_the_sentence_is_a_usage_error():
-    line = fails(2, "attend", "apple is the phone", *TOY_NOTES, "--explain", "--focus", "banana")
+def test_a_focus_word_not_in_the_sentence_is_a_data_error():
+    line = fails(1, "attend", "apple is the phone", *TOY_NOTES, "--explain", "--focus", "banana")
     assert "--focus 'banana' is not among the words of the sentence" in line
 
 

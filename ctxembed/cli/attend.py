@@ -102,7 +102,9 @@ def attend(
         try:
             result = ex.explain(text, layer=layer, head=head, attention=attention, word=focus)
         except DataError as exc:  # the word is not in the sentence: as --focus says it below
-            raise UsageError(f"--focus {exc.message}") from None
+            if focus is None:
+                raise
+            raise DataError(f"--focus {exc.message}") from None
     else:
         result = ex.attend(text, attention=attention)
     result.top, result.with_vectors = top, with_vectors
@@ -112,8 +114,8 @@ def attend(
     if focus is not None:
         try:
             focus_at = focus_token(doc, focus)
-        except UsageError as exc:
-            raise UsageError(f"--focus {exc.message}") from None
+        except DataError as exc:  # a word not in the sentence is data, exit 1, as in every command
+            raise DataError(f"--focus {exc.message}") from None
     save_all(doc, save, layer=layer, head=head, all_heads=all_heads, all_layers=all_layers)
     if json_out:
         emit_json(doc)
