@@ -6,10 +6,19 @@ import numpy as np
 import pytest
 
 from ctxembed.engine import registry
-from tests.cli_helpers import TOY, fails, invoke, run_json, strict_json, succeeds
+from tests.cli_helpers import TOY, fails, invoke, run_json, strict_json
 from tests.test_json_schema import assert_valid
 
 MONEY, RIVER = "I deposited money in the bank", "we sat on the river bank"
+
+
+def side_json(*args) -> dict:
+    """The side-by-side document; on stderr at most the notes of views left out (a model not installed)."""
+    result = invoke("side-by-side", *args, "--json")
+    assert result.exit_code == 0, result.stderr
+    notes = ("side-by-side: ", "converting ", "note: ")  # views left out, foreign vectors, presets fitted to them
+    assert all(line.startswith(notes) for line in result.stderr.splitlines()), result.stderr
+    return strict_json(result.stdout)
 
 
 @pytest.fixture(autouse=True)
@@ -23,22 +32,25 @@ def test_the_views_come_from_the_registry_in_order():
 
 
 def test_each_view_equals_what_attend_and_compare_give_for_its_preset():
-    doc = run_json("side-by-side", MONEY, RIVER, "--word", "bank", "--json")
+    doc = side_json(MONEY, RIVER, "--word", "bank")
     assert_valid(doc, "ctxembed.side-by-side/1")
-    assert [(v["model"], v["preset"]) for v in doc["models"]] == registry.side_by_side_views()
+    shown = [(v["model"], v["preset"]) for v in doc["models"]] + [(v["model"], v["preset"]) for v in doc["missing"]]
+    assert sorted(shown) == sorted(registry.side_by_side_views())
     for view in doc["models"]:
-        attend = run_json("attend", MONEY, "--preset", view["preset"], "--json")
+        attend = run_json("attend", MONEY, "--model", view["model"], "--preset", view["preset"], "--json")
         weights = np.array(attend["weights"])[-1].mean(axis=0)  # the last layer, mean of heads
         np.testing.assert_allclose(view["attention"], weights, rtol=1e-6)
         assert view["word_attention"] == view["attention"][view["row"]]
         assert view["tokens"][view["row"]] == "bank" and view["position"] == 5
-        compare = run_json("compare", MONEY, RIVER, "--word", "bank", "--preset", view["preset"], "--json")
+        compare = run_json(
+            "compare", MONEY, RIVER, "--word", "bank", "--model", view["model"], "--preset", view["preset"], "--json"
+        )
         assert view["across"]["contextual_similarity"] == compare["contextual_similarity"]
         assert view["word_cosines"][view["row"]] == pytest.approx(1.0)
 
 
 def test_the_textbook_and_the_learned_attention_differ():
-    doc = run_json("side-by-side", MONEY, "--word", "bank", "--json")
+    doc = side_json(MONEY, "--word", "bank")
     default, learned = doc["models"][:2]
     assert default["across"] is None  # one sentence: nothing across
     assert not np.allclose(default["word_attention"], learned["word_attention"], atol=0.05)
@@ -64,7 +76,9 @@ def test_a_model_that_cannot_open_is_left_out_with_a_note(monkeypatch):
 
 def test_terminal_and_pictures_show_every_view(tmp_path):
     svg = tmp_path / "side.svg"
-    out = succeeds("side-by-side", MONEY, RIVER, "--word", "bank", "--save", svg).stdout
+    result = invoke("side-by-side", MONEY, RIVER, "--word", "bank", "--save", svg)
+    assert result.exit_code == 0
+    out = result.stdout
     assert "glove · default" in out and "glove · learned" in out
     assert "what 'bank' attends to in S1" in out and "across the sentences" in out
     picture = svg.read_text(encoding="utf-8")
@@ -80,11 +94,8 @@ def test_a_word_not_in_the_sentence_is_one_line_and_exit_1():
 
 
 def test_a_preset_that_cannot_run_on_the_vectors_is_left_out():
-    result = invoke("side-by-side", "apple is the phone", "--word", "phone", "--vectors", TOY, "--json")
-    assert result.exit_code == 0, result.stderr
-    doc = strict_json(result.stdout)
-    assert [(v["model"], v["preset"]) for v in doc["models"]] == [("glove", "default")]
-    assert (
-        doc["missing"][0]["preset"] == "learned" and "trained on 100-dimensional vectors" in doc["missing"][0]["reason"]
-    )
+    doc = side_json("apple is the phone", "--word", "phone", "--vectors", TOY)
+    assert [(v["model"], v["preset"]) for v in doc["models"] if v["model"] == "glove"] == [("glove", "default")]
+    learned = next(v for v in doc["missing"] if v["preset"] == "learned")
+    assert "trained on 100-dimensional vectors" in learned["reason"]
     assert doc["models"][0]["vectors"]["source"] == TOY

@@ -22,13 +22,14 @@ import io
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from ctxembed.api import Explorer
+from ctxembed.api import Explorer, side_by_side
 from ctxembed.config import BUDGET, ReadOptions, declarations
 from ctxembed.core.mix import LEARNED, OFF, is_weights
 from ctxembed.errors import UsageError
@@ -76,6 +77,10 @@ ENDPOINTS: dict[str, dict[str, Key]] = {
     "compare": {
         "sentences": Key(list, True, help=f"Two to {MAX_SENTENCES} sentences."),
         "word": Key(str, help="The word to compare (default: every shared word)."),
+    },
+    "side-by-side": {
+        "sentences": Key(list, True, help=f"One to {MAX_SENTENCES} sentences; the first one's attention is shown."),
+        "word": Key(str, True, help="The word to follow in every model."),
     },
     "neighbors": {
         "sentence": Key(str, True, help="The sentence."),
@@ -232,8 +237,12 @@ def split_body(endpoint: str, body: Any) -> tuple[dict[str, Any], dict[str, Any]
 
 # ------------------------------------------------------------------------------ documents
 def answer(endpoint: str, body: Any, explorers: Explorers) -> dict:
-    """The ``--json`` document of ``endpoint`` (attend, explain, compare, neighbors) for a request body."""
+    """The ``--json`` document of ``endpoint`` (attend, explain, compare, side-by-side, neighbors) for a
+    request body."""
     own, options = split_body(endpoint, body)
+    if endpoint == "side-by-side":
+        with HEAVY:  # every model of the registry: a heavy request
+            return _side_by_side(own, options, explorers)
     lane = LIGHT if _light(own, options) else HEAVY
     with lane:
         explorer, lock = explorers.get(options)
@@ -278,6 +287,23 @@ def _document(endpoint: str, own: dict[str, Any], explorer: Explorer) -> dict:
     result = explorer.attend(own["sentence"])
     result.top, result.with_vectors = own.get("top", 3), own.get("with_vectors", False)
     return result.document()
+
+
+def _side_by_side(own: dict, options: dict, explorers: Explorers) -> dict:
+    """Every view of the model registry on the same sentences (:func:`ctxembed.api.side_by_side`), each
+    view's engine from the cached explorers and used under its lock (taken in the registry's order; the
+    heavy lane runs one side-by-side at a time)."""
+    if options:
+        raise UsageError(f"side-by-side shows each model with its own presets: it takes no {', '.join(options)}")
+    with ExitStack() as held:
+
+        def open_view(model: str, preset: str):
+            explorer, lock = explorers.get({"preset": preset, "model": model})
+            held.enter_context(lock)
+            return explorer.engine
+
+        vectors = explorers.source["vectors"]
+        return side_by_side(own["sentences"], own["word"], vectors=vectors, on_note=say, open_view=open_view).document()
 
 
 def _check_size(explorer: Explorer, sentence: str) -> None:
@@ -379,6 +405,7 @@ _RENDERERS = {
     "ctxembed.attend": "render_attend",
     "ctxembed.compare": "render_compare",
     "ctxembed.neighbors": "render_neighbors",
+    "ctxembed.side-by-side": "render_side_by_side",
 }
 
 

@@ -150,7 +150,7 @@
   }
   function commandLine(view, body) {
     var parts = ["ctxembed", view === "explain" ? "attend" : view];
-    if (view === "compare") body.sentences.forEach(function (s) { parts.push(quote(s)); });
+    if (view === "compare" || view === "side-by-side") body.sentences.forEach(function (s) { parts.push(quote(s)); });
     else parts.push(quote(body.sentence));
     if (view === "explain") {
       parts.push("--explain");
@@ -210,10 +210,11 @@
   }
   function bodyFor(view) {
     var body = {};
-    if (view === "compare") {
+    if (view === "compare" || view === "side-by-side") {
       body.sentences = $("sentences").value.split("\n").map(function (s) { return s.trim(); }).filter(Boolean);
       var word = $("word").value.trim();
       if (word) body.word = word;
+      if (view === "side-by-side") return body;  /* every model with its own presets: no settings */
     } else {
       body.sentence = $("sentence").value;
     }
@@ -362,6 +363,7 @@
     tab = name;
     document.querySelectorAll("#tabs button").forEach(function (b) { b.classList.toggle("on", b.getAttribute("data-tab") === name); });
     document.querySelectorAll(".inputs").forEach(function (box) { box.hidden = !box.classList.contains("for-" + name); });
+    $("settings").hidden = name === "side-by-side";  /* each model shows with its own presets */
     $("view").textContent = "";
     schedule(0);
   }
