@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from tests.cli_helpers import fails, invoke, run_json, succeeds
-from tests.conftest import REPO
+from ctxembed.errors import DataError
+from tests.cli_helpers import fails, invoke, run_json, strict_json, succeeds
+from tests.conftest import FIXTURES, REPO
 
 SUITE = [line.split("\t") for line in (REPO / "data" / "senses.tsv").read_text(encoding="utf-8").splitlines()[1:]]
 
@@ -146,13 +147,49 @@ def test_eval_wsi_bad_files(tmp_path):
     assert "no such file" in fails(1, "eval", "wsi", tmp_path / "none.tsv")
 
 
-def test_eval_wsi_refuses_a_token_that_is_not_the_word(tmp_path):
-    """A word column that disagrees with the token at index would be scored for a word it does not hold."""
-    bad = tmp_path / "bad.tsv"
+def test_eval_wsi_counts_a_token_that_is_not_the_word_and_scores_it(tmp_path):
+    """The index is the user's: a token that is no known form of the word is scored, and counted in one
+    note; a strict reader refuses it with its line."""
+    from ctxembed.senses.wsi import read_wsi
+
+    odd = tmp_path / "odd.tsv"
     good = "bank\triver\t5\twe sat on the river bank\nbank\tmoney\t3\tI paid into banks today\n"
-    bad.write_text(good + "bank\triver\t4\twe sat on the river bank\n", encoding="utf-8")
-    line = fails(1, "eval", "wsi", bad, "-c", "static")
-    assert "line 3: the token at index 4 is 'river', not a form of 'bank'" in line
+    odd.write_text(good + "bank\triver\t4\twe sat on the river bank\n", encoding="utf-8")
+    result = invoke("eval", "wsi", odd, "-c", "static", "--json")
+    assert result.exit_code == 0 and strict_json(result.stdout)["occurrences"] == 3
+    assert result.stderr == f"{odd}: 1 target differs from their word, e.g. line 3 'river' for 'bank' " \
+        "(scored as the token at the index given)\n"  # fmt: skip
+    with pytest.raises(DataError, match="line 3: the token at index 4 is 'river', not a known form of 'bank'"):
+        read_wsi(odd, strict=True)
+
+
+def test_eval_wsi_scores_every_line_of_a_lemmatised_file():
+    """Real sense-annotated corpora give the lemma: 'become' for 'became', 'foot' for 'feet', 'good'
+    for 'better'. The whole file was refused at its first irregular form."""
+    path = FIXTURES / "wsi_lemmatised.tsv"
+    result = invoke("eval", "wsi", path, "-c", "default", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = strict_json(result.stdout)
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith(("#", "word"))]
+    assert doc["occurrences"] == len(lines) == 32 and doc["words"] == 10
+    assert [config["covered"] for config in doc["configs"]] == [32, 32, 32]  # every target got a vector
+    assert result.stderr == f"{path}: 25 targets differ from their word, e.g. line 4 'became' for 'become' " \
+        "(scored as the token at the index given)\n"  # fmt: skip
+
+
+def test_eval_senses_and_eval_wsi_skip_the_same_comments_and_header(tmp_path):
+    rows = ["bank\triver\twe sat on the river bank", "bank\tmoney\tI paid into the bank",
+            "bank\triver\tthe grassy bank of the stream", "bank\tmoney\tthe bank raised its rates"]  # fmt: skip
+    senses = tmp_path / "senses.tsv"
+    senses.write_text("# a comment\n\nword\tsense\tsentence\n" + "\n".join(rows) + "\n# the end\n", encoding="utf-8")
+    assert run_json("eval", "senses", senses, "-c", "static", "--json")["configs"][0]["words"] == 1
+    wsi = tmp_path / "wsi.tsv"
+    lines = [f"{w}\t{s}\t{t.split().index('bank')}\t{t}" for w, s, t in (row.split("\t") for row in rows)]
+    header = "# a comment\n\nword\tsense\tindex\tsentence\n"
+    wsi.write_text(header + "\n".join(lines) + "\n# the end\n", encoding="utf-8")
+    assert run_json("eval", "wsi", wsi, "-c", "static", "--json")["occurrences"] == 4
+    senses.write_text("# a comment\nbank\triver\n", encoding="utf-8")  # line numbers count every line
+    assert "line 2: expected word<TAB>sense<TAB>sentence" in fails(1, "eval", "senses", senses)
 
 
 def test_eval_wsi_refuses_a_10_mb_line_quickly_in_little_memory(tmp_path):

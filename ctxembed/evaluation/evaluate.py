@@ -25,6 +25,7 @@ import numpy as np
 from ctxembed.core.similarity import row_cosines
 from ctxembed.engine import Engine, split_word
 from ctxembed.errors import DataError, UsageError
+from ctxembed.senses.wsi import data_lines
 from ctxembed.settings import PRESETS, Settings, build_settings, ladder
 from ctxembed.vectors.shipped import shipped_path
 from ctxembed.vectors.store import VectorStore
@@ -219,13 +220,16 @@ def read_wic(directory: str | Path) -> list[WicSplit]:
 
 
 def _read_lines(path: Path) -> list[str]:
+    return [line for line in _read_text(path).splitlines() if line.strip()]
+
+
+def _read_text(path: Path) -> str:
     try:
-        text = path.read_bytes().decode("utf-8")
+        return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror})") from None
-    return [line for line in text.splitlines() if line.strip()]
 
 
 def best_threshold(scores: np.ndarray, gold: np.ndarray) -> float:
@@ -401,11 +405,11 @@ def default_senses_path() -> Path:
 
 
 def read_senses(path: Path) -> list[SenseSentence]:
+    """word <TAB> sense <TAB> sentence per line; blank lines, ``#`` comments and a header are skipped
+    as in `eval wsi`'s files (:func:`ctxembed.senses.wsi.data_lines`)."""
     rows = []
-    for number, line in enumerate(_read_lines(path), start=1):
+    for number, line in data_lines(enumerate(_read_text(path).splitlines(), start=1)):
         fields = line.split("\t")
-        if number == 1 and fields[:3] == ["word", "sense", "sentence"]:
-            continue
         if len(fields) != 3:
             raise DataError(f"{path}: line {number}: expected word<TAB>sense<TAB>sentence")
         rows.append(SenseSentence(*fields))

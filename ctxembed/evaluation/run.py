@@ -31,7 +31,7 @@ from ctxembed.evaluation.evaluate import (
 from ctxembed.evaluation.mixfit import fit_document, read_labelled
 from ctxembed.output import check_output_path
 from ctxembed.progress import enabled, steps
-from ctxembed.senses.wsi import contextual_vectors, evaluate_baselines, read_wsi, score_clusters
+from ctxembed.senses.wsi import contextual_vectors, differing, evaluate_baselines, read_wsi, score_clusters
 from ctxembed.settings import SenseOptions, Settings
 from ctxembed.vectors.mixfiles import learned_path, write_mix_file
 from ctxembed.vectors.store import VectorStore
@@ -167,6 +167,8 @@ def wsi(
         raise TypeError(f"unknown clustering option(s): {', '.join(sorted(unknown))}")
     chosen = SenseOptions(**{k: v for k, v in clustering.items() if v is not None})
     items = read_wsi(path)
+    if (message := differing(items)) is not None:
+        note(f"{path}: {message}")
     options = {"k": chosen.k, "k_max": chosen.k_max, "min_share": chosen.min_share, "seed": chosen.sample_seed}
 
     def evaluate(name: str, settings_: Settings | None) -> dict:

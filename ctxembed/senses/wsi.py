@@ -1,10 +1,15 @@
 """Word-sense induction scored against sense labels: the clusters `ctxembed senses` would find,
 compared with human senses, word by word. No printing.
 
-File format (UTF-8, tab-separated, one occurrence per line; a first line starting with ``word``
-or any line starting with ``#`` is skipped)::
+File format (UTF-8, tab-separated, one occurrence per line; blank lines, lines starting with ``#``
+and a header, a first line whose first field is ``word``, are skipped: :func:`data_lines`, the rule
+of `eval senses` too)::
 
     word <TAB> sense label <TAB> token index (from 0) <TAB> space-tokenised sentence
+
+The index is the user's: the token there is scored, whatever it is. Real sense-annotated corpora
+are lemmatised (``become`` for "became", ``foot`` for "ft"), so a token that is neither the word nor
+one of its known forms is counted (:attr:`LabelledOccurrence.differs`), never refused.
 
 Per word, the occurrences' vectors are clustered exactly as `senses` clusters them (same k
 choice), then scored with the adjusted Rand index, V-measure and pair accuracy (the share of
@@ -15,6 +20,7 @@ sense) and ``bag-of-words`` (the mean of the other words' static vectors, cluste
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,33 +42,37 @@ class LabelledOccurrence:
     sense: str
     index: int
     words: list[str]
+    line: int = 0  # its line in the file
+    differs: bool = False  # the token at index is neither the word nor one of its known forms
+
+
+def data_lines(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """The (number, line) pairs that hold data: without blank lines, ``#`` comments, and a header
+    (the first other line, when its first field is ``word``). The rule of every sense-labelled file."""
+    first = True
+    for number, line in lines:
+        if not line.strip() or line.startswith("#"):
+            continue
+        if first and line.split("\t")[0].strip() == "word":
+            first = False
+            continue
+        first = False
+        yield number, line
 
 
 MAX_WSI_LINE_BYTES = 1 << 16  # a labelled sentence, not a document: a longer line is refused unread
 
 
-def read_wsi(path: str | Path) -> list[LabelledOccurrence]:
+def read_wsi(path: str | Path, *, strict: bool = False) -> list[LabelledOccurrence]:
     """The labelled occurrences of a TSV file (format in the module doc). Read line by line, each line
-    bounded, so a 10 MB line costs nothing; the token at ``index`` must be a form of ``word`` (the
-    word itself or one of its inflections), or the line is refused: it would be scored for a word it
-    does not hold."""
+    bounded, so a 10 MB line costs nothing. A token at ``index`` that is not a known form of ``word``
+    is marked ``differs`` (see :func:`differing`), or refused with its line when ``strict``."""
     path = Path(path)
     items = []
     try:
         with open_file(path, "a sense-labelled TSV file") as fh:
-            for number, raw in enumerate(iter(lambda: fh.readline(MAX_WSI_LINE_BYTES + 1), b""), start=1):
-                if len(raw) > MAX_WSI_LINE_BYTES:
-                    raise DataError(
-                        f"{path}: line {number}: longer than {MAX_WSI_LINE_BYTES:,} bytes; a line holds one "
-                        "labelled sentence"
-                    )
-                try:
-                    line = raw.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as exc:
-                    raise DataError(f"{path}: line {number}: not valid UTF-8 (byte {exc.start})") from None
-                item = _parse_line(path, number, line, inflections)
-                if item is not None:
-                    items.append(item)
+            for number, line in data_lines(_bounded_lines(path, fh)):
+                items.append(_parse_line(path, number, line, strict=strict))
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror})") from None
     if not items:
@@ -70,9 +80,34 @@ def read_wsi(path: str | Path) -> list[LabelledOccurrence]:
     return items
 
 
-def _parse_line(path: Path, number: int, line: str, inflections) -> LabelledOccurrence | None:
-    if not line.strip() or line.startswith("#") or (number == 1 and line.split("\t")[0].strip() == "word"):
+def differing(items: list[LabelledOccurrence]) -> str | None:
+    """One line on the targets that differ from their word (lemmatised files), or None when none do:
+    "7 targets differ from their word, e.g. line 400 'became' for 'become'"."""
+    odd = [item for item in items if item.differs]
+    if not odd:
         return None
+    first = odd[0]
+    return (
+        f"{len(odd):,} target{'s' if len(odd) > 1 else ''} differ{'' if len(odd) > 1 else 's'} from their word, "
+        f"e.g. line {first.line} {first.words[first.index]!r} for {first.word!r} (scored as the token at the "
+        "index given)"
+    )
+
+
+def _bounded_lines(path: Path, fh) -> Iterator[tuple[int, str]]:
+    """(number, text) of every line, each refused past MAX_WSI_LINE_BYTES without being read whole."""
+    for number, raw in enumerate(iter(lambda: fh.readline(MAX_WSI_LINE_BYTES + 1), b""), start=1):
+        if len(raw) > MAX_WSI_LINE_BYTES:
+            raise DataError(
+                f"{path}: line {number}: longer than {MAX_WSI_LINE_BYTES:,} bytes; a line holds one labelled sentence"
+            )
+        try:
+            yield number, raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: line {number}: not valid UTF-8 (byte {exc.start})") from None
+
+
+def _parse_line(path: Path, number: int, line: str, *, strict: bool) -> LabelledOccurrence:
     fields = line.split("\t")
     if len(fields) != 4:
         raise DataError(
@@ -89,12 +124,13 @@ def _parse_line(path: Path, number: int, line: str, inflections) -> LabelledOccu
     if not word or not sense:
         raise DataError(f"{path}: line {number}: empty word or sense")
     token = words[position]
-    if token.lower() != word.lower() and token.lower() not in inflections(word):
+    differs = token.lower() != word.lower() and token.lower() not in inflections(word)
+    if differs and strict:
         raise DataError(
-            f"{path}: line {number}: the token at index {position} is {token!r}, not a form of {word!r} "
+            f"{path}: line {number}: the token at index {position} is {token!r}, not a known form of {word!r} "
             "(indices count space-separated tokens from 0)"
         )
-    return LabelledOccurrence(word, sense, position, words)
+    return LabelledOccurrence(word, sense, position, words, number, differs)
 
 
 def _by_word(items: list[LabelledOccurrence]) -> dict[str, list[int]]:
