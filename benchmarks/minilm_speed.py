@@ -1,0 +1,90 @@
+"""Sentences per CPU-second of all-MiniLM-L6-v2 on the first N Brown lines, one thread, attention kept.
+
+usage: minilm_speed.py numpy|torch [N]    (prints one JSON line; the model must be installed)
+
+Both sides get the same piece ids (ctxembed's WordPiece, equal to Hugging Face's), sorted by length
+and padded in batches of 32, and return every hidden state and every attention matrix: the NumPy
+encoder (ctxembed.core.encoder) against transformers' BertModel in eager mode (torch's SDPA returns
+no attention weights). Tokenising is outside the timed part.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+BATCH = 32
+
+
+def batches(lines: list[str], vocab) -> list[tuple[np.ndarray, np.ndarray]]:
+    pieces = [[vocab.cls_id, *(p.id for p in vocab.encode(line)), vocab.sep_id][:512] for line in lines]
+    order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
+    out = []
+    for start in range(0, len(order), BATCH):
+        chunk = [pieces[i] for i in order[start : start + BATCH]]
+        T = max(map(len, chunk))
+        ids = np.zeros((len(chunk), T), np.int64)  # (B, T)
+        real = np.zeros((len(chunk), T), bool)  # (B, T)
+        for row, p in enumerate(chunk):
+            ids[row, : len(p)], real[row, : len(p)] = p, True
+        out.append((ids, real))
+    return out
+
+
+def main(engine: str, n: int) -> None:
+    from threadpoolctl import threadpool_limits
+
+    from ctxembed.vectors.models import model_path
+    from ctxembed.vectors.wordpiece import WordPiece
+
+    folder = model_path("minilm")
+    with gzip.open(REPO / "data" / "brown.txt.gz", "rt", encoding="utf-8") as f:
+        lines = [next(f).rstrip("\n") for _ in range(n)]
+    groups = batches(lines, WordPiece.from_file(folder / "vocab.txt"))
+    if engine == "numpy":
+        from ctxembed.core.encoder import EncoderConfig, EncoderWeights, encode
+        from ctxembed.vectors import safetensors
+
+        threadpool_limits(1)
+        config = EncoderConfig.from_json(json.loads((folder / "config.json").read_text()))
+        weights = EncoderWeights.from_tensors(config, safetensors.load(folder / "model.safetensors"))
+
+        def run(ids, real):
+            return encode(weights, ids, real)
+    else:
+        import torch
+        from transformers import BertModel
+
+        torch.set_num_threads(1)
+        model = BertModel.from_pretrained(folder, attn_implementation="eager", add_pooling_layer=False).eval()
+
+        def run(ids, real):
+            with torch.inference_mode():
+                return model(
+                    input_ids=torch.from_numpy(ids),
+                    attention_mask=torch.from_numpy(real.astype(np.int64)),
+                    output_hidden_states=True,
+                    output_attentions=True,
+                )
+
+    run(*groups[0])  # warm-up
+    cpu, wall = time.process_time(), time.perf_counter()
+    for ids, real in groups:
+        run(ids, real)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    pieces = int(sum(real.sum() for _, real in groups))
+    print(
+        json.dumps(
+            {"engine": engine, "lines": n, "pieces": pieces, "cpu_s": cpu, "wall_s": wall, "sent_per_cpu_s": n / cpu}
+        )
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 2000)
