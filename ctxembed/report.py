@@ -217,7 +217,8 @@ def locate_word(result: Contextualized, word: str, where: str, *, listing: bool 
 def compare_document(results: list[Contextualized], word: str | None, settings: Settings, vectors: dict) -> dict:
     """A word's static and contextual cosines across sentences. ``word`` may name an occurrence
     (``bank#2``) or a position (``#8``), the same in every sentence; without it, every shared word
-    (its first occurrence)."""
+    (its first occurrence), and the top level's ``word`` and matrices are None: ``summary`` gives each
+    word's mean cosine over the sentence pairs, ``words`` its matrices."""
     sentences = [r.prepared.text for r in results]
     shared = shared_words(results)
     if word is not None:
@@ -250,17 +251,28 @@ def compare_document(results: list[Contextualized], word: str | None, settings: 
                 "contextual_similarity": cosine_matrix(contextual.astype(np.float64)),
             }
         )
-    first = entries[0]
+    # the top level speaks of one word only when one was asked for; every shared word is in "words"
+    given = entries[0] if word is not None else None
+    pairs = np.triu_indices(len(results), k=1)  # each pair of sentences once
     return {
-        "schema": "ctxembed.compare/2",
+        "schema": "ctxembed.compare/3",
         "vectors": vectors,
         "settings": settings.as_dict(),
         "settings_summary": settings.summary(),
         "sentences": sentences,
         "skipped": [skipped_records(r) for r in results],
-        "word": first["word"],
-        "static_similarity": first["static_similarity"],
-        "contextual_similarity": first["contextual_similarity"],
+        "word": given and given["word"],
+        "static_similarity": given and given["static_similarity"],
+        "contextual_similarity": given and given["contextual_similarity"],
+        "summary": [
+            {
+                "word": entry["word"],
+                "static_mean": float(np.mean(entry["static_similarity"][pairs])),
+                "contextual_mean": float(np.mean(entry["contextual_similarity"][pairs])),
+                "contextual_lowest": float(np.min(entry["contextual_similarity"][pairs])),
+            }
+            for entry in entries
+        ],
         "words": entries,
     }
 

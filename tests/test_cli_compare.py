@@ -84,14 +84,18 @@ def test_without_word_every_shared_word_gets_a_matrix():
     doc = compare("the river bank", "the money bank", "I saw the bank")
     assert [entry["word"] for entry in doc["words"]] == ["the", "bank"]
     assert [entry["positions"] for entry in doc["words"]] == [[0, 0, 2], [2, 2, 3]]
-    assert doc["word"] == "the"
+    assert doc["word"] is None and doc["contextual_similarity"] is None  # no one word is the answer
+    assert [row["word"] for row in doc["summary"]] == ["the", "bank"]
 
 
-def test_without_word_the_table_shows_every_shared_word():
+def test_without_word_one_summary_table_shows_every_shared_word():
     stdout = succeeds("compare", "the river bank", "the money bank", "--preset", "textbook").stdout
-    for word in ("'the'", "'bank'"):
-        assert f"static cosine: {word}" in stdout and f"contextual cosine: {word}" in stdout
-    assert "'river'" not in stdout
+    doc = compare("the river bank", "the money bank", "--preset", "textbook")
+    for row in doc["summary"]:
+        line = next(line for line in stdout.splitlines() if line.startswith(f"│ {row['word']} "))
+        cells = [cell.strip() for cell in line.strip("│").split("│")]
+        assert cells == [row["word"], f"{row['contextual_mean']:.3f}", f"{row['contextual_lowest']:.3f}"]
+    assert "static cosine" not in stdout and "river" not in stdout.split("S2")[-1]
 
 
 def test_table_labels_sentences_and_prints_the_cosines():

@@ -47,7 +47,8 @@ def test_svg_cells_carry_the_weights_to_three_decimals(tmp_path, attend_doc):
     for cell in cells:
         i, j = int(cell.get("data-row")), int(cell.get("data-col"))
         value = cell.get("data-value")
-        assert value == "masked" if i == j else value == f"{weights[i, j]:.3f}"  # default preset masks self
+        masked = j in attend_doc["masked_keys"][i]  # the default preset masks self and twins ("the" ... "the")
+        assert value == "masked" if masked else value == f"{weights[i, j]:.3f}"
 
 
 def test_all_heads_svg_draws_a_panel_per_head(tmp_path, attend_doc):

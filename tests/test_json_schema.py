@@ -124,7 +124,7 @@ def _used_keywords(schema: dict):
 
 SCHEMA_FILES = {
     "ctxembed.attend/3": "attend.schema.json",
-    "ctxembed.compare/2": "compare.schema.json",
+    "ctxembed.compare/3": "compare.schema.json",
     "ctxembed.neighbors/2": "neighbors.schema.json",
     "ctxembed.batch/1": "batch.schema.json",
     "ctxembed.vectors-info/1": "vectors-info.schema.json",
@@ -179,8 +179,16 @@ def assert_attend_shapes(doc: dict) -> None:
 def assert_compare_shapes(doc: dict) -> None:
     N = len(doc["sentences"])
     assert len(doc["skipped"]) == N
-    assert doc["word"] == doc["words"][0]["word"]
-    assert doc["static_similarity"] == doc["words"][0]["static_similarity"]
+    if doc["word"] is not None:  # --word: the top level is that word's
+        assert doc["word"] == doc["words"][0]["word"]
+        assert doc["static_similarity"] == doc["words"][0]["static_similarity"]
+    else:
+        assert doc["static_similarity"] is None and doc["contextual_similarity"] is None
+    assert [row["word"] for row in doc["summary"]] == [entry["word"] for entry in doc["words"]]
+    for row, entry in zip(doc["summary"], doc["words"], strict=True):
+        upper = np.array(entry["contextual_similarity"])[np.triu_indices(N, k=1)]  # each pair once
+        assert row["contextual_mean"] == pytest.approx(upper.mean(), abs=1e-6)
+        assert row["contextual_lowest"] == pytest.approx(upper.min(), abs=1e-6)
     for entry in doc["words"]:
         assert len(entry["positions"]) == N
         for name in ("static_similarity", "contextual_similarity"):
@@ -285,8 +293,13 @@ def test_attend_cosine_is_null_not_nan_when_sizes_differ():
 
 def test_compare_document_matches_schema():
     doc = run_json("compare", "the river bank", "the money bank", "I saw the bank", "--json")
-    assert_valid(doc, "ctxembed.compare/2")
+    assert_valid(doc, "ctxembed.compare/3")
     assert_compare_shapes(doc)
+    assert doc["word"] is None and [row["word"] for row in doc["summary"]] == ["the", "bank"]
+    given = run_json("compare", "the river bank", "the money bank", "I saw the bank", "--word", "bank", "--json")
+    assert_valid(given, "ctxembed.compare/3")
+    assert_compare_shapes(given)
+    assert given["word"] == "bank" and len(given["summary"]) == 1
     assert [entry["word"] for entry in doc["words"]] == ["the", "bank"]
 
 

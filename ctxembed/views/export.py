@@ -141,7 +141,12 @@ def _weight_count(doc: dict) -> int:
 
 def html_page(doc: dict, view: View | None = None) -> str:
     """One self-contained HTML page (no network, no CDN) holding the interactive view of ``doc``."""
-    title = {"ctxembed.attend/3": "attention", "ctxembed.compare/2": "compare", "ctxembed.neighbors/2": "neighbours"}
+    title = {
+        "ctxembed.attend/3": "attention",
+        "ctxembed.compare/2": "compare",
+        "ctxembed.compare/3": "compare",
+        "ctxembed.neighbors/2": "neighbours",
+    }
     name = title.get(doc.get("schema"), str(doc.get("schema")))
     subject = doc.get("text") or doc.get("word") or ""
     subject = markup_safe(str(subject))

@@ -379,6 +379,7 @@ def _model_figure(doc: dict, view: View, labels: list[str]) -> Figure:
 
 
 @figure_for("ctxembed.compare/2")
+@figure_for("ctxembed.compare/3")
 def compare_figure(doc: dict, view: View) -> Figure:
     labels = [f"S{i + 1}" for i in range(len(doc["sentences"]))]
     panels: list[Panel] = []

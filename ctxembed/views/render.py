@@ -515,8 +515,11 @@ def render_explain(console: Console, steps: dict) -> None:
         last = len(mix["weights"]) - 1  # h0 is the input, h{n} the output of layer n-1
         outputs = "h1 the output of layer 0" if last == 1 else f"h1 ... h{last} the outputs of layers 0 ... {last - 1}"
         console.print(
-            Text(f"9. layer mix: contextual = {mix['formula']}, where h0 is the attention input (step 1 of "
-                 f"layer 0) and {outputs}", style="bold"),
+            Text(
+                f"9. layer mix: contextual = {mix['formula']}, where h0 is the attention input (step 1 of "
+                f"layer 0) and {outputs}",
+                style="bold",
+            ),
             overflow="fold",
         )
         _vectors(console, tokens, mix["contextual"])
@@ -552,6 +555,17 @@ def _render_neuron(console: Console, neuron: dict, tokens: list[str], raw: np.nd
 def render_compare(console: Console, doc: dict) -> None:
     _header_compare(console, doc)
     labels = [f"S{i + 1}" for i in range(len(doc["sentences"]))]
+    if doc.get("summary") is not None and doc["word"] is None:  # every shared word: one row each
+        console.print(Text("contextual cosine of each shared word across the sentences", style="bold"))
+        table = Table()
+        table.add_column("word", style="bold", overflow="fold")
+        table.add_column("mean over sentence pairs", justify="right")
+        table.add_column("lowest pair", justify="right")
+        for row in doc["summary"]:
+            table.add_row(row["word"], f"{row['contextual_mean']:.3f}", f"{row['contextual_lowest']:.3f}")
+        console.print(table)
+        console.print(Text("--word WORD shows one word's static and contextual matrices", style="dim"))
+        return
     for entry in doc["words"]:
         static = matrix_table(
             f"static cosine: {entry['word']!r}", labels, labels, entry["static_similarity"], diverging=True, digits=3
