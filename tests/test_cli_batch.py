@@ -166,3 +166,27 @@ def test_a_line_without_any_vector_is_an_error_record(tmp_path):
     path.write_bytes(b"xqzzv qqxj\napple phone\n")
     records = batch(path, "--vectors", TOY, "--preset", "notes")  # the toy vectors have no subwords
     assert "no token is in the vocabulary" in records[0]["error"] and "error" not in records[1]
+
+
+@pytest.mark.parametrize(
+    ("encoding", "message"),
+    [
+        ("utf-16", "UTF-16 text (it starts with the byte-order mark FF FE)"),
+        ("utf-32", "UTF-32 text (it starts with the byte-order mark FF FE 00 00)"),
+        ("utf-16-le", "not UTF-8 text (NUL bytes in its first block"),  # no mark: one NUL in every other byte
+        ("utf-16-be", "not UTF-8 text (NUL bytes in its first block"),
+    ],
+)
+def test_utf16_and_utf32_input_is_refused_in_one_line(tmp_path, encoding, message):
+    """They were read as records of NUL-separated letters."""
+    data = "we sat on the river bank\nI paid into the bank\n".encode(encoding)
+    source = tmp_path / "utf16.txt"
+    source.write_bytes(data)
+    assert fails(1, "batch", source).startswith(f"ctxembed: error: {source}: {message}")
+    assert message in fails(1, "batch", "-", input=data)
+    assert message in fails(1, "attend", "--json", "-", input=data)
+
+
+def test_a_stray_nul_in_a_text_line_is_still_that_line_s_record():
+    records = batch("--no-weights", input=b"the\x00bank\nwe sat on the river bank\n")
+    assert [r["line"] for r in records] == [1, 2] and "tokens" in records[1]

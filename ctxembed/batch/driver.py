@@ -44,7 +44,7 @@ from ctxembed.engine import Engine, split_word
 from ctxembed.errors import CtxembedError, DataError
 from ctxembed.output import say
 from ctxembed.progress import Lines, enabled
-from ctxembed.vectors.corpus import open_file
+from ctxembed.vectors.corpus import not_text, open_file
 
 SCHEMA = "ctxembed.batch/1"
 # From this many input lines on, a lookup table of the whole vocabulary (~10 ms for 400k words)
@@ -75,9 +75,10 @@ class LineSource:
     with select() so that the lines read so far are handed on instead of waiting for a full chunk.
     """
 
-    def __init__(self, stream, limit: int):
+    def __init__(self, stream, limit: int, *, name: str | None = None):
         self.stream = stream
         self.limit = limit
+        self.name = name  # given: the first block is checked to be text (not_text), and the input named
         try:
             self.fd: int | None = stream.fileno()
         except (AttributeError, OSError, ValueError):
@@ -98,6 +99,9 @@ class LineSource:
                 raise DataError(f"cannot read the input ({exc.strerror})") from None
         else:
             data = self.stream.read(_READ_BYTES)
+        if self.name is not None and self.number == 0 and not self.buffer and not self.skipping:
+            if (problem := not_text(data)) is not None:  # the first block: refused whole, one line
+                raise DataError(f"{self.name}: {problem}")
         if not data:
             self.eof = True
             if self.buffer and not self.skipping:
@@ -300,7 +304,7 @@ def run_batch(
     else:
         stream = open_file(source, "a file of sentences")  # closed below
         total_bytes = os.fstat(stream.fileno()).st_size
-    lines = LineSource(stream, line_limit(engine.max_tokens))
+    lines = LineSource(stream, line_limit(engine.max_tokens), name="stdin" if source == "-" else source)
     sink = _sink(engine, options, out)
     progress = Lines(total_bytes) if enabled() else None
     written = 0  # counted for the progress bar alone: one record per input line, so at the end it is lines.number

@@ -160,6 +160,10 @@ def read_stdin(what: str, limit: int = STDIN_LIMIT) -> str:
     if size > limit:
         raise DataError(f"stdin is longer than {limit:,} bytes: too long for a {what} (use 'ctxembed batch' for many)")
     data = b"".join(pieces)
+    from ctxembed.vectors.corpus import not_text  # loads gzip and zlib: only for a command that reads stdin
+
+    if (problem := not_text(data[: 1 << 16])) is not None:
+        raise DataError(f"stdin: {problem}")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -48,6 +48,9 @@ def open_corpus(source: str | Path) -> tuple[io.BufferedIOBase, str]:
     except (OSError, EOFError, zlib.error) as exc:
         stream.close()
         raise DataError(f"{name}: cannot read the corpus ({exc})") from None
+    if (problem := not_text(start)) is not None:
+        stream.close()
+        raise DataError(f"{name}: {problem}")
     if looks_binary(start):
         stream.close()
         raise DataError(f"{name}: does not look like text (binary data: NUL or control bytes in its first bytes)")
@@ -55,6 +58,25 @@ def open_corpus(source: str | Path) -> tuple[io.BufferedIOBase, str]:
 
 
 SNIFF_BYTES = 1 << 16
+# Byte-order marks of the encodings that are not UTF-8 (UTF-32's first: it starts like UTF-16's)
+_OTHER_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+               (b"\xfe\xff", "UTF-16"))  # fmt: skip
+
+
+def not_text(sample: bytes) -> str | None:
+    """Why input starting with ``sample`` (its first block) is not UTF-8 text, or None when it may be:
+    a UTF-16 or UTF-32 byte-order mark, or NUL bytes in a quarter of it or more (UTF-16 text without a
+    mark has one in every other byte; binary data has many). A stray NUL in a line of text is left to
+    the reader of that line."""
+    for mark, encoding in _OTHER_BOMS:
+        if sample.startswith(mark):
+            return (
+                f"{encoding} text (it starts with the byte-order mark {mark.hex(' ').upper()}); ctxembed reads "
+                f"UTF-8: convert it first, e.g. iconv -f {encoding} -t UTF-8"
+            )
+    if sample and sample.count(0) * 4 >= len(sample) and sample.count(0) > 1:
+        return "not UTF-8 text (NUL bytes in its first block: UTF-16 or UTF-32 text, or binary data)"
+    return None
 
 
 def looks_binary(sample: bytes) -> bool:
