@@ -71,7 +71,7 @@ lint: $(VENV)/.installed-dev
 # bad lines (prints its figures as JSON; exit 1 if any is off).
 fuzz: $(VENV)/.installed-dev
 	CTXEMBED_FUZZ_EXAMPLES=2000 $(BIN)/python -m pytest -q tests/test_batch_fuzz.py tests/test_fast_paths.py
-	CTXEMBED_FUZZ_EXAMPLES=500 $(BIN)/python -m pytest -q tests/test_input_fuzz.py
+	CTXEMBED_FUZZ_EXAMPLES=500 $(BIN)/python -m pytest -q tests/test_input_fuzz.py tests/test_serve_fuzz.py
 	$(BIN)/python scripts/fuzz_batch.py --rounds 40 --lines 500
 
 bench: $(VENV)/.installed-dev

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ctxembed.config import DEFAULT_MAX_TOKENS, check_cost, check_view
+from ctxembed.config import DEFAULT_MAX_TOKENS, TRACE_COST, check_cost, check_view
 from ctxembed.engine import Contextualized, open_engine
 from ctxembed.errors import CtxembedError, UsageError
 from ctxembed.output import as_json, dumps, say
@@ -99,8 +99,8 @@ def side_by_side(
 
 def check_run_cost(engine, lengths: list[int], *, trace: bool = False) -> None:
     """Refuse, before it starts, a run of ``engine`` over sentences of ``lengths`` words that would pass the
-    cost budget (:class:`ctxembed.config.CostBudget`): its weights (four copies with a trace: scores,
-    masked scores, weights and the mask), projections applied per token and layer outputs kept."""
+    cost budget (:class:`ctxembed.config.CostBudget`): its weights (a trace's steps count many times),
+    projections applied per token and layer outputs kept."""
     params = getattr(engine, "params", None) or []
     parameters = sum(
         array.size
@@ -112,7 +112,7 @@ def check_run_cost(engine, lengths: list[int], *, trace: bool = False) -> None:
     width = max(engine.out_dim, engine.dim)
     check_cost(
         lengths,
-        copies=4 if trace else 1,
+        copies=TRACE_COST if trace else 1,
         heads=heads,
         layers=layers,
         head_size=max(width // heads, 1),

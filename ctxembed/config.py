@@ -31,7 +31,7 @@ from numbers import Integral, Real
 from os import PathLike
 from typing import Any
 
-from ctxembed.errors import SettingError, counted
+from ctxembed.errors import SettingError, UsageError, counted
 
 # Help panels: the command-line help groups options by them.
 ATTENTION_PANEL = "Attention"
@@ -414,12 +414,17 @@ class CostBudget:
 
     weights: int = 1 << 24  # attention weights kept, summed over sentences: layers x heads x T² (64 MB float32)
     parameters: int = 1 << 23  # projection numbers: per layer, input x d_out x 3 x heads, plus W_out (64 MB)
-    work: int = 1 << 32  # multiply-adds: tokens x projection numbers + weights x each head's size
+    work: int = 1 << 31  # multiply-adds: tokens x projection numbers + weights x (each head's size + 128)
     activations: int = 1 << 25  # numbers of the layer outputs kept: tokens x output width x layers (256 MB)
+    drawn_cells: int = 6_400  # cells of one matrix the step-by-step view draws as text: T², 80 tokens
     server_cache_files: int = 32  # statistics files one server may add to the cache folder (the oldest go)
 
 
 BUDGET = CostBudget()
+# A weight's score, masks, softmax and the steps around them cost about as much time as this many
+# multiply-adds (benchmarks/serve_budget.py: 16 layers x 4 heads x 512² weights took ~5 s)
+WEIGHT_OVERHEAD = 128
+TRACE_COST = 16  # a trace (--explain) keeps every step of every head, and its document writes them out
 WEIGHTS_BUDGET = BUDGET.weights * 4  # bytes of float32 attention weights one request may keep
 
 
@@ -465,11 +470,12 @@ def check_cost(
 
     ``head_size``: each head's query size; ``width``: a layer output's size; ``parameters``: projection
     numbers applied to each token (0 for the identity); ``kept_layers``: layer outputs kept (1, or every
-    layer for a mix or a trace); ``copies``: arrays of the weights' size kept (a trace keeps several).
+    layer for a mix or a trace); ``copies``: how many times the weights' cost counts
+    (:data:`TRACE_COST` for a trace).
     SettingError names the settings to lower."""
     tokens = sum(lengths)
     weights = copies * layers * heads * sum(n * n for n in lengths)
-    work = tokens * parameters + weights * max(head_size, 1)
+    work = tokens * parameters + weights * (head_size + WEIGHT_OVERHEAD)
     activations = tokens * width * kept_layers
     shape = f"{len(lengths)} sentence(s) of {tokens:,} tokens with {{heads}} {heads} and {{layers}} {layers}"
     for name, value, limit in (
@@ -484,3 +490,13 @@ def check_cost(
                 "heads",
                 "layers",
             )
+
+
+def check_drawn(tokens: int) -> None:
+    """Refuse a step-by-step view whose matrices (tokens x tokens, drawn as text) pass :data:`BUDGET`."""
+    if tokens * tokens > BUDGET.drawn_cells:
+        raise UsageError(
+            f"the step-by-step view of {tokens} tokens would draw {tokens * tokens:,} cells per matrix, more than "
+            f"the budget's {BUDGET.drawn_cells:,} (about {math.isqrt(BUDGET.drawn_cells)} tokens): use a shorter "
+            "sentence, or --json"
+        )

@@ -22,7 +22,7 @@ from ctxembed.cli.options import (
     save_all,
     with_attention_options,
 )
-from ctxembed.config import check_view
+from ctxembed.config import check_drawn, check_view
 from ctxembed.errors import DataError, UsageError
 from ctxembed.output import emit_json, say, stdout_console
 
@@ -122,6 +122,8 @@ def attend(
         return
     from ctxembed.views.render import render_attend  # rich tables: ~26 ms; --json never
 
+    if explain:
+        check_drawn(len(doc["explain"]["tokens"]))  # before anything is printed
     console = stdout_console()
     render_attend(
         console,

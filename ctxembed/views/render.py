@@ -16,6 +16,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from ctxembed.config import check_drawn
 from ctxembed.output import terminal_view
 from ctxembed.views.figures import (
     View,
@@ -398,6 +399,7 @@ def _vectors(console: Console, tokens: list[str], vectors) -> None:
 def render_explain(console: Console, steps: dict) -> None:
     """Every step of one layer and head, numbered 1 to 8, each matrix once (reads the explain document)."""
     tokens = steps["tokens"]
+    check_drawn(len(tokens))
     layer, head = steps["layer"], steps["head"]
     console.rule(f"step by step: layer {layer}, head {head}")
     x = np.asarray(steps["inputs"], dtype=np.float64)  # (T, d_l)
