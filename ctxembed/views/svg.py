@@ -160,15 +160,20 @@ def _cells_image(panel: Heatmap, left: float, top: float) -> str:
 
 
 THUMB = 120  # the model view's map size (px), for any sentence length: 5 tokens or 50 fit the same grid
+GRID_WIDTH = 1150  # px the model view's columns aim to fit: the HTML page's width
 
 
 def _grid(panel: Grid) -> tuple[float, float, str]:
     """The model view: one small map per (row, column), each an image of its cells, labelled by layer
     and head; hovering a map names it."""
     n_rows, n_cols, T = panel.maps.shape[0], panel.maps.shape[1], panel.maps.shape[-1]
-    cell = max(1, THUMB // T)  # whole pixels per cell, so every cell is drawn the same size
-    side, gap = cell * T, 10
+    gap = 10
     left = max(text_width(r, 11) for r in panel.rows) + 10
+    # as large as THUMB, smaller when the columns would pass GRID_WIDTH (12 heads fit a page), never
+    # under 2 pixels a cell; whole pixels per cell, so every cell is drawn the same size
+    side = min(THUMB, max(2 * T, (GRID_WIDTH - left) / n_cols - gap))
+    cell = max(1, int(side // T))
+    side = cell * T
     top = (24 if panel.title else 4) + (16 if n_cols > 1 else 0)
     parts = [_text(0, 14, panel.title, 13, weight="bold")] if panel.title else []
     for c, label in enumerate(panel.columns if n_cols > 1 else ()):
