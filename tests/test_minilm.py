@@ -248,3 +248,19 @@ def test_the_python_api_takes_the_model_by_name(minilm_folder):
     result = explorer.attend("we sat on the river bank")
     assert result.weights.shape == (6, 12, 6, 6)
     assert result.to_dict()["settings"]["preset"] == "minilm"
+
+
+def test_batch_runs_the_trained_model_through_the_contract(minilm_folder):
+    """batch --model minilm: one record per line, an error record for a line it cannot use, and each
+    sentence's weights equal to attend's for the same sentence (sentences sorted and padded together)."""
+    from tests.cli_helpers import json_lines
+
+    lines = [MONEY[0], "", RIVER[1], "bank"]
+    out = invoke("batch", "-", "--model", "minilm", "--word", "bank", input="\n".join(lines) + "\n")
+    assert out.exit_code == 0, out.stderr
+    records = json_lines(out.stdout)
+    assert [r["line"] for r in records] == [1, 2, 3, 4] and "error" in records[1]
+    for record, text in ((records[0], lines[0]), (records[2], lines[2]), (records[3], lines[3])):
+        attend = run_json("attend", text, "--model", "minilm", "--json")
+        np.testing.assert_allclose(record["weights"], attend["weights"], atol=2e-6)
+        assert record["word"]["word"] == "bank"

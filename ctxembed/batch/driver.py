@@ -361,7 +361,8 @@ def _results(engine: Engine, lines: LineSource, options: dict, size: int, worker
     while (block := lines.next_chunk(size)) is not None:
         full = len(block) >= size or lines.pending_bytes > 0 or bool(lines.lines)
         if not indexed and (len(block) >= _INDEX_AFTER_LINES or (full and not lines.eof)):
-            engine.lexicon.prepare_bulk()  # before any fork, so the workers share its lookup table
+            if hasattr(engine, "lexicon"):  # a trained model has no word table to share
+                engine.lexicon.prepare_bulk()  # before any fork, so the workers share its lookup table
             indexed = True
         count = workers or (usable_cores() if full and not lines.eof else 1)
         if count > 1 and hasattr(os, "fork"):

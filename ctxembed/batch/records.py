@@ -20,6 +20,7 @@ import orjson  # encodes numpy arrays directly, ~10x faster than json
 
 from ctxembed.batch import columns
 from ctxembed.engine import Engine
+from ctxembed.errors import DataError
 
 
 class LongLine(NamedTuple):
@@ -218,6 +219,8 @@ def _parse_each(chunk: list[tuple[int, bytes]]) -> tuple[list[dict], list[str], 
 
 def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict, encode) -> list:
     records, texts, read = parse_chunk(chunk)
+    if not hasattr(engine, "lexicon"):  # an engine without batch's columns (a trained model): the contract alone
+        return _contract_records(engine, records, texts, read, options, encode)
     sentences = columns.prepare_many(engine, texts)
     for i, exc in sentences.errors.items():
         records[read[i]]["error"] = exc.render(engine.label)
@@ -232,6 +235,41 @@ def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict
     if encode is not None:
         records = [record if finished else encode(record) for record, finished in zip(records, done, strict=True)]
     return records
+
+
+def _contract_records(engine, records: list[dict], texts: list[str], read: list[int], options: dict, encode) -> list:
+    """The records of a chunk through the engine contract only (prepare, then one run of the chunk):
+    the same fields as :func:`fill_group`, for an engine that has no column machinery."""
+    prepared, where = [], []
+    for i, text in enumerate(texts):
+        try:
+            prepared.append(engine.prepare(text))
+            where.append(read[i])
+        except DataError as exc:
+            records[read[i]]["error"] = exc.render(engine.label)
+    digits = options.get("digits")
+
+    def shown(array):
+        return array if digits is None else np.round(array, digits)
+
+    results = engine.run(prepared, weights=options["weights"])
+    for index, sentence, result in zip(where, prepared, results, strict=True):
+        record = records[index]
+        record["text"], record["tokens"], record["in_vocab"] = sentence.text, sentence.texts, sentence.in_vocab
+        record["attended_positions"], record["sources"] = sentence.used, sentence.sources()
+        if options["weights"]:
+            record["weights"] = np.ascontiguousarray(shown(result.weights))  # (L, h, T, T)
+        if options["with_vectors"]:
+            record["static"], record["contextual"] = shown(result.static), shown(result.contextual)  # (T, d)
+        word = options["word"]
+        if word is not None:
+            row = sentence.index_of(word)
+            record["word"] = (
+                None
+                if row is None
+                else {"word": word, "position": sentence.used[row], "contextual": shown(result.contextual[row])}
+            )
+    return records if encode is None else [encode(record) for record in records]
 
 
 _BLAS_LIMITED_IN: int | None = None  # the process that limited its BLAS threads
