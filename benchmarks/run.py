@@ -40,8 +40,8 @@ PYTHON = sys.executable
 CTXEMBED = str(Path(sys.executable).parent / "ctxembed")
 SENTENCES = ["we sat on the river bank", "I deposited money in the bank"]
 JOBS = (
-    "coldstart", "neighbors", "stores", "batch", "realtext", "bounds", "scaling", "senses", "robustness", "train",
-    "serve", "minilm",
+    "coldstart", "neighbors", "stores", "batch", "realtext", "bounds", "columnar", "scaling", "senses", "robustness",
+    "train", "serve", "minilm",
 )  # fmt: skip
 SENSES_WORDS = ["bass", "plant", "bank", "interest", "apple"]
 SENSES_COPIES = 17  # of the 5.97 MB Brown example corpus: 101 MB of text
@@ -60,6 +60,9 @@ BEFORE_REAL_TEXT = "9478ac1"
 # main just before the bulk path landed: the same records as now (9478ac1's lack the "sources"
 # field added since), so the output must equal this commit's byte for byte
 BEFORE_FAST_PATH = "6a11a27"
+COLUMNAR_OVER_JSON = 1.3  # target (issue 35): batch --format parquet with weights, this many times the JSONL rate
+COLUMNAR_OF_BOUND = 0.90  # ... and this share of the records-free bound (benchmarks/whatif.py), same run
+COLUMNAR_WORD_SHARE = 0.50  # ... and parquet --no-weights --word the, this share of the bare kernel
 REAL_TEXT_SPEEDUP = 2.5  # target: batch on Brown at least this many times that code's rate, same run
 REAL_TEXT_SHARE = 0.40  # target: batch on Brown at least this share of the bare kernel's rate on the same rows
 BENCHMARK_CORPUS_SHARE = 0.45  # target (issue 23): batch on the benchmark corpus, this share of the kernel's rate
@@ -787,6 +790,107 @@ def bounds_job(repeat: int) -> Report:
     return Report(rows, found_all)
 
 
+# A Dask LocalCluster of two worker processes writing the Parquet parts (ctxembed.batch.scale.to_parquet).
+DASK_TO_PARQUET = """
+import sys, time
+from dask.distributed import Client, LocalCluster
+from ctxembed.batch.scale import to_parquet
+with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster):
+    start = time.perf_counter()
+    to_parquet(sys.argv[1], sys.argv[2], blocksize="512KiB").compute()
+    print(time.perf_counter() - start)
+"""
+
+
+def columnar_job(repeat: int) -> Report:
+    """batch --format parquet|npz on the 30,000 Brown lines, beside the JSONL rate, the bare kernel and
+    the records-free bound (benchmarks/whatif.py), all in the same rounds; Dask's to_parquet (the
+    compute alone, the cluster's start left out)."""
+    corpus = make_corpus.brown(BROWN_LINES)
+    env = base_env(CACHE / "ctxembed-cache")
+    out = CACHE / "columnar"
+    out.mkdir(exist_ok=True)
+    # every batch row is benchmarks/whatif.py's timing (run_batch, 2 workers, the process start left
+    # out), so each rate compares with the records-free bound measured the same way
+    whatif = [PYTHON, str(BENCH / "whatif.py"), str(corpus), "--variant"]
+    commands = {
+        "jsonl": whatif + ["real"],
+        "parquet": whatif + ["parquet"],
+        "jsonl, --no-weights --word the": whatif + ["jsonl-word"],
+        "parquet, --no-weights --word the": whatif + ["parquet-word"],
+        "npz, --no-weights --word the": whatif + ["npz-word"],
+        "records-free bound": whatif + ["free-records"],
+    }
+    dask = [PYTHON, "-c", DASK_TO_PARQUET, str(corpus), str(out / "dask")]
+    run_process(commands["parquet"], env, capture=True)  # warm-up: the store's cache
+    walls: dict[str, list[float]] = {name: [] for name in [*commands, "dask to_parquet"]}
+    peaks: dict[str, list[float]] = {name: [] for name in commands}
+    kernel: list[float] = []
+    for i in range(repeat):
+        for name in list(commands)[:: 1 if i % 2 else -1]:
+            sample = run_process(commands[name], env, capture=True)
+            walls[name].append(json.loads(sample.stdout)["seconds"])
+            peaks[name].append(sample.peak_rss)
+        shutil.rmtree(out / "dask", ignore_errors=True)
+        walls["dask to_parquet"].append(float(run_process(dask, env, capture=True).stdout.split()[-1]))
+        kernel.append(
+            json.loads(run_process([PYTHON, str(BENCH / "bare_kernel.py"), str(corpus)], env, capture=True).stdout)[
+                "rate"
+            ]
+        )
+    rates = {name: [BROWN_LINES / w for w in seconds] for name, seconds in walls.items()}
+
+    def ratio(a: str, b: str | None = None) -> dict:
+        against = kernel if b is None else rates[b]
+        return spread([x / y for x, y in zip(rates[a], against, strict=True)])
+
+    k_rate = spread(kernel)
+    over_json, of_bound = ratio("parquet", "jsonl"), ratio("parquet", "records-free bound")
+    word_share = ratio("parquet, --no-weights --word the")
+    report = Report(details={"corpus": str(corpus), "seconds": walls, "peak_rss_mb": peaks, "kernel_rates": kernel})
+
+    def row(name, reference, shown, target, met):
+        label = f"batch {name}, {BROWN_LINES:,} Brown lines, peak {statistics.median(peaks.get(name, [0])):.0f} MB"
+        return Row(label, per_second(spread(rates[name])), reference, shown, target, met)
+
+    kernel_text = f"bare NumPy kernel {per_second(k_rate)}"
+    report.rows += [
+        Row(
+            f"batch --format parquet (weights), {BROWN_LINES:,} Brown lines, peak "
+            f"{statistics.median(peaks['parquet']):.0f} MB",
+            per_second(spread(rates["parquet"])),
+            f"JSONL {per_second(spread(rates['jsonl']))}; records-free bound "
+            f"{per_second(spread(rates['records-free bound']))}; {kernel_text}",
+            f"{over_json['median']:.2f}× JSONL, {of_bound['median']:.0%} of the bound",
+            f"≥ {COLUMNAR_OVER_JSON}× JSONL, ≥ {COLUMNAR_OF_BOUND:.0%} of bound",
+            over_json["median"] >= COLUMNAR_OVER_JSON and of_bound["median"] >= COLUMNAR_OF_BOUND,
+        ),
+        row(
+            "parquet, --no-weights --word the",
+            f"JSONL the same {per_second(spread(rates['jsonl, --no-weights --word the']))}; {kernel_text}",
+            f"{word_share['median']:.0%} of the kernel ({word_share['min']:.0%}–{word_share['max']:.0%})",
+            f"≥ {COLUMNAR_WORD_SHARE:.0%} of kernel",
+            word_share["median"] >= COLUMNAR_WORD_SHARE,
+        ),
+        row(
+            "npz, --no-weights --word the",
+            f"JSONL the same {per_second(spread(rates['jsonl, --no-weights --word the']))}; {kernel_text}",
+            f"{ratio('npz, --no-weights --word the')['median']:.0%} of the kernel",
+            "",
+            None,
+        ),
+        Row(
+            f"Dask to_parquet (LocalCluster, 2 worker processes), {BROWN_LINES:,} Brown lines with weights",
+            per_second(spread(rates["dask to_parquet"])),
+            f"JSONL batch {per_second(spread(rates['jsonl']))}; {kernel_text}",
+            f"{ratio('dask to_parquet', 'jsonl')['median']:.2f}× JSONL batch",
+            "",
+            None,
+        ),
+    ]
+    return report
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -1024,7 +1128,7 @@ def build_inputs(chosen: list[str]) -> None:
     if {"batch", "bounds"} & set(chosen):
         make_corpus.sentences(BATCH_SENTENCES)
         make_corpus.sentences(SHORT_SENTENCES)
-    if {"realtext", "bounds"} & set(chosen):
+    if {"realtext", "bounds", "columnar"} & set(chosen):
         make_corpus.brown(BROWN_LINES)
     if "senses" in chosen:
         senses_half_corpus()
@@ -1168,6 +1272,8 @@ def main() -> None:
             reports[job] = realtext(args.repeat)
         elif job == "bounds":
             reports[job] = bounds_job(args.repeat)
+        elif job == "columnar":
+            reports[job] = columnar_job(args.repeat)
         elif job == "senses":
             reports[job] = senses_job(args.repeat)
         elif job == "robustness":

@@ -26,9 +26,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -44,6 +46,14 @@ VARIANTS = {  # name -> what it leaves to measure, as the bench's table says it
     "free-tokenize-records": "both free: attention and the driver alone",
     "floats-only": "the floor: attention, orjson of the weights' floats, the driver",
     "driver-only": "the driver alone (pipes and writes of ready output)",
+}
+# The same driver writing other output (issue 35's rows, benchmarks/run.py's columnar job): name ->
+# (--format, weights, --word), timed like the variants above, so the rates compare with their bounds.
+OUTPUTS = {
+    "jsonl-word": ("jsonl", False, "the"),
+    "parquet": ("parquet", True, None),
+    "parquet-word": ("parquet", False, "the"),
+    "npz-word": ("npz", False, "the"),
 }
 PREPARED = ("free-tokenize", "free-tokenize-records", "floats-only")  # variants given each chunk's columns
 OUTPUT = ("free-records", "free-tokenize-records", "floats-only", "driver-only")  # ... and its output bytes
@@ -102,16 +112,20 @@ def run_variant(path: str, variant: str) -> float:
         "floats-only": attention_floats_then_bytes,
         "driver-only": lambda engine, chunk, options: output[chunk[0][0]],
     }.get(variant, records.encoded_records)
+    fmt, weights, word = OUTPUTS.get(variant, ("jsonl", True, None))
+    out = None if fmt == "jsonl" else os.path.join(tempfile.mkdtemp(prefix="whatif-"), f"out.{fmt}")
     saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
     try:
         start = time.perf_counter()
-        batch.run_batch(engine, path, workers=2)
+        batch.run_batch(engine, path, workers=2, fmt=fmt, out=out, weights=weights, word=word)
         return time.perf_counter() - start
     finally:
         os.dup2(saved, 1)
         os.close(saved)
         os.close(null)
+        if out is not None:
+            shutil.rmtree(os.path.dirname(out), ignore_errors=True)
 
 
 def measure(corpus: str, runs: int, env: dict | None = None) -> dict:
@@ -135,7 +149,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("corpus")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # one run, in a child
+    parser.add_argument("--variant", choices=[*VARIANTS, *OUTPUTS], help=argparse.SUPPRESS)  # one run, in a child
     args = parser.parse_args()
     if args.variant:
         print(json.dumps({"seconds": run_variant(args.corpus, args.variant)}))
