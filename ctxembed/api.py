@@ -286,7 +286,7 @@ class Explorer:
 
     def evaluate_pairs(self, path: str | PathLike, *, configs: Sequence[str] | None = None) -> dict:
         """Graded similarity on an SCWS-layout file, a word-pair file, ``"wordsim353"`` or ``"simlex999"``:
-        the ``ctxembed.eval-pairs/1`` document; ``configs`` as in :meth:`evaluate_wic`."""
+        the ``ctxembed.eval-pairs/2`` document; ``configs`` as in :meth:`evaluate_wic`."""
         from ctxembed.evaluation import run  # ~40 ms, eval only
 
         return as_json(run.pairs(self.store, self.settings, self.vectors, path, configs=configs))

@@ -60,5 +60,20 @@ def test_eval_pairs_scws_and_word_pairs():
     wordsim = runner.invoke(app, ["eval", "pairs", "wordsim353", "--json"])
     assert wordsim.exit_code == 0, wordsim.stderr
     assert 0.3 < json.loads(wordsim.stdout)["configs"][0]["spearman"] < 0.8
+    assert json.loads(wordsim.stdout)["skipped"] == []
+
+
+def test_eval_pairs_on_word_pairs_says_which_configurations_it_skipped():
+    result = runner.invoke(app, ["eval", "pairs", "wordsim353", "-c", "static", "-c", "default", "--json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert [c["name"] for c in doc["configs"]] == ["static"]
+    assert [s["name"] for s in doc["skipped"]] == ["default"] and "no sentences" in doc["skipped"][0]["reason"]
+    assert "skipped default" in result.stderr and "no sentences" in result.stderr
+    scws = runner.invoke(app, ["eval", "pairs", str(FIXTURES / "scws_tiny.txt"), "-c", "default", "--json"])
+    assert json.loads(scws.stdout)["skipped"] == [] and "skipped" not in scws.stderr
+
+
+def test_eval_pairs_missing_file():
     missing = runner.invoke(app, ["eval", "pairs", "nope.tsv"])
     assert missing.exit_code == 1 and "no such file" in missing.stderr

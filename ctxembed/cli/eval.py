@@ -94,7 +94,8 @@ def eval_pairs(
     from ctxembed.evaluation import run  # ~40 ms, not for other commands
 
     ex = explorer()
-    show(run.pairs(ex.store, ex.settings, ex.vectors, path, configs=config), json_out, "render_eval_pairs")
+    doc = run.pairs(ex.store, ex.settings, ex.vectors, path, configs=config, on_note=say)
+    show(doc, json_out, "render_eval_pairs")
 
 
 @eval_app.command("fit-mix", epilog="Example: ctxembed eval fit-mix WiC_dataset/ --out my-mix.json")

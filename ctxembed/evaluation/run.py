@@ -128,21 +128,30 @@ def pairs(
     path: str | PathLike,
     *,
     configs: Sequence[str] | None = None,
+    on_note: Note | None = None,
 ) -> dict:
-    """Graded similarity (``ctxembed.eval-pairs/1``): Spearman ρ in context for an SCWS-layout file, or
-    gensim's Pearson and Spearman of the static vectors for a word-pair file (or wordsim353/simlex999)."""
+    """Graded similarity (``ctxembed.eval-pairs/2``): Spearman ρ in context for an SCWS-layout file, or
+    gensim's Pearson and Spearman of the static vectors for a word-pair file (or wordsim353/simlex999).
+    A word-pair file has no sentences, so only ``static`` applies: any other configuration asked for is
+    listed in ``skipped`` with the reason, and said to ``on_note``."""
     file = resolve_pairs_file(str(path))
+    skipped: list[dict] = []
     if is_scws(file):
         items = read_scws(file)
         rows = sweep(configs, store, settings, PAIRS_LADDER, lambda name, s: evaluate_scws(store, items, s))
-        doc = {"schema": "ctxembed.eval-pairs/1", "layout": "scws", "file": str(file), "configs": rows}
+        doc = {"schema": "ctxembed.eval-pairs/2", "layout": "scws", "file": str(file), "configs": rows}
     else:
+        why = "a word-pair file has no sentences: only the static vectors can be scored"
+        skipped = [{"name": name, "reason": why} for name in dict.fromkeys(configs or ()) if name != "static"]
+        if skipped:
+            (on_note or _quiet)(f"note: skipped {', '.join(s['name'] for s in skipped)}: {why}")
         doc = {
-            "schema": "ctxembed.eval-pairs/1",
+            "schema": "ctxembed.eval-pairs/2",
             "layout": "word-pairs",
             "file": str(file),
             "configs": [{"name": "static", **evaluate_word_pairs(store, file)}],
         }
+    doc["skipped"] = skipped
     doc["vectors"] = vectors
     return doc
 
