@@ -26,6 +26,7 @@ import struct
 import tempfile
 import warnings
 import zlib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from ctxembed.vectors.store import MAGIC, Subwords
 
 FASTTEXT_MAGIC = 793712314  # first int32 of a Facebook fastText .bin file
 _SNIFF_BYTES = 1 << 16
+MAX_LINE_BYTES = 1 << 20  # a text vector line (a word, D numbers): 4,096 dimensions take ~50 KB
 BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, which some editors put first: accepted, skipped
 # Largest accepted |value|: squares and dot products of D such values stay far inside float32
 # (3.4e38), so norms and cosines never overflow. Real embeddings stay below ~100.
@@ -286,15 +288,30 @@ def _non_utf8_message(path: Path, binary: bool) -> str:
     return f"{path}: a word is not valid UTF-8"
 
 
+def _bounded_lines(path: Path, fh) -> Iterator[bytes]:
+    """The lines of ``fh``, each refused past MAX_LINE_BYTES without being read whole: a 1 MB gzip can
+    hold a 1 GB line (F12)."""
+    for number, line in enumerate(iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b""), start=1):
+        if len(line) > MAX_LINE_BYTES:
+            raise DataError(
+                f"{path}: line {number}: longer than {MAX_LINE_BYTES:,} bytes (a vector line is a word and its "
+                "numbers: the file is damaged, or a compression bomb)"
+            )
+        yield line
+
+
 def _check_field_counts(path: Path, no_header: bool, limit: int | None) -> None:
-    """Every line holds a word and exactly D values, and a header's count matches the lines (one
-    fast pass; counts spaces, parses nothing)."""
+    """Every line holds a word and exactly D values, no word comes twice, and a header's count
+    matches the lines (one fast pass; counts spaces, parses nothing). Each line is bounded
+    (:func:`_bounded_lines`) and refused as soon as it is read."""
     with open_maybe_compressed(path) as fh:
-        count, dim = (None, None) if no_header else _header(path, fh.readline())
+        lines = _bounded_lines(path, fh)
+        count, dim = (None, None) if no_header else _header(path, next(lines, b""))
         first = 1 if no_header else 2
         wanted = min(x for x in (count, limit) if x is not None) if (count or limit) else None
         seen = 0
-        for number, line in enumerate(fh, start=first):
+        words: set[bytes] = set()  # as gensim keys them: the bytes before the first space
+        for number, line in enumerate(lines, start=first):
             if number == 1:
                 line = line.removeprefix(BOM)
             if wanted is not None and seen >= wanted:
@@ -309,6 +326,10 @@ def _check_field_counts(path: Path, no_header: bool, limit: int | None) -> None:
                 dim = values
             if values != dim or values == 0:
                 raise DataError(f"{path}: line {number}: {values} values where {dim} were expected (mixed dimensions?)")
+            word = line.split(b" ", 1)[0]
+            if word in words:  # at its line, as soon as it is read: gensim would read the whole file first
+                raise DataError(f"{path}: line {number}: duplicate word {word.decode('utf-8', 'replace')!r}")
+            words.add(word)
             seen += 1
     if count is not None and seen < min(count, limit or count):
         raise DataError(f"{path}: truncated file: the header announces {count:,} words, the file has {seen:,}")
