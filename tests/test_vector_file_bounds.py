@@ -58,3 +58,23 @@ def test_a_compressed_stream_error_is_still_one_line(tmp_path):
     with pytest.raises(DataError, match="cut.txt.gz"):
         load_foreign(path, detect_format(path))
     assert zlib  # the reader's errors are zlib's and EOFError: read_error names the file
+
+
+def test_a_fasttext_bin_with_non_finite_ngram_rows_is_refused_at_conversion(tmp_path):
+    """Converted fine before: only the unknown words that hash to such a row failed, much later, in a
+    message that did not name the file."""
+    import numpy as np
+    from gensim.models import FastText
+    from gensim.models.fasttext import save_facebook_model
+
+    from ctxembed.vectors.subwords import ngram_buckets
+
+    sentences = [["we", "sat", "on", "the", "river", "bank"], ["money", "in", "the", "bank"]] * 10
+    model = FastText(sentences, vector_size=4, min_count=1, epochs=1, bucket=50, min_n=2, max_n=3, seed=1, workers=1)
+    used = {row for word in model.wv.index_to_key for row in ngram_buckets(word, 2, 3, 50)}
+    unused = min(set(range(50)) - used)  # a row no vocabulary word reads: its words' vectors stay finite
+    model.wv.vectors_ngrams[unused] = np.nan
+    path = tmp_path / "nan.bin"
+    save_facebook_model(model, str(path))
+    with pytest.raises(DataError, match=rf"nan\.bin: n-gram row {unused} of 50 has NaN values"):
+        load_foreign(path, detect_format(path))

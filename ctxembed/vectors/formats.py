@@ -372,11 +372,30 @@ def _check_finite(path: Path, words: list[str], matrix: np.ndarray, *, first_lin
         raise DataError(f"{path}: {where}: the vector of {words[row]!r} {what}")
 
 
-def _subwords_of(kv) -> Subwords | None:
+def _subwords_of(path: Path, kv) -> Subwords | None:
     ngrams = getattr(kv, "vectors_ngrams", None)
     if ngrams is None or not getattr(kv, "bucket", 0):
         return None
-    return Subwords(np.asarray(ngrams, dtype=np.float32), int(kv.min_n), int(kv.max_n))
+    ngrams = np.asarray(ngrams, dtype=np.float32)  # (bucket, D)
+    _check_ngrams_finite(path, ngrams)
+    return Subwords(ngrams, int(kv.min_n), int(kv.max_n))
+
+
+def _check_ngrams_finite(path: Path, ngrams: np.ndarray, block: int = 1 << 16) -> None:
+    """Refuse an n-gram table with NaN, infinity or values past MAX_ABS_VALUE at conversion (F15): only
+    the unknown words that hash there would meet them, later, far from the file. Read a block of rows
+    at a time (the table can hold millions)."""
+    for start in range(0, len(ngrams), block):
+        with np.errstate(invalid="ignore"):
+            bad = np.flatnonzero(~(np.abs(ngrams[start : start + block]) <= MAX_ABS_VALUE).all(axis=1))
+        if bad.size:
+            row = start + int(bad[0])
+            values = ngrams[row]
+            what = "NaN" if np.isnan(values).any() else "infinite" if np.isinf(values).any() else "too large"
+            raise DataError(
+                f"{path}: n-gram row {row:,} of {len(ngrams):,} has {what} values (the vectors of unknown words "
+                "are built from these rows)"
+            )
 
 
 # fastText's .bin layout (Facebook's args.cc, dictionary.cc, densematrix.cc), as gensim reads it:
@@ -527,4 +546,4 @@ def _from_keyed_vectors(path: Path, kv, limit: int | None, fmt: str) -> LoadedVe
     if limit:
         words, matrix = words[:limit], matrix[:limit]
     _check_finite(path, words, matrix, first_line=1, binary=True)
-    return LoadedVectors(words, np.ascontiguousarray(matrix), _subwords_of(kv), fmt)
+    return LoadedVectors(words, np.ascontiguousarray(matrix), _subwords_of(path, kv), fmt)
