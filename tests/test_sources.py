@@ -177,3 +177,27 @@ def test_info_reads_sizes_from_the_header_without_converting(tmp_path, isolated_
     info = describe(str(glove), limit=2)
     assert (info["format"], info["words"], info["dim"]) == ("glove-text", None, 3)
     assert list(isolated_env.glob("*.ctxv")) == []  # describing converts nothing
+
+
+def test_a_full_cache_folder_reads_the_vectors_without_one_and_says_so(glove_file, monkeypatch, isolated_env):
+    """A full disk was fatal ("cannot write the store (No space left on device)") where a read-only
+    folder carried on: now both carry on, with one note. The disk fills as the store is written (the real
+    writer goes through a temporary file, so nothing is left at the cache's name)."""
+    import errno
+
+    from ctxembed.vectors import sources
+
+    real = sources.write_store
+
+    def full_disk(out, *args, **kwargs):
+        if out.parent == isolated_env:  # the cache folder is full; the temporary folder is not
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(out, *args, **kwargs)
+
+    monkeypatch.setattr(sources, "write_store", full_disk)
+    notes = []
+    store = open_vectors(str(glove_file), on_convert=notes.append)
+    assert len(store) == 4 and store.vector(store.words[0]).shape == (store.dim,)
+    full = [note for note in notes if "is full" in note]
+    assert len(full) == 1 and "(No space left on device)" in full[0] and "without a cache" in full[0]
+    assert notes[0].startswith("converting ") and len(notes) == 2

@@ -184,8 +184,18 @@ def convert(
     try:
         return write_store(out, loaded.words, loaded.matrix, quantize=quantize, meta=meta, subwords=loaded.subwords)
     except OSError as exc:
+        if exc.errno in _FULL and out.parent == cache_dir():
+            raise _CacheFull(exc.strerror or str(exc)) from None
         hint = " (set CTXEMBED_CACHE_DIR to a writable folder)" if out.parent == cache_dir() else ""
         raise DataError(f"{out}: cannot write the store ({exc.strerror or exc}){hint}") from None
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk, a quota, a file size limit
+
+
+class _CacheFull(Exception):
+    """The cache folder took no more bytes: the caller reads the vectors without a cache, as for a
+    read-only folder (F11)."""
 
 
 def open_vectors(
@@ -232,7 +242,15 @@ def open_vectors(
                 on_convert(f"the cache {damaged} is damaged; rebuilding it from {source.path}")
             else:
                 on_convert(f"converting {source.path} ({fmt}) once into the cache {target}")
-        convert(source.path, fmt, target, limit=limit, trust=trust)
+        try:
+            convert(source.path, fmt, target, limit=limit, trust=trust)
+        except _CacheFull as full:
+            if on_convert is not None:
+                on_convert(
+                    f"the cache folder {target.parent} is full ({full}): reading {source.path} without a cache, "
+                    "again at every run (free space, or set CTXEMBED_CACHE_DIR to another folder)"
+                )
+            return _limited(_uncached(source.path, fmt, target.name, limit, trust), limit)
         return _open_cache(target, source.path)
 
 
