@@ -223,3 +223,49 @@ def atomic_file(path: Path) -> Iterator:
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+
+
+# ------------------------------------------------------------------------------ the Projector's TSV
+# The TensorBoard Embedding Projector (projector.tensorflow.org, "Load") reads two files: vectors.tsv,
+# a row of tab-separated numbers per point and no header, and metadata.tsv, a row per point (with a
+# header row when it has more than one column). A field may hold no tab and no line break.
+PROJECTOR_HEADER = ("line", "position", "text")  # batch --format projector's metadata columns
+
+
+def tsv_field(value) -> str:
+    """A metadata field as the Projector reads it: a tab or line break inside becomes a space."""
+    return "" if value is None else " ".join(str(value).replace("\t", " ").splitlines())
+
+
+def vectors_tsv(vectors: np.ndarray) -> str:
+    """(n, d) vectors as vectors.tsv rows: each value the shortest text of its float32 (as JSON spells it)."""
+    rows = (orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].replace(b",", b"\t") for row in vectors)
+    return "".join(row.decode() + "\n" for row in rows)
+
+
+def metadata_tsv(*rows) -> str:
+    """metadata.tsv rows (each a sequence of fields), tab-separated, one line each."""
+    return "".join("\t".join(map(tsv_field, row)) + "\n" for row in rows)
+
+
+def projector_paths(path: str | os.PathLike) -> tuple[Path, Path]:
+    """Where a Projector pair goes: ``map.tsv`` -> (map.tsv, map-metadata.tsv); a folder (an existing
+    one, or a path without a suffix) -> (folder/vectors.tsv, folder/metadata.tsv)."""
+    path = Path(path)
+    if path.suffix.lower() == ".tsv":
+        return path, path.with_name(f"{path.stem}-metadata.tsv")
+    return path / "vectors.tsv", path / "metadata.tsv"
+
+
+def write_projector(path: str | os.PathLike, vectors: np.ndarray, header: tuple, rows: list) -> tuple[Path, Path]:
+    """The Projector pair for (n, d) ``vectors`` and n metadata ``rows`` under ``header``, each file
+    written atomically (:func:`projector_paths` says where). Returns the two paths."""
+    paths = projector_paths(path)
+    texts = (vectors_tsv(vectors), metadata_tsv(header, *rows))
+    try:
+        for target, text in zip(paths, texts, strict=True):
+            with atomic_file(target) as fh:
+                fh.write(text.encode("utf-8"))
+    except OSError as exc:
+        raise DataError(f"--save {path}: cannot write ({exc.strerror or exc})") from None
+    return paths

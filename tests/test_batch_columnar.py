@@ -17,6 +17,7 @@ import time
 import numpy as np
 import pytest
 
+from ctxembed.batch.embed import word_arrays
 from tests.batch_lines import BAD_KINDS, GOOD
 from tests.cli_helpers import fails, json_lines, succeeds
 from tests.conftest import REPO
@@ -95,6 +96,9 @@ def test_npz_holds_the_words_vectors_lines_and_positions(corpus, tmp_path):
         assert npz["position"].tolist() == [r["word"]["position"] for r in found]
         assert npz["text"].tolist() == [r["text"] for r in found]
         assert json.loads(str(npz["meta"]))["options"]["word"] == "the"
+        lines = corpus.read_bytes().split(b"\n")[:-1]
+        found = word_arrays(lines, "the", preset="textbook")  # the API gives the same arrays
+        assert all(np.array_equal(found[name], npz[name]) for name in ("vectors", "line", "position", "text"))
 
 
 def check_projector_pair(folder, count: int, dim: int, header: list[str]) -> list[list[str]]:

@@ -246,3 +246,22 @@ def test_identical_lines_give_no_library_warning_and_say_why_fewer_senses_than_k
     assert "1 sense (k given, but the occurrences have only 1 distinct context)" in given.stdout
     doc = run_json("senses", "bank", same, "-k", "3", "--json")
     assert doc["words"][0]["k"] == 1 and doc["words"][0]["chosen_by"] == "fewer distinct contexts than k given"
+
+
+@pytest.mark.parametrize("target", ["map.tsv", "map-folder"])
+def test_save_tsv_writes_a_projector_pair_the_format_accepts(tmp_path, corpus, target):
+    from tests.test_batch_columnar import check_projector_pair
+
+    doc = run_json("senses", "bank", "plant", corpus, "-k", "2", "--json", "--save", tmp_path / target)
+    if target.endswith(".tsv"):  # map.tsv: the vectors, and map-metadata.tsv beside it
+        (tmp_path / "pair").mkdir()
+        os.replace(tmp_path / "map.tsv", tmp_path / "pair" / "vectors.tsv")
+        os.replace(tmp_path / "map-metadata.tsv", tmp_path / "pair" / "metadata.tsv")
+        target = "pair"
+    header = ["word", "sense", "label", "line", "form", "sentence"]
+    rows = check_projector_pair(tmp_path / target, 12, 100, header)
+    occurrences = [(e["word"], o) for e in doc["words"] for o in e["occurrences"]]
+    assert [(w, str(o["sense"]), str(o["line"])) for w, o in occurrences] == [(r[0], r[1], r[3]) for r in rows]
+    lines = corpus.read_text(encoding="utf-8").split("\n")
+    assert all(r[5] == lines[int(r[3]) - 1] for r in rows)  # each point's sentence, from its line
+    assert all(r[2] for r in rows)  # the sense's label words

@@ -41,6 +41,7 @@ import orjson
 
 from ctxembed.batch.records import Encoded, chunk_records
 from ctxembed.errors import DataError, UsageError
+from ctxembed.output import PROJECTOR_HEADER, metadata_tsv, vectors_tsv
 
 FORMATS = ("jsonl", "parquet", "npz", "projector")
 PARQUET_SCHEMA = "ctxembed.batch.parquet/1"
@@ -305,7 +306,7 @@ class WordSink:
                 raise DataError(f"cannot make the folder {path}: {exc.strerror}") from None
             self.files = [AtomicFile(Path(path) / "vectors.tsv"), AtomicFile(Path(path) / "metadata.tsv")]
             self.streams = [open(f.temp, "w", encoding="utf-8", newline="\n") for f in self.files]  # noqa: SIM115
-            self.streams[1].write(METADATA_HEADER)
+            self.streams[1].write(metadata_tsv(PROJECTOR_HEADER))
         else:
             self.files = [AtomicFile(path)]
 
@@ -314,7 +315,7 @@ class WordSink:
         if self.fmt == "projector":
             vectors, metadata = self.streams
             vectors.write(vectors_tsv(columns["vectors"]))
-            metadata.write(metadata_tsv(columns["line"], columns["position"], columns["text"]))
+            metadata.write(metadata_tsv(*zip(columns["line"], columns["position"], columns["text"], strict=True)))
         else:
             self.columns.append(columns)  # one vector per matching line: the matrix is the output
 
@@ -338,35 +339,3 @@ class WordSink:
 
 def open_sink(fmt: str, path: str, engine, options: dict):
     return ParquetSink(path, engine, options) if fmt == "parquet" else WordSink(fmt, path, engine, options)
-
-
-# ------------------------------------------------------------------------------ the Projector's TSV
-METADATA_HEADER = "line\tposition\ttext\n"  # more than one column: the Projector wants a header row
-
-
-def tsv_field(value) -> str:
-    """A metadata field as the Projector reads it: no tab or line break inside (each becomes a space)."""
-    return " ".join(str(value).replace("\t", " ").splitlines()) if value is not None else ""
-
-
-def vectors_tsv(vectors: np.ndarray) -> str:
-    """(n, d) vectors as the Projector's vectors.tsv: a row per vector, tab-separated, no header.
-    Each value is the shortest text of its float32, as the JSON records spell it."""
-    rows = (orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].replace(b",", b"\t") for row in vectors)
-    return "".join(row.decode() + "\n" for row in rows)
-
-
-def metadata_tsv(*columns) -> str:
-    return "".join("\t".join(map(tsv_field, row)) + "\n" for row in zip(*columns, strict=True))
-
-
-def write_projector(folder: str | Path, vectors: np.ndarray, header: list[str], rows: list[list]) -> list[Path]:
-    """The Projector pair in ``folder``: vectors.tsv (n rows of d values) and metadata.tsv (a header,
-    then n rows). Returns the two paths."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / "vectors.tsv", folder / "metadata.tsv"]
-    paths[0].write_text(vectors_tsv(vectors), encoding="utf-8", newline="\n")
-    lines = "\t".join(map(tsv_field, header)) + "\n" + metadata_tsv(*zip(*rows, strict=True)) if rows else ""
-    paths[1].write_text(lines or "\t".join(header) + "\n", encoding="utf-8", newline="\n")
-    return paths

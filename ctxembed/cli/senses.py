@@ -75,16 +75,29 @@ def senses(
     explorer=None,
     options=None,
 ) -> None:
-    """The senses of words across a corpus: every occurrence, clustered, each sense labelled and shown in context."""
+    """The senses of words across a corpus: every occurrence, clustered, each sense labelled and shown in context.
+
+    --save map.tsv (or a folder) writes the TensorBoard Projector pair: the occurrences' vectors, and
+    their word, sense, label and sentence (docs/scale.md says how to open it)."""
     from ctxembed.senses.run import senses as find  # ~32 ms, senses only
 
     words, corpus = split_arguments(arguments, corpus)
+    maps = [path for path in save or [] if path.suffix.lower() in ("", ".tsv")]  # Projector pairs
+    save = [path for path in save or [] if path not in maps]
     check_saves(save)
     ex = explorer()
-    doc, problems = find(ex.engine, ex.vectors, words, corpus, forms=forms or [], exact=exact, **options)
+    kept: dict | None = {} if maps else None
+    doc, problems = find(ex.engine, ex.vectors, words, corpus, forms=forms or [], exact=exact, keep=kept, **options)
     entries = doc["words"]
     if any(e["k"] for e in entries):
         save_all(doc, save)
+        if maps:
+            from ctxembed.output import write_projector
+            from ctxembed.senses.run import PROJECTOR_HEADER, projector_points
+
+            vectors, rows = projector_points(doc, kept)
+            for path in maps:
+                write_projector(path, vectors, PROJECTOR_HEADER, rows)
         if json_out:
             emit_json(doc)
         else:

@@ -340,17 +340,26 @@ def search_forms(store, words: list[str], given: dict[str, list[str]], *, exact:
 
 
 def find_senses(
-    engine: Engine, forms: dict[str, list[str]], stream, name: str, options: SenseOptions, *, progress=None
+    engine: Engine,
+    forms: dict[str, list[str]],
+    stream,
+    name: str,
+    options: SenseOptions,
+    *,
+    progress=None,
+    keep: dict | None = None,
 ):
     """Scan a corpus stream once for every word's forms, then cluster each word: the ``ctxembed.senses/2``
-    document (without ``vectors`` and ``settings``) and one message per word that could not be clustered."""
+    document (without ``vectors`` and ``settings``) and one message per word that could not be clustered.
+    ``keep``, a dict, receives word -> (its occurrences' unit vectors (n, d), their lines' texts), in the
+    order of the word's ``occurrences`` (what a Projector map of the senses plots)."""
     scan = scan_corpus(
         stream, forms, name=name, max_occurrences=options.max_occurrences, seed=options.sample_seed, progress=progress
     )
     if scan.blank:
         raise DataError(f"{name}: the corpus is empty")
     with one_thread():
-        entries, problems = _each_word(engine, forms, scan, name, options)
+        entries, problems = _each_word(engine, forms, scan, name, options, keep)
     doc = {
         "schema": "ctxembed.senses/2",
         "corpus": {
@@ -374,7 +383,7 @@ def find_senses(
     return doc, problems
 
 
-def _each_word(engine: Engine, forms: dict[str, list[str]], scan, name: str, options: SenseOptions):
+def _each_word(engine: Engine, forms: dict[str, list[str]], scan, name: str, options: SenseOptions, keep=None):
     entries, problems = [], []
     for word, word_forms_ in forms.items():
         found = occurrence_vectors(engine, scan.occurrences[word], drop_own=options.drop_own)
@@ -393,6 +402,8 @@ def _each_word(engine: Engine, forms: dict[str, list[str]], scan, name: str, opt
             clustering = cluster(
                 found.unit, k, k_max=options.k_max, min_share=options.min_share, seed=options.sample_seed
             )
+            if keep is not None:
+                keep[word] = (found.unit, [o.text for o in found.occurrences])
         entries.append(
             word_document(
                 engine, word, word_forms_, scan.counts[word], found, clustering,

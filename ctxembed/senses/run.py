@@ -8,6 +8,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ctxembed.engine import Engine
 from ctxembed.errors import UsageError
 from ctxembed.progress import scanning
@@ -41,6 +43,7 @@ def senses(
     *,
     forms: Sequence[str] = (),
     exact: bool = False,
+    keep: dict | None = None,
     **options: Any,
 ) -> tuple[dict, list[str]]:
     """Scan ``corpus`` (a text file, ``.gz``, ``"-"`` for stdin; default: the shipped Brown sample) once for
@@ -59,7 +62,7 @@ def senses(
     if corpus_name == str(default_corpus()):
         shown_name = "brown.txt.gz (the shipped example corpus)"
     with stream, scanning(corpus_name) as progress:
-        found, problems = find_senses(engine, word_forms, stream, shown_name, chosen, progress=progress)
+        found, problems = find_senses(engine, word_forms, stream, shown_name, chosen, progress=progress, keep=keep)
     doc = {
         "schema": found.pop("schema"),
         "vectors": vectors,
@@ -68,3 +71,21 @@ def senses(
         **found,
     }
     return doc, problems
+
+
+PROJECTOR_HEADER = ("word", "sense", "label", "line", "form", "sentence")
+
+
+def projector_points(doc: dict, kept: dict) -> tuple[np.ndarray, list[tuple]]:
+    """The points of a Projector map of ``doc``'s senses: every clustered occurrence's unit vector
+    (n, d) and its metadata row (word, sense number, the sense's label words, line, form, sentence)."""
+    vectors, rows = [], []
+    for entry in doc["words"]:
+        if entry["word"] not in kept:
+            continue
+        unit, texts = kept[entry["word"]]
+        labels = {s["sense"]: ", ".join(w["word"] for w in s["label"]) for s in entry["senses"]}
+        vectors.append(unit)
+        for o, text in zip(entry["occurrences"], texts, strict=True):
+            rows.append((entry["word"], o["sense"], labels[o["sense"]], o["line"], o["form"], text))
+    return (np.concatenate(vectors) if vectors else np.zeros((0, 0), np.float32)), rows
