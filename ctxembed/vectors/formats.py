@@ -168,14 +168,14 @@ def _gensim_source(path: Path):
 
 
 def _load_word2vec_family(path: Path, fmt: str, limit: int | None) -> LoadedVectors:
-    from gensim.models import KeyedVectors  # gensim: ~1 s, for foreign vector files only
-
     binary = fmt == "word2vec-binary"
     no_header = fmt == "glove-text"
     if not binary:
         _check_field_counts(path, no_header, limit)  # gensim would broadcast a 1-value line silently
     else:
         header_bytes = _check_binary_header(path)
+    from gensim.models import KeyedVectors  # gensim: about a second, once the file passed the checks above
+
     try:
         with _gensim_source(path) as source:
             kv = KeyedVectors.load_word2vec_format(
