@@ -127,6 +127,12 @@ def test_projector_pair_follows_the_format(corpus, tmp_path):
     assert np.array_equal(values, f32([r["word"]["contextual"] for r in found]))
 
 
+def test_jsonl_out_writes_what_stdout_gets(corpus, tmp_path):
+    stdout = succeeds("batch", corpus, "--preset", "textbook", "--chunk", "16").stdout_bytes
+    succeeds("batch", corpus, "--preset", "textbook", "--chunk", "16", "--out", tmp_path / "out.jsonl")
+    assert (tmp_path / "out.jsonl").read_bytes() == stdout
+
+
 def test_format_needs_out_and_word(corpus, tmp_path):
     assert "--out" in fails(2, "batch", corpus, "--format", "parquet")
     assert "--word" in fails(2, "batch", corpus, "--format", "npz", "--out", tmp_path / "x.npz")

@@ -30,6 +30,7 @@ pyarrow is imported only here and only for Parquet (the optional extra ``ctxembe
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -244,6 +245,15 @@ def _ipc_bytes(batch) -> bytes:
 
 
 # ------------------------------------------------------------------------------ parent side
+@contextlib.contextmanager
+def _writing(path: Path):
+    """A full disk (or any write error) as one DataError naming --out, never a traceback."""
+    try:
+        yield
+    except OSError as exc:  # pyarrow's ArrowIOError is one too
+        raise DataError(f"cannot write --out {path}: {exc.strerror or exc}") from None
+
+
 class AtomicFile:
     """A temporary file beside ``path``, renamed over it by :meth:`commit`; :meth:`abort` removes it."""
 
@@ -282,7 +292,7 @@ class ParquetSink:
         import pyarrow as pa
 
         data = parts[0] if len(parts) == 1 else b"".join(parts)
-        with pa.ipc.open_stream(data) as reader:
+        with pa.ipc.open_stream(data) as reader, _writing(self.file.path):
             for batch in reader:
                 self.writer.write_batch(batch)  # a row group per chunk: memory stays one chunk's
 
@@ -337,5 +347,24 @@ class WordSink:
             file.commit() if complete else file.abort()
 
 
+class JsonLinesSink:
+    """batch's JSON lines to ``--out`` instead of stdout, made whole at the end like the other formats."""
+
+    def __init__(self, path: str):
+        self.file = AtomicFile(path)
+        self.stream = open(self.file.temp, "wb")  # noqa: SIM115 - closed in close()
+
+    def write(self, parts: list) -> None:
+        with _writing(self.file.path):
+            for part in parts:
+                self.stream.write(part)
+
+    def close(self, complete: bool) -> None:
+        self.stream.close()
+        self.file.commit() if complete else self.file.abort()
+
+
 def open_sink(fmt: str, path: str, engine, options: dict):
+    if fmt == "jsonl":
+        return JsonLinesSink(path)
     return ParquetSink(path, engine, options) if fmt == "parquet" else WordSink(fmt, path, engine, options)
