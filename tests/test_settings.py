@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -192,8 +193,11 @@ def test_version_and_completion():
     from ctxembed import __version__
 
     assert invoke("--version").stdout.strip() == f"ctxembed {__version__}"
+    # typer detects the parent shell unless told not to, and then takes "bash" as a stray argument: under
+    # `make test` the parent is make's /bin/sh ("Shell sh not supported"), so the shell is named explicitly.
+    env = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
     script = subprocess.run(
-        [Path(sys.executable).parent / "ctxembed", "--show-completion", "bash"], capture_output=True, text=True
+        [Path(sys.executable).parent / "ctxembed", "--show-completion", "bash"], capture_output=True, text=True, env=env
     )
     assert script.returncode == 0 and "complete -o default -F _ctxembed_completion ctxembed" in script.stdout
 

@@ -177,7 +177,7 @@ def test_epochs_zero_writes_the_initial_weights(tmp_path):
         (b"", "no sentence with an in-vocabulary word"),
         (b"zzqxv qqzxw\nxxqzv\n", "no sentence with an in-vocabulary word"),
         (bytes(range(256)) * 64, "does not look like text"),
-        (b"\xff\xfe\x00\x91 garbage\n" * 800 + b"the river bank\nthe money\n", "does not look like text"),
+        (b"\xff\xfe\x00\x91 garbage\n" * 800 + b"the river bank\nthe money\n", "UTF-16 text"),  # starts with FF FE
         (b"bank\n" * 2000, "every token is the same word ('bank')"),
     ],
     ids=["empty", "no-vocabulary", "binary", "binary-with-two-text-lines", "one-repeated-word"],
