@@ -264,3 +264,39 @@ def test_batch_runs_the_trained_model_through_the_contract(minilm_folder):
         attend = run_json("attend", text, "--model", "minilm", "--json")
         np.testing.assert_allclose(record["weights"], attend["weights"], atol=2e-6)
         assert record["word"]["word"] == "bank"
+
+
+def test_eval_wsi_computes_minilm_with_the_engine_it_names(minilm_folder):
+    """eval wsi -c minilm: each target's vector is the trained model's own read-out for its sentence (the
+    registry's engine), not the glove model run with the settings minilm is described by."""
+    from ctxembed.engine.registry import open_engine
+    from ctxembed.evaluation.evaluate import named_settings
+    from ctxembed.senses.wsi import contextual_vectors, read_wsi
+
+    items = read_wsi(FIXTURES / "wsi_lemmatised.tsv")[:6]
+    glove = open_engine()
+    vectors, found = contextual_vectors(glove.store, named_settings("minilm"), items, drop_own=False)
+    engine = open_engine(model="minilm")
+    expected = []
+    for item in items:
+        [result] = engine.run([engine.prepare(" ".join(item.words), words=item.words)])
+        expected.append(result.contextual[result.prepared.used.index(item.index)])  # (384,)
+    assert found.all() and vectors.shape == (6, engine.out_dim)
+    np.testing.assert_allclose(vectors, np.stack(expected), atol=1e-6)
+    textbook, _ = contextual_vectors(glove.store, named_settings("textbook"), items, drop_own=False)
+    assert textbook.shape[1] == glove.out_dim != engine.out_dim  # glove's vectors are another model's
+
+
+def test_eval_results_of_the_trained_model_keep_no_view_of_their_group(minilm_folder, engine_of):
+    """A result keeps copies, not views onto its group's (L, B, H, T, T) weights and hidden states (a dev set's
+    results held every group alive), and run(weights=False) keeps neither weights nor the piece level."""
+    engine = engine_of()
+    prepared = [engine.prepare(text) for text in (*RIVER, *MONEY)]
+    results = engine.run(prepared)  # one group: the four sentences padded together
+    for result in results:
+        assert result.piece_weights.base is None and result.piece_hidden.base is None
+        assert result.piece_weights.shape[-1] == len(result.prepared.piece_ids)
+    light = engine.run(prepared, weights=False)
+    assert all(r.weights is None and r.piece_weights is None and r.piece_hidden is None for r in light)
+    for full, bare in zip(results, light, strict=True):
+        np.testing.assert_array_equal(full.contextual, bare.contextual)

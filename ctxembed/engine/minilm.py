@@ -188,14 +188,12 @@ class MiniLMEngine:
                 while stop < len(order) and (stop - start + 1) * len(sentences[order[stop]].piece_ids) <= GROUP_PIECES:
                     stop += 1
                 group = [sentences[i] for i in order[start:stop]]
-                for i, result in zip(order[start:stop], self._run_group(group, trace), strict=True):
-                    if not weights:
-                        result.weights = None
+                for i, result in zip(order[start:stop], self._run_group(group, weights, trace), strict=True):
                     results[i] = result
                 start = stop
         return results
 
-    def _run_group(self, group: Sequence[PiecedSentence], trace: bool) -> list[PiecedResult]:
+    def _run_group(self, group: Sequence[PiecedSentence], weights: bool, trace: bool) -> list[PiecedResult]:
         T = max(len(s.piece_ids) for s in group)
         ids = np.zeros((len(group), T), dtype=np.int64)  # (B, T) [PAD] is id 0
         real = np.zeros((len(group), T), dtype=bool)  # (B, T)
@@ -203,25 +201,31 @@ class MiniLMEngine:
             ids[b, : len(s.piece_ids)] = s.piece_ids
             real[b, : len(s.piece_ids)] = True
         out = encode(self.weights, ids, real, keep_values=trace)  # hidden (L+1, B, T, D), weights (L, B, H, T, T)
-        return [self._to_words(s, out, b) for b, s in enumerate(group)]
+        return [self._to_words(s, out, b, weights) for b, s in enumerate(group)]
 
-    def _to_words(self, sentence: PiecedSentence, out, b: int) -> PiecedResult:
+    def _to_words(self, sentence: PiecedSentence, out, b: int, weights: bool) -> PiecedResult:
+        """One sentence of a group's output, as words. What the result keeps is copied out of the group's
+        arrays (a view would keep the whole group's (L, B, H, T, T) weights alive with it); without
+        ``weights`` it keeps no weights and no piece level, only the word vectors."""
         P, W = len(sentence.piece_ids), len(sentence.used)
-        hidden = out.hidden[:, b, :P]  # (L+1, P, D)
-        piece_weights = out.weights[:, b, :, :P, :P]  # (L, H, P, P)
-        layers = word_vectors(hidden, sentence.owner, W)  # (L+1, W, D)
+        hidden = out.hidden[:, b, :P]  # (L+1, P, D) a view into the group's
+        layers = word_vectors(hidden, sentence.owner, W)  # (L+1, W, D) a new array
+        piece_weights = out.weights[:, b, :, :P, :P].copy() if weights else None  # (L, H, P, P)
+        word_weights = (
+            None if piece_weights is None else word_attention(piece_weights, sentence.owner, W, renormalise=True)
+        )
         return PiecedResult(
             prepared=sentence,
             static=layers[0],  # (W, D) the model's input
             inputs=layers[0],
             contextual=self.mix.apply(layers),  # (W, D) mean of the hidden states
-            weights=word_attention(piece_weights, sentence.owner, W, renormalise=True),  # (L, H, W, W)
+            weights=word_weights,  # (L, H, W, W)
             layer_inputs=list(layers[:-1]),  # L arrays (W, D): each layer's input
             top=layers[-1],  # (W, D)
             mix=self.mix,
             piece_weights=piece_weights,
-            piece_hidden=hidden,
-            values=None if out.values is None else [v[b, :, :P] for v in out.values],  # L x (H, P, d_h)
+            piece_hidden=hidden.copy() if weights else None,
+            values=None if out.values is None else [v[b, :, :P].copy() for v in out.values],  # L x (H, P, d_h)
         )
 
     def attention_parts(self, result: PiecedResult) -> AttentionParts:

@@ -18,6 +18,8 @@ from ctxembed.errors import SettingError
 
 if TYPE_CHECKING:
     from ctxembed.engine.contract import ContextEngine
+    from ctxembed.settings import Settings
+    from ctxembed.vectors.store import VectorStore
 
 
 @dataclass(frozen=True)
@@ -31,14 +33,18 @@ class Model:
 
 
 def _open_glove(vectors: str | PathLike | None, preset: str, **keywords: Any) -> ContextEngine:
-    from ctxembed.engine.glove import open_glove  # lazy: opening another model does not load this engine
+    from ctxembed.engine.glove import Engine, open_glove  # lazy: opening another model does not load this engine
 
+    store = keywords.pop("store", None)
+    if store is not None:  # a job's store and Settings (engine_for): no file to open, no preset to fit
+        return Engine(store, keywords["settings"], oov=keywords.get("oov", "skip"), max_tokens=keywords["max_tokens"])
     return open_glove(vectors, preset, **keywords)
 
 
 def _open_minilm(vectors: str | PathLike | None, preset: str, **keywords: Any) -> ContextEngine:
     from ctxembed.engine.minilm import open_minilm  # lazy: the glove model never loads the encoder
 
+    keywords.pop("store", None)  # its words are its own
     return open_minilm(vectors, preset, **keywords)
 
 
@@ -72,6 +78,22 @@ def open_engine(
     if entry is None:
         raise SettingError(f"{{model}} {model!r}: no such model (known: {', '.join(MODELS)})", "model")
     return entry.open(vectors, preset, **keywords)
+
+
+def model_of(settings: Settings) -> str:
+    """The model that computes ``settings``: the model its preset names (a trained model's engine runs
+    with its name as preset; eval's ``minilm@3`` is minilm read out at layer 3), else the default
+    model, whose presets are the attention settings' (default, textbook, learned ...)."""
+    name = settings.preset.partition("@")[0]
+    return name if name in MODELS else DEFAULT_MODEL
+
+
+def engine_for(settings: Settings, store: VectorStore, *, max_tokens: int, oov: str = "skip") -> ContextEngine:
+    """The engine a job (eval, eval wsi) computes one configuration with: the registry's model for
+    ``settings`` (:func:`model_of`), the glove model over ``store`` and ``settings`` as they are, a
+    trained model with its read-out from the settings' mix (its own words: ``store`` is not used)."""
+    return MODELS[model_of(settings)].open(None, settings.preset, store=store, settings=settings,
+                                           max_tokens=max_tokens, oov=oov)  # fmt: skip
 
 
 def side_by_side_views() -> list[tuple[str, str]]:

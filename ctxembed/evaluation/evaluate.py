@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxembed.core.similarity import row_cosines
-from ctxembed.engine import Engine, split_word
+from ctxembed.engine import ContextEngine, split_word
 from ctxembed.errors import DataError, UsageError
 from ctxembed.senses.wsi import data_lines
 from ctxembed.settings import PRESETS, Settings, build_settings, ladder
@@ -82,20 +82,18 @@ def trained_models() -> tuple[str, ...]:
 
 def model_settings(name: str) -> Settings:
     """The settings a trained model runs with (its layers and heads; its preset is the model's name,
-    what :func:`open_for` reads)."""
+    what the registry reads: :func:`ctxembed.engine.registry.model_of`)."""
     from ctxembed.engine.registry import open_engine
 
     return open_engine(model=name).settings
 
 
 def open_for(store: VectorStore, settings: Settings, max_tokens: int):
-    """The engine of a configuration: the registry's model when the preset names a trained model
-    (its read-out set by the settings' mix), else static vectors + attention."""
-    if settings.preset.partition("@")[0] in trained_models():  # minilm, or minilm@N read out at a layer
-        from ctxembed.engine.registry import open_engine
+    """The engine of a configuration, from the registry (:func:`ctxembed.engine.registry.engine_for`):
+    the trained model its preset names (read out by the settings' mix), else static vectors + attention."""
+    from ctxembed.engine.registry import engine_for
 
-        return open_engine(model=settings.preset.partition("@")[0], settings=settings, max_tokens=max_tokens)
-    return Engine(store, settings, oov="skip", max_tokens=max_tokens)
+    return engine_for(settings, store, max_tokens=max_tokens)
 
 
 @dataclass
@@ -121,8 +119,7 @@ def target_vectors(
         for (n, sentence), row in zip(prepared, rows, strict=True):
             vectors[n], found[n] = sentence.static[row], True
         return vectors, found, coverage
-    results = engine.run([sentence for _, sentence in prepared])
-    for (n, _), row, result in zip(prepared, rows, results, strict=True):
+    for (n, _), row, result in zip(prepared, rows, _vectors_only(engine, prepared), strict=True):
         vectors[n], found[n] = result.contextual[row], True
     return vectors, found, coverage
 
@@ -135,13 +132,22 @@ def target_layers(
     layers = np.zeros((len(occurrences), engine.layers + 1, engine.out_dim), dtype=np.float32)
     found = np.zeros(len(occurrences), dtype=bool)
     prepared, rows, _ = _prepare_targets(engine, store, occurrences)
-    results = engine.run([sentence for _, sentence in prepared])
-    for (n, _), row, result in zip(prepared, rows, results, strict=True):
+    for (n, _), row, result in zip(prepared, rows, _vectors_only(engine, prepared), strict=True):
         layers[n], found[n] = result.layers()[:, row], True  # (L + 1, T, d) -> (L + 1, d)
     return layers, found
 
 
-def _prepare_targets(engine: Engine, store: VectorStore, occurrences: list[Occurrence]):
+RUN_SENTENCES = 256  # sentences whose results are alive at once: a target keeps one row of its result
+
+
+def _vectors_only(engine: ContextEngine, prepared: list):
+    """The results of the prepared sentences ([(n, Prepared)]), in order, run a slice at a time and
+    without weights: eval reads one row of each, so a dev set's results are never all alive at once."""
+    for start in range(0, len(prepared), RUN_SENTENCES):
+        yield from engine.run([sentence for _, sentence in prepared[start : start + RUN_SENTENCES]], weights=False)
+
+
+def _prepare_targets(engine: ContextEngine, store: VectorStore, occurrences: list[Occurrence]):
     """Prepared sentences of the targets that have a vector: [(n, Prepared)], their rows, coverage counts."""
     coverage = {"targets": len(occurrences), "target_oov": 0, "lemma_fallback": 0, "no_vector": 0}
     prepared, rows = [], []

@@ -27,7 +27,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ctxembed.core.similarity import unit_rows
-from ctxembed.engine import Engine
+from ctxembed.engine import ContextEngine
 from ctxembed.errors import DataError
 from ctxembed.senses.occurrences import Occurrence, scan_corpus, word_forms
 from ctxembed.settings import SENSE_OPTIONS, SenseOptions
@@ -63,7 +63,7 @@ class Clustering:
     tried: list[dict] = field(default_factory=list)  # -k auto: {k, silhouette, smallest_share}
 
 
-def own_term(engine: Engine, result, row: int) -> np.ndarray | None:
+def own_term(engine: ContextEngine, result, row: int) -> np.ndarray | None:
     """(d_out,) the part of token ``row``'s contextual vector that is its own input, not its context:
     the layer-0 term of a layer mix (γ·s₀·h0), plus the last layer's residual λ·x (weighted by the
     mix's last weight when there is a mix) when the settings have a residual and no layer norm after it.
@@ -80,7 +80,9 @@ def own_term(engine: Engine, result, row: int) -> np.ndarray | None:
     return own
 
 
-def occurrence_vectors(engine: Engine, occurrences: list[Occurrence], *, drop_own: bool = True) -> OccurrenceVectors:
+def occurrence_vectors(
+    engine: ContextEngine, occurrences: list[Occurrence], *, drop_own: bool = True
+) -> OccurrenceVectors:
     """Contextual vectors of each occurrence's token in its line; lines over max_tokens are skipped."""
     skipped = {"too_long": 0, "no_vector": 0}
     lowercase = engine.store.lowercase
@@ -109,7 +111,7 @@ def occurrence_vectors(engine: Engine, occurrences: list[Occurrence], *, drop_ow
     return OccurrenceVectors(usable, target_vectors(engine, prepared, rows, drop_own=drop_own), skipped)
 
 
-def target_vectors(engine: Engine, prepared: list, rows: list[int], *, drop_own: bool = True) -> np.ndarray:
+def target_vectors(engine: ContextEngine, prepared: list, rows: list[int], *, drop_own: bool = True) -> np.ndarray:
     """(n, d_out) contextual vector of token ``rows[i]`` (an index into ``used``) of sentence ``prepared[i]``,
     minus its own residual term when ``drop_own``; a sentence listed several times runs once."""
     vectors = np.zeros((len(prepared), engine.out_dim), dtype=np.float32)  # (n, d_out)
@@ -117,7 +119,7 @@ def target_vectors(engine: Engine, prepared: list, rows: list[int], *, drop_own:
         return vectors
     distinct = list({id(s): s for s in prepared}.values())
     with one_thread():
-        results = dict(zip(map(id, distinct), engine.run(distinct), strict=True))
+        results = dict(zip(map(id, distinct), engine.run(distinct, weights=False), strict=True))  # vectors only
     for n, (sentence, row) in enumerate(zip(prepared, rows, strict=True)):
         result = results[id(sentence)]
         vectors[n] = result.contextual[row]
@@ -226,7 +228,9 @@ def pca_map(unit: np.ndarray) -> tuple[np.ndarray, list[float]]:
     return points, [float(x) if np.isfinite(x) else 0.0 for x in model.explained_variance_ratio_]
 
 
-def sense_labels(engine: Engine, centres: np.ndarray, *, k: int, exclude: set[str]) -> list[list[tuple[str, float]]]:
+def sense_labels(
+    engine: ContextEngine, centres: np.ndarray, *, k: int, exclude: set[str]
+) -> list[list[tuple[str, float]]]:
     """Nearest vocabulary words of each centre's distinctive direction (the centre minus the mean of the
     centres, so words every sense shares do not label them all), among the LABEL_VOCABULARY most frequent
     words (rare words make poor labels, and the search is that much faster), alphabetic words only."""
@@ -242,7 +246,7 @@ def sense_labels(engine: Engine, centres: np.ndarray, *, k: int, exclude: set[st
 
 # ---------------------------------------------------------------------------------------------- documents
 def word_document(
-    engine: Engine,
+    engine: ContextEngine,
     word: str,
     forms: list[str],
     seen: int,
@@ -340,7 +344,7 @@ def search_forms(store, words: list[str], given: dict[str, list[str]], *, exact:
 
 
 def find_senses(
-    engine: Engine,
+    engine: ContextEngine,
     forms: dict[str, list[str]],
     stream,
     name: str,
@@ -383,7 +387,7 @@ def find_senses(
     return doc, problems
 
 
-def _each_word(engine: Engine, forms: dict[str, list[str]], scan, name: str, options: SenseOptions, keep=None):
+def _each_word(engine: ContextEngine, forms: dict[str, list[str]], scan, name: str, options: SenseOptions, keep=None):
     entries, problems = [], []
     for word, word_forms_ in forms.items():
         found = occurrence_vectors(engine, scan.occurrences[word], drop_own=options.drop_own)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxembed.engine import Engine
+from ctxembed.engine import ContextEngine
 from ctxembed.errors import UsageError
 from ctxembed.progress import scanning
 from ctxembed.senses.induce import find_senses, search_forms
@@ -36,7 +36,7 @@ def check_words(words: Iterable[str]) -> list[str]:
 
 
 def senses(
-    engine: Engine,
+    engine: ContextEngine,
     vectors: dict,
     words: Sequence[str],
     corpus: str | PathLike | None = None,

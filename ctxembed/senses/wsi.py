@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxembed.core.similarity import unit_rows
-from ctxembed.engine import Engine
+from ctxembed.engine.registry import engine_for
 from ctxembed.errors import DataError
 from ctxembed.senses.induce import cluster, target_vectors
 from ctxembed.senses.occurrences import inflections
@@ -142,12 +142,14 @@ def _by_word(items: list[LabelledOccurrence]) -> dict[str, list[int]]:
 
 def contextual_vectors(store: VectorStore, settings: Settings | None, items, *, drop_own: bool = True, max_tokens=4096):
     """(n, d) vectors of every target: contextual (own term dropped), or static when ``settings`` is None;
-    and a (n,) mask of the targets that got one."""
-    engine = Engine(store, settings or build_settings("textbook"), oov="skip", max_tokens=max_tokens)
+    and a (n,) mask of the targets that got one. The engine is the registry's for ``settings``
+    (:func:`ctxembed.engine.registry.engine_for`): ``-c minilm`` runs the trained model."""
+    engine = engine_for(settings or build_settings("textbook"), store, max_tokens=max_tokens)
+    lexicon = getattr(engine, "lexicon", None)  # a subword model has none: every word gets pieces
     prepared, rows, kept = [], [], []
     for n, item in enumerate(items):
         words = list(item.words)
-        if engine.lexicon.row(words[item.index]) is None:
+        if lexicon is not None and lexicon.row(words[item.index]) is None:
             words[item.index] = item.word  # an unknown form falls back to the word (its lemma)
         try:
             sentence = engine.prepare(" ".join(words), words=words)
