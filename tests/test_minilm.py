@@ -300,3 +300,16 @@ def test_eval_results_of_the_trained_model_keep_no_view_of_their_group(minilm_fo
     assert all(r.weights is None and r.piece_weights is None and r.piece_hidden is None for r in light)
     for full, bare in zip(results, light, strict=True):
         np.testing.assert_array_equal(full.contextual, bare.contextual)
+
+
+def test_eval_under_the_trained_model_computes_that_model_or_refuses(minilm_folder):
+    """eval --model minilm: its ladder is static and minilm (static: the model's input embeddings); a
+    configuration of the glove model (textbook: GloVe's attention) is refused in one line, exit 2."""
+    scws = FIXTURES / "scws_tiny.txt"
+    doc = run_json("eval", "pairs", scws, "--model", "minilm", "--json")
+    assert [row["name"] for row in doc["configs"]] == ["static", "minilm"]
+    assert doc["configs"][1]["settings"]["preset"] == "minilm"
+    assert "configuration of the glove model" in fails(2, "eval", "pairs", scws, "--model", "minilm", "-c", "textbook")
+    assert "configuration of the glove model" in fails(
+        2, "eval", "wsi", FIXTURES.parent.parent / "data" / "wsi-senses.tsv", "--model", "minilm", "-c", "default"
+    )

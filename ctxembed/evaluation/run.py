@@ -13,7 +13,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from ctxembed.errors import counted
+from ctxembed.engine.registry import DEFAULT_MODEL, model_of
+from ctxembed.errors import UsageError, counted
 from ctxembed.evaluation.evaluate import (
     LADDER,
     default_senses_path,
@@ -55,15 +56,25 @@ def sweep(
     evaluate: Callable[[str, Settings | None], dict],
 ) -> list[dict]:
     """Evaluate each chosen configuration (default: ``default``, without ``learned`` when the vectors
-    are not the ones it was trained on); ``custom`` is the caller's own settings. One row each."""
-    chosen = list(names or default)
+    are not the ones it was trained on); ``custom`` is the caller's own settings. One row each.
+    Under a trained model (``custom`` is its settings: ``--model minilm``) the default is ``static`` and
+    the model, and a configuration of another model is refused: it would not compute the model asked for."""
+    model = model_of(custom)  # --model: a trained model's ladder is its own (static: its input embeddings)
+    chosen = list(names or (default if model == DEFAULT_MODEL else ("static", model)))
     if not names and "learned" in chosen and not fits_learned_weights(store):  # trained on the shipped vectors
         chosen.remove("learned")
+    configured = {name: named_settings(name, custom) for name in chosen}
+    for name, settings in configured.items():  # refused before any is computed
+        if settings is not None and model != DEFAULT_MODEL and model_of(settings) != model:
+            raise UsageError(
+                f"-c {name} is a configuration of the {model_of(settings)} model, not of --model {model}: "
+                f"choose static, custom, {model} or {model}@N"
+            )
     rows = []
     with steps(f"evaluating {counted(len(chosen), 'configuration')}", total=len(chosen)) as progress:
         for name in chosen:
             progress.describe(f"evaluating {name}")
-            settings = named_settings(name, custom)
+            settings = configured[name]
             rows.append(
                 {"name": name, "settings": settings.as_dict() if settings else None, **evaluate(name, settings)}
             )
