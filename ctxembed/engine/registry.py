@@ -30,6 +30,9 @@ class Model:
     summary: str  # one line for people (a models list)
     open: Callable[..., ContextEngine]  # (vectors, preset, **open_engine's keywords) -> its engine
     shown: tuple[str, ...] = ("default",)  # the presets `ctxembed side-by-side` shows it with, in order
+    # whether the presets and attention settings (heads, layers, causal ...) shape it; a trained model's
+    # layers and heads are its own, so the page hides the settings and the server refuses them
+    settings: bool = True
 
 
 def _open_glove(vectors: str | PathLike | None, preset: str, **keywords: Any) -> ContextEngine:
@@ -59,6 +62,7 @@ MODELS: dict[str, Model] = {
         "minilm",
         "all-MiniLM-L6-v2, a trained 6-layer BERT, in NumPy (`ctxembed models install minilm`)",
         _open_minilm,
+        settings=False,
     ),
 }
 DEFAULT_MODEL = "glove"

@@ -1,8 +1,8 @@
 """Request bodies -> documents, computed by :class:`ctxembed.Explorer`: what ``ctxembed serve`` answers.
 
 A body is a JSON object whose keys are the API's keywords: the endpoint's own (``sentence``, ``word``,
-``k`` ...) and any setting of :data:`ctxembed.settings.SETTINGS`, ``preset``, ``oov`` and
-``max_tokens``. The answer is the document ``--json`` prints for the same input:
+``k`` ...), ``model`` (a name of the model registry) and any setting of :data:`ctxembed.settings.SETTINGS`,
+``preset``, ``oov`` and ``max_tokens``. The answer is the document ``--json`` prints for the same input:
 
 >>> explorers = Explorers("notes-toy")
 >>> answer("attend", {"sentence": "apple is the phone", "preset": "notes"}, explorers)["tokens"][0]["text"]
@@ -33,10 +33,12 @@ from rich.errors import ConsoleError
 from ctxembed.api import Explorer, side_by_side
 from ctxembed.config import BUDGET, ReadOptions, declarations
 from ctxembed.core.mix import LEARNED, OFF, is_weights
+from ctxembed.engine.registry import DEFAULT_MODEL, MODELS
 from ctxembed.errors import UsageError
 from ctxembed.output import say
 from ctxembed.settings import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
 from ctxembed.vectors.cache import cache_dir
+from ctxembed.vectors.models import PACKAGES, install_command, is_installed
 from ctxembed.views import render
 from ctxembed.views.figures import build_figure
 from ctxembed.views.svg import figure_svg
@@ -49,7 +51,8 @@ MAX_CHARS = 20_000
 MAX_TOKENS = ReadOptions.max_tokens  # per sentence; a request may lower it, not raise it
 MAX_WEIGHTS = 1 << 20  # attention weights in one attend document (layers x heads x T²): ~10 MB of JSON
 # distinct settings kept ready. Each opens its own store (the vectors stay memory-mapped, shared): measured
-# with the shipped GloVe, about 14 MB for attend and about 55 MB once it has searched neighbours
+# with the shipped GloVe, about 14 MB for attend and about 55 MB once it has searched neighbours. A model that
+# takes no settings has one explorer (MiniLM's: about 125 MB of RSS, 77 MB of it its memory-mapped files)
 CACHED_EXPLORERS = 4
 FILE_SETTINGS = ("weights_file",)  # settings that name a file: only the command line may
 READ_KEYS = ("oov", "max_tokens")
@@ -115,7 +118,10 @@ class Explorers:
         self.default = self.get({})[0]  # bad vectors fail here, before the server starts
 
     def get(self, options: Mapping[str, Any]) -> tuple[Explorer, threading.Lock]:
-        """The explorer of ``options`` (preset, settings, oov, max_tokens) and its lock."""
+        """The explorer of ``options`` (model, preset, settings, oov, max_tokens) and its lock. The model
+        is part of the key; the default model and preset are the same key as none, so the page's explorers
+        and side-by-side's ({"model": "minilm", "preset": "default"}) are shared."""
+        options = _canonical(options)
         key = tuple(sorted((name, type(value).__name__, repr(value)) for name, value in options.items()))
         with self._lock:
             entry = self._entries.get(key)
@@ -159,6 +165,14 @@ class Explorers:
             while len(self.written) > BUDGET.server_cache_files:
                 oldest, _ = self.written.popitem(last=False)
                 oldest.unlink(missing_ok=True)
+
+
+def _canonical(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` without what changes nothing: the default model and the default preset."""
+    return {name: value for name, value in options.items() if (name, value) not in DEFAULTS}
+
+
+DEFAULTS = {("model", DEFAULT_MODEL), ("preset", "default")}
 
 
 def _cache_files() -> set[Path]:
@@ -215,8 +229,15 @@ def _check_setting(name: str, value: Any) -> Any:
     return value
 
 
+def _check_model(value: Any) -> str:
+    if not isinstance(value, str) or value not in MODELS:
+        raise UsageError(f"model must be one of {', '.join(MODELS)}, not {_shown(value)}")
+    return value
+
+
 def split_body(endpoint: str, body: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the endpoint's keywords, the explorer's options) of a request body; UsageError for anything else."""
+    """(the endpoint's keywords, the explorer's options) of a request body; UsageError for anything else.
+    A model that takes no settings (a trained one) is refused any: the page does not send them."""
     if not isinstance(body, dict):
         raise UsageError(f"the request body must be a JSON object, not {type(body).__name__}")
     keys = ENDPOINTS[endpoint]
@@ -227,14 +248,21 @@ def split_body(endpoint: str, body: Any) -> tuple[dict[str, Any], dict[str, Any]
             continue  # null: the preset's (or the endpoint's) default
         if name in keys:
             own[name] = _check_key(name, keys[name], value)
+        elif name == "model":
+            options[name] = _check_model(value)
         elif name in SETTINGS or name in READ_KEYS or name == "preset":
             options[name] = _check_setting(name, value)
         else:
-            known = ", ".join([*keys, "preset", *(n for n in SETTINGS if n not in FILE_SETTINGS), *READ_KEYS])
+            known = ", ".join([*keys, "model", "preset", *(n for n in SETTINGS if n not in FILE_SETTINGS), *READ_KEYS])
             raise UsageError(f"unknown key {_shown(name)} for /api/{endpoint}; known: {known}")
     missing = [name for name, key in keys.items() if key.required and name not in own]
     if missing:
         raise UsageError(f"/api/{endpoint} needs {' and '.join(missing)}")
+    model = options.get("model", DEFAULT_MODEL)
+    given = [name for name in options if name != "model"]
+    if not MODELS[model].settings and given:  # so one explorer serves every request for it (docs/serve.md)
+        shown = ", ".join("preset" if n == "preset" else flag(n) for n in given)
+        raise UsageError(f"--model {model} is a trained model: the page runs it as trained, with no {shown}")
     return own, options
 
 
@@ -262,8 +290,11 @@ LIGHT_HEADS_LAYERS = 16  # heads x layers of a light request
 
 
 def _light(own: dict[str, Any], options: dict[str, Any]) -> bool:
-    """Whether a request is light whatever its vectors: short text, few heads and layers, the identity
-    projection and the preset's statistics (no new abtt_words to compute)."""
+    """Whether a request is light whatever its vectors: a model shaped by the settings (a trained one runs
+    all its layers and heads), short text, few heads and layers, the identity projection and the preset's
+    statistics (no new abtt_words to compute)."""
+    if not MODELS[options.get("model", DEFAULT_MODEL)].settings:
+        return False
     texts = own.get("sentences") or [own.get("sentence", "")]
     preset = PRESETS.get(options.get("preset", "default"))
     settings = {**(preset.values() if preset is not None else {}), **options}
@@ -325,7 +356,8 @@ def _check_size(explorer: Explorer, sentence: str) -> None:
 
 def registry(explorers: Explorers) -> dict:
     """What the page builds its controls and command lines from: every setting's declaration (type,
-    choices, limits, flag, help), each preset's values, the endpoints' keys and the vectors."""
+    choices, limits, flag, help), each preset's values, the endpoints' keys, the vectors and the models of
+    the registry (whether each is installed here, the command that installs it, whether it takes settings)."""
 
     def declared(name, spec, maximum=None) -> dict:
         kind = "choice" if spec.choices else spec.kind.__name__
@@ -350,8 +382,19 @@ def registry(explorers: Explorers) -> dict:
 
     source = explorers.source["vectors"]
     return {
-        "schema": "ctxembed.serve-settings/1",
+        "schema": "ctxembed.serve-settings/2",
         "vectors": explorers.default.vectors,
+        "model": DEFAULT_MODEL,
+        "models": [
+            {
+                "name": name,
+                "summary": entry.summary,
+                "installed": is_installed(name),
+                "install": install_command(name) if name in PACKAGES else None,
+                "settings": entry.settings,
+            }
+            for name, entry in MODELS.items()
+        ],
         "vectors_options": ([] if source is None else ["--vectors", str(source)])
         + ([] if explorers.source["limit"] is None else ["--limit", str(explorers.source["limit"])])
         + (["--trust"] if explorers.source["trust"] else []),

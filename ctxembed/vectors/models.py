@@ -67,8 +67,18 @@ def models_dir() -> Path:
     return Path(data).expanduser() / "ctxembed" / "models"
 
 
+def install_command(name: str) -> str:
+    """The command line that installs model ``name``."""
+    return f"ctxembed models install {name}"
+
+
 def install_hint(name: str) -> str:
-    return f"model {name!r} is not installed: run `ctxembed models install {name}`"
+    return f"model {name!r} is not installed: run `{install_command(name)}`"
+
+
+def is_installed(name: str) -> bool:
+    """Whether model ``name`` runs here: shipped with ctxembed (nothing to install) or installed."""
+    return name not in PACKAGES or (models_dir() / name / INSTALLED).is_file()
 
 
 def model_path(name: str) -> Path:

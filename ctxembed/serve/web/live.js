@@ -11,6 +11,7 @@
   };
   var registry = null, tab = "attend", values = {}, preset = "default", sequence = 0, timer = null;
   var pending = null, lastAttend = null, chosenToken = null;
+  var model = null, shapes = {};  /* the chosen model; layers and heads of each trained model, from its documents */
   /* what tests and benchmarks read: draws so far, whether an answer is still coming, the last body sent */
   var live = window.ctxembedLive = { draws: 0, busy: true, keyAt: null, drawnAt: null, lastBody: null };
   var $ = function (id) { return document.getElementById(id); };
@@ -20,6 +21,43 @@
     for (var k in attrs || {}) node.setAttribute(k, attrs[k]);
     if (text !== undefined && text !== null) node.textContent = text;
     return node;
+  }
+
+  /* ------------------------------------------------------------------ the model, from the registry */
+  function buildModels() {
+    var select = $("model");
+    select.textContent = "";
+    registry.models.forEach(function (m) {
+      var label = m.name + (m.installed ? "" : " (not installed)");
+      select.appendChild(el("option", { value: m.name, title: m.summary }, label));
+    });
+    select.value = model;
+    select.addEventListener("change", function () { chooseModel(select.value); });
+  }
+  function modelEntry() { return registry.models.filter(function (m) { return m.name === model; })[0]; }
+  function chooseModel(name) {
+    model = name;
+    var entry = modelEntry();
+    $("model").title = entry.summary;
+    $("controls").hidden = $("controls-note").hidden = !entry.settings;  /* a trained model runs as trained */
+    $("model-note").hidden = entry.settings;
+    $("model-note").textContent = entry.settings ? "" : entry.summary + ": its layers and heads are trained, " +
+      "so the settings do not apply.";
+    $("view").textContent = "";  /* another model's layers and heads: the drawing starts afresh */
+    lastAttend = null;
+    syncControls();
+    schedule(0);
+  }
+  /* layers and heads of the chosen model: the settings', or a trained model's (null until a document says) */
+  function shape() {
+    if (modelEntry().settings) return { layers: values.layers || 1, heads: values.heads || 1 };
+    return shapes[model] || null;
+  }
+  function learnShape(doc) {
+    if (!modelEntry().settings && doc.weights && doc.weights.length) {
+      shapes[model] = { layers: doc.weights.length, heads: doc.weights[0].length };
+      fillExplain();
+    }
   }
 
   /* ------------------------------------------------------------------ controls from the registry */
@@ -101,12 +139,17 @@
       input.disabled = !!off;
       input.parentNode.classList.toggle("changed", !off && changed(spec.name));
     });
-    var a = values.layers || 1, h = values.heads || 1;
-    fillNumbers($("explain-layer"), a, a - 1);
-    fillNumbers($("explain-head"), h, 0);
+    fillExplain();
   }
+  /* explain's layer and head selectors: as many as the model has */
+  function fillExplain() {
+    var known = shape() || { layers: 1, heads: 1 };
+    fillNumbers($("explain-layer"), known.layers, known.layers - 1);
+    fillNumbers($("explain-head"), known.heads, 0);
+  }
+  /* a number the reader chose is kept (within the new count); else the default (the last layer, head 0) */
   function fillNumbers(select, n, fallback) {
-    var keep = select.value === "" ? fallback : Math.min(+select.value, n - 1);
+    var keep = select.value === "" || !select.chosen ? fallback : Math.min(+select.value, n - 1);
     if (select.options.length !== n) {
       select.textContent = "";
       for (var i = 0; i < n; i++) select.appendChild(el("option", { value: i }, String(i)));
@@ -165,6 +208,7 @@
     if (body.word !== undefined) parts.push("--word", quote(body.word));
     if (body.k !== undefined) parts.push("-k", body.k);
     registry.vectors_options.forEach(function (p) { parts.push(quote(p)); });
+    if (body.model) parts.push("--model", quote(body.model));
     if (body.preset) parts.push("--preset", body.preset);
     registry.settings.forEach(function (spec) {
       if (!(spec.name in body)) return;
@@ -220,7 +264,7 @@
     }
     if (view === "explain") {
       var layer = +$("explain-layer").value, head = +$("explain-head").value;
-      if (layer !== (values.layers || 1) - 1) body.layer = layer;
+      if (layer !== (shape() || { layers: 1 }).layers - 1) body.layer = layer;
       if (head !== 0) body.head = head;
     }
     if (view === "neighbors") {
@@ -228,8 +272,13 @@
       var k = parseInt($("k").value, 10);
       if (k && k !== 10) body.k = k;
     }
-    var s = settingsBody();
-    for (var name in s) body[name] = s[name];
+    for (var name in modelBody()) body[name] = modelBody()[name];
+    return body;
+  }
+  /* the model part of a body: the model when not the default, and the settings when it takes them */
+  function modelBody() {
+    var body = model !== registry.model ? { model: model } : {};
+    if (modelEntry().settings) { var s = settingsBody(); for (var name in s) body[name] = s[name]; }
     return body;
   }
   function update() {
@@ -238,6 +287,15 @@
     if (pending) pending.abort();
     pending = window.AbortController ? new AbortController() : null;
     var signal = pending ? pending.signal : undefined;
+    var entry = modelEntry();
+    if (view !== "side-by-side" && !entry.installed) {  /* no request: the command that installs it */
+      $("command-line").textContent = entry.install;
+      $("view").classList.add("stale");
+      live.busy = false;
+      status(model + " is not installed here: run the command above, then reload this page");
+      return;
+    }
+    if (view === "explain" && !shape()) { learnShapeFirst(mine, signal); return; }
     var body = bodyFor(view);
     if (view === "neighbors" && !body.word) { neighborsTokens(body, mine, signal); return; }
     live.lastBody = body;
@@ -257,7 +315,8 @@
         $("view").classList.remove("stale");
         if (view === "attend") $("command-line").textContent = commandLine(view, body);
         status("answered in " + computed.toFixed(0) + " ms, drawn in " + (performance.now() - started - computed).toFixed(0) + " ms");
-        if (view === "attend") lastAttend = doc;
+        if (view === "attend") { lastAttend = doc; learnShape(doc); }
+        if (doc && doc.vectors) showVectors(doc.vectors);  /* a trained model searches its own words */
         if (view === "neighbors") neighborsTokens(null, mine, signal, doc);
       });
     }).catch(function (error) {
@@ -333,9 +392,12 @@
       });
     }
     if (doc) { show(tokensOf(lastAttendFor(doc.text) || { tokens: [], attended_positions: [] })); return; }
-    post("/api/attend", { sentence: body.sentence }, signal).then(function (attendDoc) {
+    var ask = { sentence: body.sentence };
+    if (body.model) ask.model = body.model;
+    post("/api/attend", ask, signal).then(function (attendDoc) {
       if (mine !== sequence || attendDoc.text !== $("sentence").value) return;
       lastAttend = attendDoc;
+      learnShape(attendDoc);
       var tokens = tokensOf(attendDoc);
       if (!tokens.length) { show([]); status("no token of this sentence has a vector", true); return; }
       chosenToken = tokens.filter(function (t) { return /\w/.test(t); }).pop() || tokens[0];
@@ -346,6 +408,23 @@
       live.busy = false;
       status(error.message, true);
     });
+  }
+  /* explain under a trained model: its layers and heads, from the sentence's attend document, fill the selectors */
+  function learnShapeFirst(mine, signal) {
+    var ask = { sentence: $("sentence").value };
+    if (model !== registry.model) ask.model = model;
+    post("/api/attend", ask, signal).then(function (attendDoc) {
+      if (mine !== sequence) return;
+      learnShape(attendDoc);
+      update();
+    }).catch(function (error) {
+      if (error.name === "AbortError" || mine !== sequence) return;
+      live.busy = false;
+      status(error.message, true);
+    });
+  }
+  function showVectors(vectors) {
+    if (vectors.name) $("vectors").textContent = "vectors: " + vectors.name + (vectors.dim ? ", " + vectors.dim + " dimensions" : "");
   }
   function lastAttendFor(text) { return lastAttend && lastAttend.text === text ? lastAttend : null; }
   /* the words to send for each token: "bank", then "bank#2" for its second occurrence (as --word takes) */
@@ -385,12 +464,12 @@
   $("sentences").addEventListener("input", function () { schedule(250); });
   $("word").addEventListener("input", function () { schedule(250); });
   $("k").addEventListener("input", function () { schedule(250); });
-  $("explain-layer").addEventListener("change", function () { schedule(0); });
+  $("explain-layer").addEventListener("change", function () { this.chosen = true; schedule(0); });
   $("view").addEventListener("change", function (event) {  /* the attend drawing's layer or head */
     if (tab === "attend" && live.lastBody && /\b(layer|head)\b/.test(event.target.className))
       $("command-line").textContent = commandLine("attend", live.lastBody);
   });
-  $("explain-head").addEventListener("change", function () { schedule(0); });
+  $("explain-head").addEventListener("change", function () { this.chosen = true; schedule(0); });
   $("copy").addEventListener("click", function () {
     var text = $("command-line").textContent;
     if (navigator.clipboard) navigator.clipboard.writeText(text).then(function () { status("copied"); }, function () {});
@@ -399,8 +478,10 @@
   $("word").value = EXAMPLES.bank.word;
   fetch("/api/settings").then(function (r) { return r.json(); }).then(function (found) {
     registry = found;
-    $("vectors").textContent = "vectors: " + found.vectors.name + ", " + found.vectors.dim + " dimensions";
+    showVectors(found.vectors);
     values = JSON.parse(JSON.stringify(found.presets[preset]));
+    model = found.model;
+    buildModels();
     buildControls();
     chooseTab(tab);
   }).catch(function (error) { status("cannot read the settings: " + error.message, true); });

@@ -1,0 +1,111 @@
+"""The live page's model selector in Debian's headless Chromium (Playwright), against a real server on
+127.0.0.1: picking minilm redraws attend, compare and neighbours under the trained model, with --model in
+the command line the page shows (which prints, with --json, the document drawn); a model that is not
+installed shows the command that installs it and sends nothing. Skipped as tests/test_browser.py is; the
+MiniLM tests are skipped without the model, as tests/test_minilm.py's are."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import test_serve_browser
+from tests.cli_helpers import run_json
+from tests.test_browser import screenshot
+from tests.test_serve import post
+from tests.test_serve_browser import WAIT, draws, settled, the_command, type_sentence, wait_until
+
+browser, server, page = test_serve_browser.browser, test_serve_browser.server, test_serve_browser.page
+
+SENTENCE = "I deposited money in the bank"
+
+
+def pick_model(page, name: str, also: str = "true") -> None:
+    before = draws(page)
+    page.select_option("#model", name)
+    settled(page, before, also)
+
+
+def meta(page) -> str:
+    return page.locator("#view .meta").nth(1).text_content()
+
+
+# minilm_folder comes first: the page reads /api/settings (what is installed) as it loads
+def test_picking_minilm_redraws_attend_under_the_trained_model(minilm_folder, page, server, tmp_path):
+    type_sentence(page, SENTENCE)
+    assert page.locator("select.head").count() == 0  # glove's default: one layer, one head
+    assert "model minilm" not in meta(page)
+    assert page.locator("#model option").all_text_contents() == ["glove", "minilm"]
+    pick_model(page, "minilm", "document.querySelectorAll('select.head option').length === 13")
+    assert page.locator("select.head option").all_text_contents() == ["mean of 12 heads"] + [
+        f"head {h}" for h in range(12)
+    ]
+    assert page.locator("select.layer option").count() == 6
+    assert meta(page).startswith("settings: model minilm (all-MiniLM-L6-v2, 6 layers x 12 heads)")
+    assert page.locator("#controls").is_hidden() and page.locator("#model-note").is_visible()
+    command = the_command(page)
+    assert command == ["attend", SENTENCE, "--model", "minilm"]
+    drawn = post(server, "attend", page.evaluate("window.ctxembedLive.lastBody"))[1]
+    assert drawn == run_json(*command, "--json")
+    tokens = [drawn["tokens"][p]["text"] for p in drawn["attended_positions"]]
+    assert page.locator("table.matrix th.row").all_text_contents() == tokens
+    screenshot(page, "live-minilm-attend.png", tmp_path)
+    # back to glove: its settings again, and no --model in the command
+    pick_model(page, "glove", "document.querySelectorAll('select.head').length === 0")
+    assert the_command(page) == ["attend", SENTENCE]
+    assert page.locator("#controls").is_visible()
+
+
+def test_compare_neighbours_and_explain_under_minilm(minilm_folder, page, server, tmp_path):
+    pick_model(page, "minilm")
+    page.click("#tabs button[data-tab=compare]")
+    before = draws(page)
+    page.click("button.example[data-example=bank]")
+    settled(page, before, "document.querySelector('#view svg g.cell')")
+    command = the_command(page)
+    assert command[0] == "compare" and command[-4:] == ["--word", "bank", "--model", "minilm"]
+    doc = run_json(*command, "--json")
+    assert doc["settings_summary"].startswith("model minilm")
+    page.locator("#view g.cell").nth(16 + 2).hover()  # contextual, S1 against S3
+    readout = page.locator("#view .readout").text_content()
+    assert readout.rsplit(": ", 1)[1] == f"{doc['contextual_similarity'][0][2]:.3f}"
+    screenshot(page, "live-minilm-compare.png", tmp_path)
+
+    page.click("#tabs button[data-tab=neighbors]")
+    page.locator("#sentence").fill(SENTENCE)
+    page.wait_for_selector("#token-choices button.token", timeout=WAIT * 1000)
+    before = draws(page)
+    page.locator("#token-choices button.token", has_text="bank").click()
+    settled(page, before, "window.ctxembedLive.lastBody.word === 'bank'")
+    command = the_command(page)
+    assert command == ["neighbors", SENTENCE, "--word", "bank", "--model", "minilm"]
+    doc = run_json(*command, "--json")
+    assert doc["contextual"][0]["word"] in page.locator("#view svg text").all_text_contents()
+
+    # explain: the selectors learn MiniLM's 6 layers x 12 heads; the engine keeps no steps yet, which the
+    # page says in the command line's own words
+    page.click("#tabs button[data-tab=explain]")
+    wait_until(page, "document.getElementById('status').className === 'error'")
+    assert page.locator("#explain-layer option").count() == 6 and page.locator("#explain-head option").count() == 12
+    assert page.locator("#status").text_content().startswith("--explain needs the steps of each layer")
+    assert the_command(page) == ["attend", SENTENCE, "--explain", "--model", "minilm"]
+
+
+@pytest.fixture
+def no_models(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path / "models"))  # nothing installed
+
+
+def test_a_model_not_installed_shows_the_install_command(no_models, page, server):
+    type_sentence(page, "we sat on the river bank")
+    assert page.locator("#model option").all_text_contents() == ["glove", "minilm (not installed)"]
+    asked = len([url for url in page.requests if "/api/" in url])
+    page.select_option("#model", "minilm")
+    wait_until(page, "document.getElementById('command-line').textContent === 'ctxembed models install minilm'")
+    wait_until(page, "!window.ctxembedLive.busy")
+    assert "minilm is not installed here" in page.locator("#status").text_content()
+    page.locator("#sentence").fill("we sat on the river bank again")
+    wait_until(page, "!window.ctxembedLive.busy")
+    assert len([url for url in page.requests if "/api/" in url]) == asked  # nothing sent, nothing failed
+    assert page.locator("#command-line").text_content() == "ctxembed models install minilm"
+    pick_model(page, "glove")  # and back: the drawing follows the sentence again
+    assert the_command(page) == ["attend", "we sat on the river bank again"]
