@@ -95,7 +95,7 @@ def no_models(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path / "models"))  # nothing installed
 
 
-def test_a_model_not_installed_shows_the_install_command(no_models, page, server):
+def test_a_model_not_installed_shows_the_install_command(no_models, page, server, tmp_path):
     type_sentence(page, "we sat on the river bank")
     assert page.locator("#model option").all_text_contents() == ["glove", "minilm (not installed)"]
     asked = len([url for url in page.requests if "/api/" in url])
@@ -107,5 +107,6 @@ def test_a_model_not_installed_shows_the_install_command(no_models, page, server
     wait_until(page, "!window.ctxembedLive.busy")
     assert len([url for url in page.requests if "/api/" in url]) == asked  # nothing sent, nothing failed
     assert page.locator("#command-line").text_content() == "ctxembed models install minilm"
+    screenshot(page, "live-minilm-not-installed.png", tmp_path)
     pick_model(page, "glove")  # and back: the drawing follows the sentence again
     assert the_command(page) == ["attend", "we sat on the river bank again"]
