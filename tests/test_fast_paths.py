@@ -142,8 +142,11 @@ def test_prepare_many_is_prepare_one_by_one(engines, batch):
                 assert sentences.sources(i) == expected.sources()
                 start, n = sentences.starts[i], sentences.lengths[i]
                 assert sentences.rows[start : start + n].tolist() == expected.rows
-                for word in ("bank", "İstanbul", "the", "u.s.", "'s", "n't", "The"):
+                for word in ("bank", "İstanbul", "the", "u.s.", "'s", "n't", "The", "the#2", "bank#3"):
                     assert sentences.index_of(i, word) == expected.index_of(word)
+                    # the whole chunk's answer at once, as batch --word reads it
+                    row = int(sentences.word_rows(word)[i])
+                    assert (None if row < 0 else row) == expected.index_of(word)
 
 
 def test_prepare_many_takes_the_fast_path_for_usual_text(engines, monkeypatch):

@@ -301,6 +301,8 @@ def fill_group(records: list[dict], read: list[int], group, options: dict) -> li
     indices = [read[i] for i in members]
     group = _rounded(group, options.get("digits"))
     weights = list(group.weights) if options["weights"] else None  # B views (L, h, T, T), each one block
+    word = options["word"]
+    found = None if word is None else sentences.word_rows(word)  # (n,) every sentence's row, -1: none
     for b, (i, index) in enumerate(zip(members, indices, strict=True)):
         record = records[index]
         record["text"] = texts[i]
@@ -313,9 +315,8 @@ def fill_group(records: list[dict], read: list[int], group, options: dict) -> li
         if options["with_vectors"]:
             record["static"] = group.static[b]  # (T, d)
             record["contextual"] = group.contextual[b]  # (T, d_out)
-        word = options["word"]
         if word is not None:
-            row = sentences.index_of(i, word)
+            row = sentences.index_of(i, word) if found is None else (int(found[i]) if found[i] >= 0 else None)
             record["word"] = (
                 None
                 if row is None
