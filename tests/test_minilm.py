@@ -313,3 +313,19 @@ def test_eval_under_the_trained_model_computes_that_model_or_refuses(minilm_fold
     assert "configuration of the glove model" in fails(
         2, "eval", "wsi", FIXTURES.parent.parent / "data" / "wsi-senses.tsv", "--model", "minilm", "-c", "default"
     )
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--heads", "2"], "--heads does not apply"),
+        (["--causal", "--sif", "0.001"], "--causal, --sif do not apply"),
+        (["--preset", "textbook"], "preset 'textbook' does not apply"),
+    ],
+)
+def test_a_trained_model_refuses_attention_settings_instead_of_ignoring_them(args, message):
+    """--model minilm runs as trained: a setting given for it is exit 2 with one line, never silently
+    dropped (checked before any weights are opened, so it holds with or without the model installed)."""
+    result = invoke("attend", "we sat on the river bank", "--model", "minilm", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -81,7 +81,23 @@ def open_engine(
     entry = MODELS.get(model)
     if entry is None:
         raise SettingError(f"{{model}} {model!r}: no such model (known: {', '.join(MODELS)})", "model")
+    if not entry.settings:
+        _refuse_settings(model, preset, keywords)
     return entry.open(vectors, preset, **keywords)
+
+
+def _refuse_settings(model: str, preset: str, keywords: dict[str, Any]) -> None:
+    """A trained model runs as trained: a preset or an attention setting given for it is a usage error,
+    never silently ignored (the page refuses them the same way)."""
+    from ctxembed.settings import SETTINGS
+
+    given = [name for name, value in keywords.items() if name in SETTINGS and value is not None]
+    if given:
+        shown = ", ".join("{" + name + "}" for name in given)
+        verb = "does" if len(given) == 1 else "do"
+        raise SettingError(f"model {model} is trained and runs as trained: {shown} {verb} not apply to it", *given)
+    if preset != "default":
+        raise SettingError(f"model {model} is trained and runs as trained: preset {preset!r} does not apply to it")
 
 
 def model_of(settings: Settings) -> str:
