@@ -8,7 +8,7 @@
 >>> a.weights.shape  # (layers, heads, query, key)
 (1, 1, 4, 4)
 >>> a.to_dict()["schema"]
-'ctxembed.attend/3'
+'ctxembed.attend/4'
 
 Every setting is a keyword (``heads=2, causal=True``), named as in :mod:`ctxembed.settings`; the
 command line is a thin layer over this module, so ``a.to_dict()`` is the ``--json`` document.

@@ -38,6 +38,14 @@ def token_records(result: Contextualized) -> list[dict]:
     ]
 
 
+def sentence_warnings(results: list[Contextualized]) -> list[str]:
+    """The documents' ``warnings``: a line per sentence whose vectors are mostly guesses (the rule is
+    :func:`ctxembed.engine.sentence.tokens_warning`); of several sentences, each names its number."""
+    found = [(number, r.prepared.warning()) for number, r in enumerate(results, start=1)]
+    several = len(results) > 1
+    return [f"sentence {number}: {line}" if several else line for number, line in found if line is not None]
+
+
 def skipped_records(result: Contextualized) -> list[dict]:
     return [{"text": t.text, "position": t.position} for t in result.prepared.skipped]
 
@@ -62,7 +70,7 @@ def attend_document(
     summary = mean_over_heads(result.weights[-1])  # (h, T, T) -> (T, T) the last layer
     a = settings.attention
     doc = {
-        "schema": "ctxembed.attend/3",
+        "schema": "ctxembed.attend/4",
         "vectors": vectors,
         "settings": settings.as_dict(),
         "settings_summary": settings.summary(),
@@ -79,6 +87,7 @@ def attend_document(
         ),
         "top_attended": top_attended(summary, result, top),
         "static_contextual_cosine": result.moved(),
+        "warnings": sentence_warnings([result]),
     }
     if with_vectors:
         doc["static"] = result.static
@@ -255,7 +264,7 @@ def compare_document(results: list[Contextualized], word: str | None, settings: 
     given = entries[0] if word is not None else None
     pairs = np.triu_indices(len(results), k=1)  # each pair of sentences once
     return {
-        "schema": "ctxembed.compare/3",
+        "schema": "ctxembed.compare/4",
         "vectors": vectors,
         "settings": settings.as_dict(),
         "settings_summary": settings.summary(),
@@ -274,6 +283,7 @@ def compare_document(results: list[Contextualized], word: str | None, settings: 
             for entry in entries
         ],
         "words": entries,
+        "warnings": sentence_warnings(results),
     }
 
 
@@ -320,7 +330,7 @@ def neighbors_document(
     static_list = nearest(engine.store, result.static[row], k=k, exclude=exclude, among=among)
     contextual_list = nearest(engine.store, contextual, k=k, exclude=exclude, removal=engine.removal, among=among)
     return {
-        "schema": "ctxembed.neighbors/2",
+        "schema": "ctxembed.neighbors/3",
         "vectors": vectors,
         "settings": engine.describe(),
         "settings_summary": engine.summary(),
@@ -339,6 +349,7 @@ def neighbors_document(
         "among": among,
         "static": [{"word": w, "similarity": s} for w, s in static_list],
         "contextual": [{"word": w, "similarity": s} for w, s in contextual_list],
+        "warnings": sentence_warnings([result]),
     }
 
 

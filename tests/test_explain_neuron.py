@@ -22,7 +22,7 @@ def test_terms_of_the_toy_sentence_by_hand():
 def test_terms_add_up_to_the_traced_raw_scores_of_any_layer_and_head():
     args = ["I deposited money in the bank", "--preset", "learned", "--explain", "--layer", "0", "--head", "3"]
     doc = run_json("attend", *args, "--focus", "bank", "--json")
-    assert_valid(doc, "ctxembed.attend/3")
+    assert_valid(doc, "ctxembed.attend/4")
     explain = doc["explain"]
     neuron = explain["neuron"]
     assert neuron["query"] == 5 and neuron["q"] == explain["queries"][5]  # the traced query, not a re-run

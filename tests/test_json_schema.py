@@ -123,9 +123,9 @@ def _used_keywords(schema: dict):
 
 
 SCHEMA_FILES = {
-    "ctxembed.attend/3": "attend.schema.json",
-    "ctxembed.compare/3": "compare.schema.json",
-    "ctxembed.neighbors/2": "neighbors.schema.json",
+    "ctxembed.attend/4": "attend.schema.json",
+    "ctxembed.compare/4": "compare.schema.json",
+    "ctxembed.neighbors/3": "neighbors.schema.json",
     "ctxembed.batch/1": "batch.schema.json",
     "ctxembed.vectors-info/1": "vectors-info.schema.json",
     "ctxembed.vectors-convert/1": "vectors-convert.schema.json",
@@ -279,7 +279,7 @@ def test_strict_json_rejects_nan():
 )
 def test_attend_document_matches_schema(args):
     doc = run_json("attend", *args, "--json")
-    assert_valid(doc, "ctxembed.attend/3")
+    assert_valid(doc, "ctxembed.attend/4")
     assert_attend_shapes(doc)
 
 
@@ -287,17 +287,17 @@ def test_attend_cosine_is_null_not_nan_when_sizes_differ():
     doc = run_json(
         "attend", "the river bank", "--preset", "textbook", "--projection", "random", "--d-out", "8", "--json"
     )
-    assert_valid(doc, "ctxembed.attend/3")
+    assert_valid(doc, "ctxembed.attend/4")
     assert doc["static_contextual_cosine"] == [None, None, None]
 
 
 def test_compare_document_matches_schema():
     doc = run_json("compare", "the river bank", "the money bank", "I saw the bank", "--json")
-    assert_valid(doc, "ctxembed.compare/3")
+    assert_valid(doc, "ctxembed.compare/4")
     assert_compare_shapes(doc)
     assert doc["word"] is None and [row["word"] for row in doc["summary"]] == ["the", "bank"]
     given = run_json("compare", "the river bank", "the money bank", "I saw the bank", "--word", "bank", "--json")
-    assert_valid(given, "ctxembed.compare/3")
+    assert_valid(given, "ctxembed.compare/4")
     assert_compare_shapes(given)
     assert given["word"] == "bank" and len(given["summary"]) == 1
     assert [entry["word"] for entry in doc["words"]] == ["the", "bank"]
@@ -305,7 +305,7 @@ def test_compare_document_matches_schema():
 
 def test_neighbors_document_matches_schema():
     doc = run_json("neighbors", "the river bank", "--word", "bank", "-k", "5", "--json")
-    assert_valid(doc, "ctxembed.neighbors/2")
+    assert_valid(doc, "ctxembed.neighbors/3")
 
 
 def test_batch_records_match_schema(tmp_path):

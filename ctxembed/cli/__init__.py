@@ -129,8 +129,16 @@ def reports_errors(command):
     return wrapper
 
 
+def say_warnings(doc: dict) -> None:
+    """The document's ``warnings`` (its sentences' vectors are mostly guesses), one line each on stderr."""
+    for line in doc.get("warnings", ()):
+        say(f"warning: {line}")
+
+
 def show(doc: dict, json_out: bool, renderer: str) -> None:
-    """Print a document: as JSON, or laid out by ``ctxembed.views.render.<renderer>``."""
+    """Print a document: as JSON, or laid out by ``ctxembed.views.render.<renderer>``; its warnings on
+    stderr either way."""
+    say_warnings(doc)
     if json_out:
         emit_json(doc)
         return

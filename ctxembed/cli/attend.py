@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ctxembed.cli import app, read_sentence, read_stdin, reports_errors, show
+from ctxembed.cli import app, read_sentence, read_stdin, reports_errors, say_warnings, show
 from ctxembed.cli.options import (
     AttentionReadingOpt,
     DigitsOpt,
@@ -117,6 +117,7 @@ def attend(
         except DataError as exc:  # a word not in the sentence is data, exit 1, as in every command
             raise DataError(f"--focus {exc.message}") from None
     save_all(doc, save, layer=layer, head=head, all_heads=all_heads, all_layers=all_layers)
+    say_warnings(doc)
     if json_out:
         emit_json(doc)
         return

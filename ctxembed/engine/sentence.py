@@ -77,6 +77,37 @@ class Prepared:
         """Per token, where its vector came from: one of :data:`TOKEN_SOURCES`."""
         return token_sources(len(self.texts), self.in_vocab, self.used, self.rows, self.store)
 
+    def warning(self) -> str | None:
+        """A line for people when the sentence's vectors are mostly guesses (:func:`tokens_warning`)."""
+        return tokens_warning(self.texts, self.sources())
+
+
+# Scripts written without spaces between words (CJK, kana, Thai, Lao, Khmer, Myanmar, Tibetan): the
+# tokenizer cuts at spaces and punctuation, so a sentence in one of them becomes one or two long "words".
+_UNSPACED = re.compile(
+    "[\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{4,}"
+)
+
+
+def tokens_warning(texts: Sequence[str], sources: Sequence[str]) -> str | None:
+    """The one rule for warning that a sentence's vectors say little: more than half of its tokens
+    are subword guesses (vectors built from character n-grams), or a token holds four or more
+    characters of a script written without spaces (a Japanese sentence is one token). None: fine."""
+    unspaced = next((text for text in texts if _UNSPACED.search(text)), None)
+    if unspaced is not None:
+        shown = unspaced if len(unspaced) <= 12 else unspaced[:10] + "..."
+        return (
+            f"{shown!r} looks like a language written without spaces; the tokenizer cuts at spaces, "
+            "so it is one token and its vector and neighbours mean little"
+        )
+    guessed = sum(source == "subword" for source in sources)
+    if texts and guessed * 2 > len(texts):
+        return (
+            f"{guessed} of {len(texts)} tokens are not in the vocabulary and have subword guesses "
+            "(vectors built from character n-grams): attention and neighbours rest on guesses"
+        )
+    return None
+
 
 MAX_NUMBER_DIGITS = 9  # of a position or occurrence in bank#2 or #8: far past any sentence's tokens
 

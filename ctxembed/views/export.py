@@ -100,7 +100,7 @@ def html_fragment(doc: dict, view: View | None = None) -> str:
     a notebook's ``_repr_html_``. Several fragments can live on one page."""
     view = view or View()
     root = f"ctxembed-{secrets.token_hex(6)}"
-    interactive = doc.get("schema") == "ctxembed.attend/3" and not view.all_layers  # the model view is a figure
+    interactive = doc.get("schema") in ("ctxembed.attend/3", "ctxembed.attend/4") and not view.all_layers  # the model view is a figure
     too_big = interactive and _weight_count(doc) > PAGE_WEIGHTS
     if interactive and not too_big:
         body = '<div class="app"></div>'
@@ -143,9 +143,12 @@ def html_page(doc: dict, view: View | None = None) -> str:
     """One self-contained HTML page (no network, no CDN) holding the interactive view of ``doc``."""
     title = {
         "ctxembed.attend/3": "attention",
+        "ctxembed.attend/4": "attention",
         "ctxembed.compare/2": "compare",
         "ctxembed.compare/3": "compare",
+        "ctxembed.compare/4": "compare",
         "ctxembed.neighbors/2": "neighbours",
+        "ctxembed.neighbors/3": "neighbours",
     }
     name = title.get(doc.get("schema"), str(doc.get("schema")))
     subject = doc.get("text") or doc.get("word") or ""

@@ -329,7 +329,8 @@ def token_labels(doc: dict) -> tuple[list[str], list[int]]:
     return labels, positions
 
 
-@figure_for("ctxembed.attend/3")
+@figure_for("ctxembed.attend/4")
+@figure_for("ctxembed.attend/3")  # documents saved before the "warnings" field
 def attend_figure(doc: dict, view: View) -> Figure:
     labels, _ = token_labels(doc)
     if view.all_layers:
@@ -379,7 +380,8 @@ def _model_figure(doc: dict, view: View, labels: list[str]) -> Figure:
 
 
 @figure_for("ctxembed.compare/2")
-@figure_for("ctxembed.compare/3")
+@figure_for("ctxembed.compare/4")
+@figure_for("ctxembed.compare/3")  # documents saved before the "warnings" field
 def compare_figure(doc: dict, view: View) -> Figure:
     labels = [f"S{i + 1}" for i in range(len(doc["sentences"]))]
     panels: list[Panel] = []
@@ -410,7 +412,8 @@ def compare_figure(doc: dict, view: View) -> Figure:
     )
 
 
-@figure_for("ctxembed.neighbors/2")
+@figure_for("ctxembed.neighbors/3")
+@figure_for("ctxembed.neighbors/2")  # documents saved before the "warnings" field
 def neighbors_figure(doc: dict, view: View) -> Figure:
     panels: list[Panel] = [
         Bars(
