@@ -58,13 +58,71 @@ class LoadedVectors:
     format: str
 
 
+# Expanded size of a compressed vector file (F12): at most MAX_EXPANSION times its compressed size,
+# or EXPANSION_FLOOR bytes, whichever is larger (a small file may compress well). Real vector files
+# expand 2 to 4 times (text) or barely (binary float32); a gzip bomb expands about 1,000 times, bz2 more.
+MAX_EXPANSION = 100
+EXPANSION_FLOOR = 64 << 20
+
+
+def is_compressed(path: Path) -> bool:
+    return path.name.lower().endswith((".gz", ".bz2"))
+
+
+def expansion_budget(path: Path) -> int:
+    """How many bytes the compressed file ``path`` may expand to (see MAX_EXPANSION)."""
+    return max(EXPANSION_FLOOR, MAX_EXPANSION * path.stat().st_size)
+
+
+class ExpansionError(DataError):
+    """A compressed file expanded past its budget; ``offset`` is where it was noticed."""
+
+    def __init__(self, path: Path, budget: int, line: int | None = None):
+        where = f" line {line}:" if line else ""
+        super().__init__(
+            f"{path}:{where} expands past {budget:,} bytes (more than {MAX_EXPANSION} times its compressed size: "
+            "a compression bomb, or not a vector file)"
+        )
+        self.path, self.budget = path, budget
+
+
+class _Bounded:
+    """A decompressing reader that refuses to return more than ``budget`` bytes in all: every read,
+    however the caller reads, is counted, so no reader of a compressed file can be bombed."""
+
+    def __init__(self, path: Path, fh):
+        self.path, self.fh, self.budget, self.expanded = path, fh, expansion_budget(path), 0
+
+    def _count(self, data: bytes) -> bytes:
+        self.expanded += len(data)
+        if self.expanded > self.budget:
+            raise ExpansionError(self.path, self.budget)
+        return data
+
+    def read(self, size: int = -1) -> bytes:
+        return self._count(self.fh.read(min(size, self.budget + 1) if size >= 0 else self.budget + 1))
+
+    def readline(self, size: int = -1) -> bytes:
+        return self._count(self.fh.readline(size if size >= 0 else self.budget + 1))
+
+    def __iter__(self):
+        return iter(self.readline, b"")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.fh.close()
+
+
 def open_maybe_compressed(path: Path):
-    """Open a file for binary reading, decompressing .gz and .bz2 on the fly."""
+    """Open a file for binary reading, decompressing .gz and .bz2 on the fly, bounded by
+    :func:`expansion_budget` (an :class:`ExpansionError` past it)."""
     name = path.name.lower()
     if name.endswith(".gz"):
-        return gzip.open(path, "rb")
+        return _Bounded(path, gzip.open(path, "rb"))
     if name.endswith(".bz2"):
-        return bz2.open(path, "rb")
+        return _Bounded(path, bz2.open(path, "rb"))
     return open(path, "rb")
 
 
@@ -231,9 +289,14 @@ def _check_binary_header(path: Path) -> int:
     with open_maybe_compressed(path) as fh:
         first = fh.readline(1 << 10)
     count, dim = _header(path, first)
-    if path.name.lower().endswith((".gz", ".bz2")):
-        return len(first)
     needed = len(first) + count * (dim * 4 + 2)  # each entry: at least a 1-byte word, a space, D float32
+    if is_compressed(path):  # gensim would decompress (and allocate) that much: the same bound as any read
+        if needed > (budget := expansion_budget(path)):
+            raise DataError(
+                f"{path}: the header announces {count:,} vectors of {dim} floats (at least {needed:,} bytes), more "
+                f"than the {budget:,} bytes this compressed file may expand to ({MAX_EXPANSION} times its size)"
+            )
+        return len(first)
     size = path.stat().st_size
     if needed > size:
         raise DataError(
@@ -247,12 +310,15 @@ def _check_binary_rest(path: Path, header: int, words: list[str], dim: int) -> N
     """Refuse a binary file with more entries than its header (``header`` bytes) announces: gensim
     reads the announced ones and ignores the rest, so a wrong count would silently drop vectors
     (text files get the same error from _check_field_counts)."""
-    if path.name.lower().endswith((".gz", ".bz2")):
-        with open_maybe_compressed(path) as fh:  # the uncompressed size is only known by reading
-            size = sum(len(piece) for piece in iter(lambda: fh.read(1 << 20), b""))
+    read = header + sum(len(word.encode("utf-8")) + 1 for word in words) + 4 * dim * len(words)
+    if is_compressed(path):  # the uncompressed size is only known by reading: read no more than decides
+        enough = read + len(words) + 2 + 4 * dim
+        with open_maybe_compressed(path) as fh:
+            size = 0
+            while size < enough and (piece := fh.read(min(1 << 20, enough - size))):
+                size += len(piece)
     else:
         size = path.stat().st_size
-    read = header + sum(len(word.encode("utf-8")) + 1 for word in words) + 4 * dim * len(words)
     # each entry may end with a newline; one more entry takes at least a byte, a space and D floats
     beyond = size - read - len(words)
     if beyond >= 2 + 4 * dim:
@@ -291,7 +357,15 @@ def _non_utf8_message(path: Path, binary: bool) -> str:
 def _bounded_lines(path: Path, fh) -> Iterator[bytes]:
     """The lines of ``fh``, each refused past MAX_LINE_BYTES without being read whole: a 1 MB gzip can
     hold a 1 GB line (F12)."""
-    for number, line in enumerate(iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b""), start=1):
+    number = 0
+    while True:
+        number += 1
+        try:
+            line = fh.readline(MAX_LINE_BYTES + 1)
+        except ExpansionError as exc:
+            raise ExpansionError(exc.path, exc.budget, number) from None
+        if not line:
+            return
         if len(line) > MAX_LINE_BYTES:
             raise DataError(
                 f"{path}: line {number}: longer than {MAX_LINE_BYTES:,} bytes (a vector line is a word and its "
