@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from gensim.models import KeyedVectors
@@ -276,3 +278,38 @@ def test_words_are_cut_in_bulk_exactly_as_tokenize_cuts_each():
 @given(st.lists(st.text(alphabet=st.characters(exclude_categories=["Zs", "Zl", "Zp", "Cc", "Cs"]), min_size=1)))
 def test_words_pieces_equal_tokenize_on_any_words(words):
     _check_bulk([word for word in words if word.split() == [word]])
+
+
+def test_format_characters_are_every_cf_character_and_no_other():
+    import sys
+    import unicodedata
+
+    from ctxembed.vectors.tokenize import _FORMAT
+
+    listed = {c for c in range(sys.maxunicode + 1) if _FORMAT.match(chr(c))}
+    cf = {c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"}
+    assert cf <= listed
+    assert all(unicodedata.category(chr(c)) in ("Cf", "Cn") for c in listed - cf)  # Cf in later Unicode
+
+
+def test_format_characters_separate_tokens_and_belong_to_none():
+    text = "\ufeffthe\u200bbank\u200d \u200b\u200b co\u00adop\u2060s"
+    tokens = tokenize(text)
+    assert [t.text for t in tokens] == ["the", "bank", "co", "op", "s"]
+    assert all(text[t.start : t.end] == t.text for t in tokens)  # offsets still point at the text
+    assert tokenize("\u200b\u200b") == []  # zero-width spaces are no words
+    assert [texts for texts, _, _ in token_pieces(text)] == [["the", "bank", "co", "op", "s"]]
+    texts, keys, widths = words_pieces(["\ufeffthe\u200bbank\u200d", "\u200b\u200b", "co\u00adop\u2060s"])
+    assert texts == ["the", "bank", "co", "op", "s"] and widths.tolist() == [2, 0, 3]
+
+
+def test_attend_and_batch_skip_zero_width_characters():
+    doc = run_json("attend", "the\u200briver\u2060bank", "--json")
+    assert [t["text"] for t in doc["tokens"]] == ["the", "river", "bank"]
+    fails(1, "attend", "\u200b\u200b")  # no token at all, as for a sentence of spaces
+    lines = "the river bank\nthe\u200briver\u00adbank \u200b\u200b\n"
+    plain, inside = (json.loads(line) for line in succeeds("batch", "-", input=lines).stdout.splitlines())
+    # alone in its run, so that every other word of the run is one token
+    alone = json.loads(succeeds("batch", "-", input="the \u200b\u200b river bank\n").stdout)
+    assert inside["tokens"] == alone["tokens"] == ["the", "river", "bank"]  # alone: a word of no token
+    assert inside["weights"] == alone["weights"] == plain["weights"]

@@ -268,12 +268,12 @@ class TokenTable:
             self._add(list(dict.fromkeys(unseen)))  # each once, in order
             self._flush()
             ids[missing] = list(map(self.entries.__getitem__, unseen))
-        width = self.width[ids]  # (m,) pieces per word, at least 1
+        width = self.width[ids]  # (m,) pieces per word (0: a word of format characters only)
         ends = np.cumsum(width)  # (m,) pieces up to and including each word
         word_starts = np.zeros(len(texts) + 1, np.int64)  # (n + 1,) where each text's words begin
         np.cumsum(counts, out=word_starts[1:])
         starts = np.concatenate([[0], ends])[word_starts]  # (n + 1,)
-        if not len(ids) or width.max() == 1:  # every word is one token (words of letters and digits)
+        if not len(ids) or width.min() == width.max() == 1:  # every word is one token (of letters and digits)
             return self.first[ids], starts
         # (P,) each word's first piece, repeated over its pieces, plus 0, 1, ... within the word
         within = np.arange(int(ends[-1])) - np.repeat(ends - width, width)

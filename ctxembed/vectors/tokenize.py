@@ -21,12 +21,25 @@ import numpy as np
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 
+# Format characters (Unicode category Cf: zero-width space and joiners, word joiner, soft hyphen, an
+# inner BOM, bidi marks, tag characters) are no tokens: they separate tokens as white space does and
+# belong to none. Written out because re has no \p{Cf}; tests/test_tokenize.py checks it against
+# unicodedata (13439-1343F are Cf from Unicode 15 on).
+FORMAT_CHARACTERS = (
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+    "\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+)
+_FORMAT = re.compile(f"[{FORMAT_CHARACTERS}]")
+
 _TOKEN = re.compile(
     r"""
       (?:[^\W\d_]\.){2,}                       # abbreviations with dots: U.S., e.g.
     | [^\W_]+(?:[-.'][^\W_]+)*                 # words, numbers (3.5), compounds, inner apostrophes
     | '(?:s|re|ve|ll|m|d)\b                    # a clitic after a non-word (rare)
-    | [^\w\s]|_                                # any other symbol, one at a time
+    | [^\w\s"""
+    + FORMAT_CHARACTERS
+    + r"""]|_                                # any other symbol, one at a time; no format character
     """,
     re.VERBOSE | re.IGNORECASE,
 )
@@ -96,7 +109,12 @@ def words_pieces(words: Sequence[str]) -> tuple[list[str], list[str], np.ndarray
     plain = [word.isalnum() and "\u02bc" not in word for word in words]
     if all(plain):
         return list(words), list(words), np.ones(len(words), np.int64)
-    curly = [not alone and _CURLY.search(word) is not None for word, alone in zip(words, plain, strict=True)]
+    # a curly apostrophe, or a format character (in no token, so _regex_pieces's count of characters
+    # would not hold): cut alone
+    curly = [
+        not alone and (_CURLY.search(word) is not None or _FORMAT.search(word) is not None)
+        for word, alone in zip(words, plain, strict=True)
+    ]
     rest = [word for word, alone, bent in zip(words, plain, curly, strict=True) if not alone and not bent]
     cut, cut_widths = _regex_pieces(rest)
     texts: list[str] = []
