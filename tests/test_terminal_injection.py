@@ -50,10 +50,17 @@ def run_piped(*args: str, expect: int = 0) -> subprocess.CompletedProcess:
     return result
 
 
-def assert_harmless(text: str, *, escapes: bool = True) -> None:
+# Bidi overrides and isolates are format characters (Unicode Cf): the tokenizer reads them as spaces, so
+# views that show tokens (attend, explain) show "evil" as a word of its own and no override at all;
+# views that also print the sentence as typed (compare, neighbors) show them escaped.
+TOKEN_VIEWS = {"attend", "explain"}
+
+
+def assert_harmless(text: str, *, escapes: bool = True, bidi: bool = True) -> None:
     assert not RAW.search(text), repr(RAW.search(text).group())
     if escapes:  # the hostile characters are shown, not dropped
-        assert all(shown in text for shown in ("\\x1b", "\\x07", "\\x9b", "\\x7f", "\\u202e", "\\u2066")), text
+        shown = ("\\x1b", "\\x07", "\\x9b", "\\x7f", *(("\\u202e", "\\u2066") if bidi else ()))
+        assert all(escape in text for escape in shown), text
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +83,9 @@ COMMANDS = {
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_views_in_a_pipe_show_hostile_input_as_escapes(command):
     result = run_piped(*COMMANDS[command])
-    assert_harmless(result.stdout)
+    assert_harmless(result.stdout, bidi=command not in TOKEN_VIEWS)
+    if command in TOKEN_VIEWS:
+        assert "'evil'@" in result.stdout  # the word between the overrides is a token (skipped: no toy vector)
     assert_harmless(result.stderr, escapes=False)
     assert ORDINARY.split()[0] in result.stdout and "银行" in result.stdout and "🏦" in result.stdout
 
@@ -84,8 +93,8 @@ def test_views_in_a_pipe_show_hostile_input_as_escapes(command):
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_views_in_a_terminal_show_hostile_input_as_escapes(command):
     out = run_in_terminal(*COMMANDS[command], columns=400)
-    assert "\\x1b" in out and "\\u202e" in out
-    assert_harmless(RICH_SGR.sub("", out))  # rich's own colour codes aside, no ESC at all
+    assert "\\x1b" in out and ("\\u202e" in out or command in TOKEN_VIEWS)
+    assert_harmless(RICH_SGR.sub("", out), bidi=command not in TOKEN_VIEWS)  # rich's own colour codes aside, no ESC at all
     assert "银行" in out
 
 
