@@ -403,11 +403,15 @@
       chosenToken = tokens.filter(function (t) { return /\w/.test(t); }).pop() || tokens[0];
       show(tokens);
       update();
-    }).catch(function (error) {
+    }).catch(failedFor(mine));
+  }
+  /* the error of a side request (tokens, a trained model's shape), unless a newer request replaced it */
+  function failedFor(mine) {
+    return function (error) {
       if (error.name === "AbortError" || mine !== sequence) return;
       live.busy = false;
       status(error.message, true);
-    });
+    };
   }
   /* explain under a trained model: its layers and heads, from the sentence's attend document, fill the selectors */
   function learnShapeFirst(mine, signal) {
@@ -417,11 +421,7 @@
       if (mine !== sequence) return;
       learnShape(attendDoc);
       update();
-    }).catch(function (error) {
-      if (error.name === "AbortError" || mine !== sequence) return;
-      live.busy = false;
-      status(error.message, true);
-    });
+    }).catch(failedFor(mine));
   }
   function showVectors(vectors) {
     if (vectors.name) $("vectors").textContent = "vectors: " + vectors.name + (vectors.dim ? ", " + vectors.dim + " dimensions" : "");
