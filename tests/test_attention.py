@@ -30,6 +30,7 @@ from ctxembed.core.attention import (
     normalize,
     random_params,
     scale_scores,
+    sentence_twins,
     shared_projection,
     sinusoidal_positions,
     softmax,
@@ -360,6 +361,35 @@ def test_twin_ids_are_equal_for_identical_vectors_only():
     assert ids.shape == (2, 4)
     assert ids[0, 0] == ids[0, 2] and len({ids[0, 0], ids[0, 1], ids[0, 3]}) == 3  # a near copy is no twin
     assert ids[1, 0] == ids[1, 3] and ids[1, 1] != ids[1, 2]  # two zero vectors (unknown words) are no twins
+
+
+def test_sentence_twins_are_none_without_a_repeat_and_twin_ids_with_one():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 5, 4)).astype(np.float32)  # (B, T, d) no sentence repeats a vector
+    x[1, 0] = x[0, 2]  # a copy in another sentence is no twin
+    assert sentence_twins(x) is None
+    x[2, 4] = x[2, 1]  # a copy within sentence 2
+    np.testing.assert_array_equal(sentence_twins(x), twin_ids(x))
+    assert sentence_twins(x[:, :1]) is None  # one token has no copy
+
+
+def test_a_hash_collision_only_costs_the_exact_pass(monkeypatch):
+    import ctxembed.core.attention as attention
+
+    monkeypatch.setattr(attention, "_hash_weights", lambda n: np.zeros(n, np.uint64))  # every row hashes alike
+    x = np.random.default_rng(6).standard_normal((2, 4, 6))  # (B, T, d) float64, no repeat
+    np.testing.assert_array_equal(sentence_twins(x), twin_ids(x))  # the ids, all distinct: the same mask
+    assert sentence_twins(np.zeros((1, 3, 3), np.float32)) is not None  # zero vectors: their own ids
+
+
+def test_encode_finds_the_same_weights_whether_twins_are_searched_or_given():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 6, 8)).astype(np.float32)
+    x[3, 5] = x[3, 0]  # one sentence repeats a word
+    config = AttentionConfig(exclude_self=True, exclude_twins=True)
+    searched = encode(x, config).weights
+    np.testing.assert_array_equal(searched, encode(x, config, twins=twin_ids(x)).weights)
+    assert searched[0, 3, 0, 0, 5] == 0 and searched[0, 2, 0, 0, 5] > 0  # the twin alone is masked
 
 
 def test_build_mask_masks_twins_by_hand():

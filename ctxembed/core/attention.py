@@ -69,6 +69,7 @@ __all__ = [
     "sinusoidal_positions",
     "softmax",
     "sum_normalize",
+    "sentence_twins",
     "twin_ids",
     "validate_params",
 ]
@@ -320,6 +321,34 @@ def twin_ids(x: np.ndarray) -> np.ndarray:
     return ids.reshape(x.shape[:-1])  # (..., T)
 
 
+def sentence_twins(x: np.ndarray) -> np.ndarray | None:
+    """:func:`twin_ids` of static vectors (..., T, d), or None when no sentence holds two copies of one
+    vector: the twin mask then masks nothing, and the mask without it is the same, bit for bit.
+
+    Most sentences repeat no word, and ``twin_ids``' sort of whole rows as bytes cost batch more than
+    its attention did (profile of Brown lines). So each row is first hashed (its bytes read as
+    integers, weighted, summed with wrap-around: exact, so copies hash alike); only a sentence with two
+    equal hashes needs the ids. A collision of different vectors merely costs the exact pass."""
+    x = np.asarray(x)
+    rows = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))  # (n, d)
+    if x.shape[-2] < 2:
+        return None  # one token: no copy to mask
+    width = rows.itemsize * rows.shape[1]
+    if width % 8:
+        return twin_ids(x)
+    words = rows.view(np.uint64)  # (n, width / 8) a row's bytes as integers
+    hashes = (words * _hash_weights(words.shape[1])).sum(axis=1)  # (n,) uint64, wrapping
+    ordered = np.sort(hashes.reshape(-1, x.shape[-2]), axis=1)  # (S, T) each sentence's hashes in order
+    if not (ordered[:, 1:] == ordered[:, :-1]).any():
+        return None
+    return twin_ids(x)
+
+
+def _hash_weights(n: int) -> np.ndarray:
+    """(n,) odd uint64 multipliers for :func:`sentence_twins`' row hashes (fixed: Weyl sequence)."""
+    return (np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
+
+
 def _twin_pairs(T: int, twins: np.ndarray) -> np.ndarray:
     """(B or 1, 1, T, T) True where key j is a twin of query i: the same id, another position."""
     twins = np.asarray(twins)
@@ -560,7 +589,7 @@ def encode(
     if real is not None and real.shape[0] != B:
         raise ValueError(f"lengths/token_mask describe {real.shape[0]} sentences but x has {B}")
     if config.exclude_twins and twins is None:
-        twins = twin_ids(x)  # (B, T)
+        twins = sentence_twins(x)  # (B, T), or None: no sentence repeats a vector
     # padding, exclude-self and twins are masked here; the causal triangle is placed by attention()
     allowed = build_mask(
         T, token_mask=real, exclude_self=config.exclude_self, twins=twins if config.exclude_twins else None

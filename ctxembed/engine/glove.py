@@ -18,19 +18,20 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from os import PathLike
 from typing import Any
 
 import numpy as np
 
-from ctxembed.config import DEFAULT_MAX_TOKENS, WEIGHTS_BUDGET, ReadOptions, check_projections
+from ctxembed.config import DEFAULT_MAX_TOKENS, WEIGHTS_BUDGET, AttentionConfig, ReadOptions, check_projections
 from ctxembed.core.abtt import TopRemoval
 from ctxembed.core.attention import (
     LayerSteps,
     encode,
     identity_params,
     input_positions,
-    twin_ids,
+    sentence_twins,
     validate_params,
 )
 from ctxembed.core.mix import LayerMix
@@ -289,11 +290,14 @@ class Engine:
         alone: the last layer stops at its weights, and no contextual vector is made."""
         vectors = vectors or trace
         inputs = self.project_inputs(static)  # (B, T, d)
-        twins = twin_ids(static) if self.settings.attention.exclude_twins else None  # (B, T): copies of a word
+        config = self.settings.attention
+        twins = sentence_twins(static) if config.exclude_twins else None  # (B, T) copies of a word
+        if twins is None and config.exclude_twins:
+            config = self._without_twins  # no sentence repeats a word: the twin mask would mask nothing
         with np.errstate(all="ignore"):  # a NaN or overflow is reported below, naming its stage, not warned
             result = encode(
                 inputs,
-                self.settings.attention,
+                config,
                 self.params,
                 key_bias=bias,
                 twins=twins,
@@ -305,7 +309,8 @@ class Engine:
         checked = result.contextual if vectors else inputs
         finite = np.isfinite(checked).all() and (result.weights is None or np.isfinite(result.weights).all())
         if not finite:
-            raise DataError(f"the computation gave NaN or infinite values at {self._bad_stage(inputs, twins, bias)}")
+            stage = self._bad_stage(inputs, config, twins, bias)
+            raise DataError(f"the computation gave NaN or infinite values at {stage}")
         kept = None if not weights else np.ascontiguousarray(result.weights.swapaxes(0, 1))  # (B, L, h, T, T)
         if not vectors:
             return GroupArrays(static, inputs, None, kept, [], None, None)
@@ -324,12 +329,19 @@ class Engine:
                 )
         return GroupArrays(static, inputs, contextual, kept, layer_inputs, top, result.steps)
 
-    def _bad_stage(self, inputs: np.ndarray, twins: np.ndarray | None, bias: np.ndarray | None) -> str:
+    @cached_property
+    def _without_twins(self) -> AttentionConfig:
+        """The attention settings with the twin mask off: for groups where no sentence repeats a vector."""
+        return replace(self.settings.attention, exclude_twins=False)
+
+    def _bad_stage(
+        self, inputs: np.ndarray, config: AttentionConfig, twins: np.ndarray | None, bias: np.ndarray | None
+    ) -> str:
         """The first step whose numbers are not all finite (only run after a failure): re-run traced."""
         if not np.isfinite(inputs).all():
             return "the input vectors (after all-but-the-top)"
         with np.errstate(all="ignore"):
-            traced = encode(inputs, self.settings.attention, self.params, key_bias=bias, twins=twins, trace=True)
+            traced = encode(inputs, config, self.params, key_bias=bias, twins=twins, trace=True)
         for number, layer in enumerate(traced.steps):
             a = layer.attention
             for name, array in (
