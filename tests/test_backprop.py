@@ -1,4 +1,4 @@
-"""The training forward pass is ``encode``; its hand-written backward pass matches torch autograd (float64,
+"""The training forward pass is ``encode`` (traced); its hand-written backward pass matches torch autograd (float64,
 <= 1e-8) and central finite differences (no torch needed)."""
 
 from __future__ import annotations
@@ -86,14 +86,20 @@ def case_id(case: dict) -> str:
 
 @pytest.mark.parametrize("case", COMBINATIONS[::5], ids=case_id)
 def test_training_forward_is_encode(case):
-    """The vectors training predicts from are what `attend --projection file --weights` computes."""
+    """Training runs ``encode`` with ``trace=True``: keeping the steps changes no number, and the steps
+    hold what the backward pass reads (the layer-norm input, query-key positions) exactly when needed."""
     model, batch, embeddings, key_bias = make_case(**case)
     inputs = np.where(batch.masked[:, :, None], model.mask, embeddings[batch.ids])  # (B, T, D)
     bias = np.where(batch.masked, 0, key_bias[batch.ids])  # (B, T)
-    ours, weights, _ = backprop.encode_forward(inputs, model.settings.attention, model.params, batch.real, bias)
-    theirs = encode(inputs, model.settings.attention, model.params, token_mask=batch.real, key_bias=bias)
-    np.testing.assert_allclose(ours, theirs.contextual, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(weights, theirs.weights, rtol=0, atol=1e-12)
+    a = model.settings.attention
+    traced = encode(inputs, a, model.params, token_mask=batch.real, key_bias=bias, trace=True)
+    plain = encode(inputs, a, model.params, token_mask=batch.real, key_bias=bias)
+    np.testing.assert_array_equal(traced.contextual, plain.contextual)
+    np.testing.assert_array_equal(traced.weights, plain.weights)
+    assert len(traced.steps) == a.layers
+    for steps in traced.steps:
+        assert (steps.pre_norm is not None) == a.layer_norm
+        assert (steps.positions is not None) == (a.positions and a.position_mode == "query-key")
 
 
 def test_training_forward_is_encode_on_saved_weights(tmp_path):
@@ -105,9 +111,9 @@ def test_training_forward_is_encode_on_saved_weights(tmp_path):
     save_projections(path, model.params)
     loaded = load_projections(path, D, model.settings.attention)
     inputs = embeddings[batch.ids]  # (B, T, D)
-    ours, _, _ = backprop.encode_forward(inputs, model.settings.attention, model.params, batch.real)
+    ours = encode(inputs, model.settings.attention, model.params, token_mask=batch.real, trace=True)
     theirs = encode(inputs, model.settings.attention, loaded, token_mask=batch.real)
-    np.testing.assert_array_equal(ours, theirs.contextual)
+    np.testing.assert_array_equal(ours.contextual, theirs.contextual)
 
 
 def numeric_gradient(f, array: np.ndarray, index: tuple, eps: float = 1e-6) -> float:

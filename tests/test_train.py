@@ -116,12 +116,13 @@ def test_cli_writes_weights_that_attend_uses_directly(tmp_path):
     store = open_vectors(None)
     engine = Engine(store, build_settings("default", weights_file=str(out)))
     sentence = engine.run([engine.prepare("the cat sat on the mat")])[0]
-    from ctxembed.train import backprop
+    from ctxembed.core.attention import encode
 
     x = sentence.inputs[None].astype(np.float32)  # (1, T, d)
     real = np.ones(x.shape[:2], dtype=bool)
     bias = engine.key_bias(np.array(sentence.prepared.rows))[None]  # (1, T) SIF, on by default
-    hidden, _, _ = backprop.encode_forward(x, engine.settings.attention, engine.params, real, bias)
+    traced = encode(x, engine.settings.attention, engine.params, token_mask=real, key_bias=bias, trace=True)
+    hidden = traced.contextual  # (1, T, d) as batch_loss runs it
     np.testing.assert_allclose(hidden[0], sentence.last_layer, rtol=0, atol=1e-5)
     # and the vector it is read out as, by default: half the word, half the last layer, each of length 1
     unit = lambda v: v / np.linalg.norm(v, axis=-1, keepdims=True)  # noqa: E731

@@ -224,7 +224,7 @@ def attention_steps(
     ``v=None`` stops at the weights (``context`` is None): what a caller wanting the weights alone needs.
     """
     raw = q @ np.swapaxes(k, -1, -2)  # (B, h, T, d_k) x (B, h, d_k, T) -> (B, h, T, T)
-    divisor = (math.sqrt(q.shape[-1]) if scale else 1.0) * temperature
+    divisor = score_divisor(q.shape[-1], scale=scale, temperature=temperature)
     scaled = scale_scores(raw, q.shape[-1], scale=scale, temperature=temperature)  # (B, h, T, T)
     raw = raw if keep else None
     scores = add_key_bias(scaled, key_bias)  # (B, h, T, T)
@@ -426,7 +426,10 @@ def input_positions(x: np.ndarray, config: AttentionConfig) -> tuple[np.ndarray,
     return x, positions
 
 
-def layer_norm(x: np.ndarray, eps: float = 1e-5) -> np.ndarray:
+LAYER_NORM_EPS = 1e-5  # added to the variance before its square root, as torch's LayerNorm does
+
+
+def layer_norm(x: np.ndarray, eps: float = LAYER_NORM_EPS) -> np.ndarray:
     """Normalise each vector (..., d) to mean 0 and variance 1 over its d components; no learned gain/bias."""
     mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
     variance = x.var(axis=-1, keepdims=True)  # (..., 1), biased (divide by d) like torch's LayerNorm
@@ -444,6 +447,8 @@ class LayerSteps:
     attention: AttentionSteps  # scores, weights (B, h, T, T) and context (B, h, T, d_v)
     merged: np.ndarray  # (B, T, d_model) heads concatenated, then W_out if any
     output: np.ndarray  # (B, T, d_model) after residual and layer norm; padding rows 0
+    pre_norm: np.ndarray | None = None  # (B, T, d_model) what layer norm normalised (None without layer norm)
+    positions: np.ndarray | None = None  # (T, d) added to the queries' and keys' input only (query-key), or None
 
     def sentence(self, b: int, n: int) -> LayerSteps:
         """The steps of sentence ``b`` of a batch, cut to its ``n`` real tokens (the B axis dropped)."""
@@ -470,6 +475,8 @@ class LayerSteps:
             cut,
             self.merged[b, :n],
             self.output[b, :n],
+            None if self.pre_norm is None else self.pre_norm[b, :n],  # (n, d_model)
+            None if self.positions is None else self.positions[:n],  # (n, d)
         )
 
 
@@ -563,8 +570,9 @@ def encode(
     to every layer's scores. With ``config.exclude_twins``, ``twins`` (B, T) or (T,) are the tokens'
     :func:`twin_ids` (by default, those of x itself). Each layer computes ``attention_layer``, then, if switched on,
     ``residual_scale * input + output`` and the post-norm ``layer_norm``. Integer input becomes float64.
-    ``trace`` keeps every intermediate step (:class:`LayerSteps`): the numbers --explain shows are the
-    ones this call computed, not a re-run. ``keep_weights=False`` drops each layer's weights once its
+    ``trace`` keeps every intermediate step (:class:`LayerSteps`): the numbers --explain shows, and
+    those training's backward pass (:mod:`ctxembed.train.backprop`) differentiates, are the ones this
+    call computed, not a re-run. ``keep_weights=False`` drops each layer's weights once its
     context is computed (``weights`` is None), so memory holds one layer's weights, not all of them.
     ``outputs=False`` is for a caller that wants the weights alone: the last layer stops at its
     weights (no values, context, residual or norm) and ``contextual`` is None. Every weight is the
@@ -609,12 +617,13 @@ def encode(
         output = merged  # (B, T, d')
         if config.residual:
             output = config.residual_scale * hidden + output  # (B, T, d); sizes checked by validate_params
+        pre_norm = output if config.layer_norm else None  # (B, T, d') kept by a trace: backprop's layer norm
         if config.layer_norm:
             output = layer_norm(output)  # (B, T, d')
         if keep is not None:
             output = np.where(keep, output, 0)  # (B, T, d'); padding positions stay 0 in every layer
         if trace:
-            traced.append(LayerSteps(hidden, q, k, v, steps, merged, output))
+            traced.append(LayerSteps(hidden, q, k, v, steps, merged, output, pre_norm, steering))
         hidden = output
         layer_outputs.append(hidden)
         if keep_weights:

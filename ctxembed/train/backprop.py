@@ -1,7 +1,9 @@
-"""The forward pass of :func:`ctxembed.core.attention.encode`, keeping what backpropagation needs, and its
-hand-written backward pass. Plain NumPy; every backward step mirrors one forward step.
+"""The hand-written backward pass of :func:`ctxembed.core.attention.encode`. Plain NumPy; every backward
+step mirrors one forward step.
 
-Forward (one layer, the same public step functions as ``encode``)::
+The forward pass is ``encode`` itself, run with ``trace=True``: its :class:`~ctxembed.core.attention.LayerSteps`
+keep every intermediate the chain rule needs, so training differentiates the very numbers ``attend``
+computes. One layer, as ``encode`` runs it::
 
     q, k, v  = project_heads(x, layer)                    # (B, h, T, d_k), (B, h, T, d_k), (B, h, T, d_v)
     scores   = attention_scores(q, k) + key_bias          # (B, h, T, T)  q . k / sqrt(d_k) / temperature
@@ -22,116 +24,11 @@ Gradients are keyed like the weights file (``l0.h1.W_query``, ``l0.W_out``), so 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from ctxembed.core.attention import (
-    AttentionConfig,
-    add_key_bias,
-    attention_scores,
-    build_mask,
-    input_positions,
-    layer_norm,
-    normalize,
-    score_divisor,
-    twin_ids,
-)
-from ctxembed.core.projections import HeadProjection, LayerParams, project_heads
-
-LAYER_NORM_EPS = 1e-5  # the default of attention.layer_norm, which encode uses
-
-
-@dataclass
-class LayerCache:
-    """What one layer's forward pass keeps for its backward pass."""
-
-    x: np.ndarray  # (B, T, d_in) the layer input
-    x_steering: np.ndarray  # (B, T, d_in) the queries' and keys' input: x, plus positions with query-key
-    q: np.ndarray  # (B, h, T, d_k)
-    k: np.ndarray  # (B, h, T, d_k)
-    v: np.ndarray  # (B, h, T, d_v)
-    weights: np.ndarray  # (B, h, T, T) attention weights after softmax
-    merged: np.ndarray  # (B, T, h * d_v) concatenated head outputs, before W_out
-    normed: np.ndarray | None  # (B, T, d_model) layer-norm output (None without layer norm)
-    inv_std: np.ndarray | None  # (B, T, 1) 1 / sqrt(variance + eps) of the layer-norm input
-    divisor: float  # sqrt(d_k) * temperature (or temperature alone without scaling)
-
-
-@dataclass
-class EncodeCache:
-    """The whole stack's forward record: one :class:`LayerCache` per layer, and the padding."""
-
-    layers: list[LayerCache]
-    keep: np.ndarray  # (B, T, 1) True at real tokens
-
-
-# ---------------------------------------------------------------------------------------- forward
-
-
-def layer_forward(
-    x: np.ndarray,
-    layer: LayerParams,
-    config: AttentionConfig,
-    allowed: np.ndarray,
-    key_bias: np.ndarray | None,
-    positions: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, LayerCache]:
-    """One layer as ``encode`` runs it: x (B, T, d_in) -> (output (B, T, d_model), weights (B, h, T, T), cache).
-
-    ``positions`` (T, d_in), when given, is added to the queries' and keys' input only (query-key).
-    The result is the layer's output before padding rows are zeroed (``encode_forward`` does that).
-    """
-    if config.normalization != "softmax":
-        raise ValueError("training differentiates the softmax normalisation only")
-    B, T, _ = x.shape
-    steering = x if positions is None else x + positions  # (B, T, d_in) + (T, d_in)
-    q, k, _ = project_heads(steering, layer, config.heads, values=False)  # (B, h, T, d_k) each
-    v = project_heads(x, layer, config.heads)[2]  # (B, h, T, d_v)
-    scores = attention_scores(q, k, scale=config.scale, temperature=config.temperature)  # (B, h, T, T)
-    scores = add_key_bias(scores, key_bias)  # (B, h, T, T)
-    weights = normalize(
-        scores, allowed, normalization="softmax", causal=config.causal, causal_mode=config.causal_mode
-    )  # (B, h, T, T)
-    context = weights @ v  # (B, h, T, T) x (B, h, T, d_v) -> (B, h, T, d_v)
-    merged = context.transpose(0, 2, 1, 3).reshape(B, T, -1)  # (B, h, T, d_v) -> (B, T, h * d_v)
-    output = merged  # (B, T, h * d_v)
-    if layer.W_out is not None:
-        output = merged @ layer.W_out.astype(x.dtype)  # (B, T, h*d_v) x (h*d_v, d_model) -> (B, T, d_model)
-        if layer.b_out is not None:
-            output = output + layer.b_out.astype(x.dtype)  # (B, T, d_model) + (d_model,)
-    if config.residual:
-        output = config.residual_scale * x + output  # (B, T, d_model)
-    normed = inv_std = None
-    if config.layer_norm:
-        variance = output.var(axis=-1, keepdims=True)  # (B, T, 1)
-        inv_std = 1.0 / np.sqrt(variance + LAYER_NORM_EPS)  # (B, T, 1)
-        output = normed = layer_norm(output, LAYER_NORM_EPS)  # (B, T, d_model)
-    divisor = score_divisor(q.shape[-1], scale=config.scale, temperature=config.temperature)
-    return output, weights, LayerCache(x, steering, q, k, v, weights, merged, normed, inv_std, divisor)
-
-
-def encode_forward(
-    x: np.ndarray,
-    config: AttentionConfig,
-    params: list[LayerParams],
-    real: np.ndarray,
-    key_bias: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, EncodeCache]:
-    """``encode`` with a record for backprop: x (B, T, d), real (B, T) bool ->
-    (contextual (B, T, d_model), weights (L, B, h, T, T), cache)."""
-    B, T, d = x.shape
-    twins = twin_ids(x) if config.exclude_twins else None  # (B, T) as encode() finds them
-    allowed = build_mask(T, token_mask=real, exclude_self=config.exclude_self, twins=twins)  # (B, 1, T, T)
-    keep = real[:, :, None]  # (B, T, 1)
-    hidden, steering = input_positions(x, config)  # (B, T, d), (T, d) or None
-    caches, layer_weights = [], []
-    for layer in params:
-        output, weights, cache = layer_forward(hidden, layer, config, allowed, key_bias, steering)  # (B,T,d'), ...
-        hidden = np.where(keep, output, 0)  # (B, T, d'); padding positions stay 0 in every layer
-        caches.append(cache)
-        layer_weights.append(weights)
-    return hidden, np.stack(layer_weights), EncodeCache(caches, keep)
+from ctxembed.core.attention import LAYER_NORM_EPS, AttentionConfig, LayerSteps
+from ctxembed.core.projections import HeadProjection, LayerParams
 
 
 # ---------------------------------------------------------------------------------------- backward
@@ -217,39 +114,46 @@ def projection_backward(
 
 def layer_backward(
     d_output: np.ndarray,
-    cache: LayerCache,
+    steps: LayerSteps,
     layer: LayerParams,
     config: AttentionConfig,
     index: int,
     rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The backward step of :func:`layer_forward`: dL/doutput (B, T, d_model) -> (dL/dx (B, T, d_in), grads).
+    """The backward step of one layer of ``encode``, from the ``steps`` its trace kept:
+    dL/doutput (B, T, d_model) -> (dL/dx (B, T, d_in), grads).
 
     ``grads`` maps weight-file names (``l{index}.h{head}.W_query`` ...) to gradients of the same shapes.
     With ``rows`` (B, T) bool, dL/dx is returned for those tokens only, (n_rows, d_in): the first layer's
     input gradient is only wanted where a learned vector ([MASK]) went in, which saves three products.
     """
-    B, h, T, d_v = cache.v.shape
+    if config.normalization != "softmax":
+        raise ValueError("training differentiates the softmax normalisation only")
+    x, attention = steps.inputs, steps.attention  # (B, T, d_in), the layer's attention steps
+    B, h, T, d_v = steps.v.shape
     if config.layer_norm:
-        d_output = layer_norm_backward(d_output, cache.normed, cache.inv_std)  # (B, T, d_model)
-    d_x = config.residual_scale * d_output if config.residual else np.zeros_like(cache.x)  # (B, T, d_in)
+        inv_std = 1.0 / np.sqrt(steps.pre_norm.var(axis=-1, keepdims=True) + LAYER_NORM_EPS)  # (B, T, 1)
+        d_output = layer_norm_backward(d_output, steps.output, inv_std)  # (B, T, d_model)
+    d_x = config.residual_scale * d_output if config.residual else np.zeros_like(x)  # (B, T, d_in)
     if rows is not None:
         d_x = d_x[rows]  # (n_rows, d_in)
     grads: dict[str, np.ndarray] = {}
     has_bias = layer.b_out is not None
-    d_merged, d_W_out, d_b_out = output_projection_backward(d_output, cache.merged, layer.W_out, has_bias)
+    concatenated = attention.context.transpose(0, 2, 1, 3).reshape(B, T, h * d_v)  # (B, h, T, d_v) -> (B, T, h*d_v)
+    d_merged, d_W_out, d_b_out = output_projection_backward(d_output, concatenated, layer.W_out, has_bias)
     if d_W_out is not None:
         grads[f"l{index}.W_out"] = d_W_out  # (h*d_v, d_model)
     if d_b_out is not None:
         grads[f"l{index}.b_out"] = d_b_out  # (d_model,)
     d_context = d_merged.reshape(B, T, h, d_v).transpose(0, 2, 1, 3)  # (B, T, h*d_v) -> (B, h, T, d_v)
-    d_weights, d_v_heads = weighted_sum_backward(d_context, cache.weights, cache.v)  # (B,h,T,T), (B,h,T,d_v)
-    d_scores = softmax_backward(d_weights, cache.weights)  # (B, h, T, T)
-    d_q, d_k = scores_backward(d_scores, cache.q, cache.k, cache.divisor)  # (B, h, T, d_k) each
+    d_weights, d_v_heads = weighted_sum_backward(d_context, attention.weights, steps.v)  # (B,h,T,T), (B,h,T,d_v)
+    d_scores = softmax_backward(d_weights, attention.weights)  # (B, h, T, T)
+    d_q, d_k = scores_backward(d_scores, steps.q, steps.k, attention.divisor)  # (B, h, T, d_k) each
     # positions are a constant added to the queries' and keys' input: dL/dx is the same, dL/dW sees x + positions
-    sources = (("query", d_q, cache.x_steering), ("key", d_k, cache.x_steering), ("value", d_v_heads, cache.x))
+    steering = x if steps.positions is None else x + steps.positions  # (B, T, d_in) + (T, d_in)
+    sources = (("query", d_q, steering), ("key", d_k, steering), ("value", d_v_heads, x))
     for kind, d_projected, source in sources:
-        W = np.stack([getattr(head, f"W_{kind}") for head in layer.heads]).astype(cache.x.dtype)  # (h, d_in, d_k)
+        W = np.stack([getattr(head, f"W_{kind}") for head in layer.heads]).astype(x.dtype)  # (h, d_in, d_k)
         d_x_kind, d_W, d_b = projection_backward(d_projected, source, W, rows)  # (B,T,d_in), (h,d_in,d_k), (h,d_k)
         d_x = d_x + d_x_kind  # (B, T, d_in) or (n_rows, d_in)
         for head, projection in enumerate(layer.heads):
@@ -261,22 +165,25 @@ def layer_backward(
 
 def encode_backward(
     d_contextual: np.ndarray,
-    cache: EncodeCache,
+    steps: list[LayerSteps],
     params: list[LayerParams],
     config: AttentionConfig,
+    real: np.ndarray,
     input_rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The backward step of :func:`encode_forward`: dL/dcontextual (B, T, d_model) -> (dL/dx (B, T, d), grads).
+    """The backward step of ``encode(x, config, params, token_mask=real, trace=True)``, from its ``steps``
+    (one :class:`LayerSteps` per layer): dL/dcontextual (B, T, d_model) -> (dL/dx (B, T, d), grads).
 
     Positions are a constant added to x, so dL/dx is the first layer's input gradient; with
     ``input_rows`` (B, T) bool it is computed for those tokens only, (n_rows, d).
     """
     grads: dict[str, np.ndarray] = {}
+    keep = real[:, :, None]  # (B, T, 1) True at real tokens
     d_hidden = d_contextual  # (B, T, d_model)
     for index in reversed(range(len(params))):
-        d_output = np.where(cache.keep, d_hidden, 0)  # (B, T, d'); padding rows were set to 0, not computed
+        d_output = np.where(keep, d_hidden, 0)  # (B, T, d'); padding rows were set to 0, not computed
         rows = input_rows if index == 0 else None
-        d_hidden, layer_grads = layer_backward(d_output, cache.layers[index], params[index], config, index, rows)
+        d_hidden, layer_grads = layer_backward(d_output, steps[index], params[index], config, index, rows)
         grads.update(layer_grads)
     return d_hidden, grads
 

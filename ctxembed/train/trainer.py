@@ -6,8 +6,8 @@ The recipe (BERT's masked language model, on frozen static vectors):
    vector store; hold out a fraction of the sentences.
 2. In every sentence mask ``mask_rate`` of the tokens: their input vector becomes a learned
    [MASK] vector (d,).
-3. Run the attention stack exactly as ``ctxembed attend`` does (:func:`ctxembed.train.backprop.encode_forward`
-   calls the same step functions as :func:`ctxembed.core.attention.encode`).
+3. Run the attention stack as ``ctxembed attend`` does: :func:`ctxembed.core.attention.encode` itself,
+   with ``trace=True`` so that it keeps what the backward pass needs.
 4. At each masked position, score the true word and ``negatives`` shared sampled words (drawn
    proportionally to count^0.75) by ``exp(log_scale) * h . e``, e the frozen input vector of a word;
    the loss is the softmax cross-entropy of the true word (:func:`ctxembed.train.backprop.sampled_softmax_loss`).
@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from ctxembed.core.attention import encode
 from ctxembed.core.projections import LayerParams, random_params, validate_params
 from ctxembed.engine import Engine
 from ctxembed.errors import DataError, UsageError, counted
@@ -151,7 +152,8 @@ def batch_loss(
     if key_bias is not None:
         bias = np.where(batch.masked, 0, key_bias[batch.ids]).astype(inputs.dtype)  # (B, T) [MASK] hides its word
     params = model.params
-    hidden, _, cache = backprop.encode_forward(inputs, settings.attention, params, batch.real, bias)  # (B, T, d)
+    forward = encode(inputs, settings.attention, params, token_mask=batch.real, key_bias=bias, trace=True)
+    hidden = forward.contextual  # (B, T, d); forward.steps keeps what the backward pass needs
     targets = batch.ids[batch.masked]  # (M,)
     accidental = targets[:, None] == batch.negatives[None, :]  # (M, K)
     loss, d_predicted, d_log_scale, d_true_bias, d_negative_bias = backprop.sampled_softmax_loss(
@@ -168,7 +170,7 @@ def batch_loss(
     d_hidden = np.zeros_like(hidden)  # (B, T, d)
     d_hidden[batch.masked] = d_predicted  # (M, d) scattered back to their positions
     d_masked, grads = backprop.encode_backward(
-        d_hidden, cache, params, settings.attention, input_rows=batch.masked
+        d_hidden, forward.steps, params, settings.attention, batch.real, input_rows=batch.masked
     )  # (M, d) the input gradient at the masked tokens only
     grads["mask"] = d_masked.sum(axis=0)  # (d,) every [MASK] position shares the vector
     grads["log_scale"] = np.array([d_log_scale], dtype=hidden.dtype)  # (1,)
