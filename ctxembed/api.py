@@ -27,7 +27,7 @@ import numpy as np
 import orjson
 
 from ctxembed.config import DEFAULT_MAX_TOKENS, TRACE_COST, check_cost, check_view
-from ctxembed.engine import Contextualized, open_engine
+from ctxembed.engine import Contextualized, Prepared, open_engine
 from ctxembed.errors import CtxembedError, UsageError
 from ctxembed.output import as_json, dumps, say
 from ctxembed.report import (
@@ -173,15 +173,16 @@ class Explorer:
         """What the documents say about the vectors: source, name, words, dim."""
         return vectors_record(self.source, self.store)
 
-    def contextualize(self, sentences: Sequence[str], *, trace: bool = False) -> list[Contextualized]:
+    def contextualize(self, sentences: Sequence[str | Prepared], *, trace: bool = False) -> list[Contextualized]:
         """Attention over several sentences at once; one result per sentence, in order. ``trace`` keeps
-        every intermediate step (``result.steps``, what --explain shows)."""
+        every intermediate step (``result.steps``, what --explain shows). A sentence may come prepared
+        already (``explorer.engine.prepare(text)``), by a caller that looked at its words first."""
         engine = self.engine
-        prepared = [engine.prepare(text) for text in sentences]
+        prepared = [engine.prepare(text) if isinstance(text, str) else text for text in sentences]
         check_run_cost(engine, [len(p.used) for p in prepared], trace=trace)
         return engine.run(prepared, trace=trace)
 
-    def attend(self, text: str, *, trace: bool = False, attention: str = "raw") -> AttendResult:
+    def attend(self, text: str | Prepared, *, trace: bool = False, attention: str = "raw") -> AttendResult:
         """The attention weights of one sentence and its static and contextual vectors (``trace``: keep
         every step for :func:`ctxembed.report.explain_steps`). ``attention``: a reading to add beside the
         raw weights, ``mean``, ``rollout`` or ``value-norm`` (see :mod:`ctxembed.core.readings`)."""
@@ -191,7 +192,7 @@ class Explorer:
 
     def explain(
         self,
-        text: str,
+        text: str | Prepared,
         *,
         layer: int | None = None,
         head: int | None = None,

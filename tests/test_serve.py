@@ -101,6 +101,34 @@ def test_compare_and_neighbors_are_the_cli_json_documents(server):
     assert post(server, "neighbors", body) == (200, expected)
 
 
+@pytest.mark.parametrize(
+    "endpoint, body, sentences",
+    [
+        ("attend", {"sentence": "we sat on the river bank"}, 1),
+        ("explain", {"sentence": "the river bank", "heads": 2}, 1),
+        ("compare", {"sentences": ["the river bank", "money in the bank"], "word": "bank"}, 2),
+        ("neighbors", {"sentence": "the river bank", "word": "bank", "k": 3}, 1),
+    ],
+)
+def test_each_sentence_of_a_request_is_prepared_once(endpoint, body, sentences, monkeypatch):
+    """The page's size check and the library call share one prepare (the check used to prepare again)."""
+    from ctxembed.engine.glove import Engine
+    from ctxembed.serve.endpoints import answer
+
+    explorers = Explorers()
+    answer(endpoint, body, explorers)  # opens and caches the explorer, so only the request is counted
+    prepared = []
+    original = Engine.prepare
+
+    def counting(self, text, **kwargs):
+        prepared.append(text)
+        return original(self, text, **kwargs)
+
+    monkeypatch.setattr(Engine, "prepare", counting)
+    answer(endpoint, body, explorers)
+    assert len(prepared) == sentences, prepared
+
+
 def test_settings_describe_every_setting_the_page_may_send(server):
     from ctxembed.settings import SETTINGS
 

@@ -33,6 +33,7 @@ from rich.errors import ConsoleError
 from ctxembed.api import Explorer, side_by_side
 from ctxembed.config import BUDGET, ReadOptions, declarations
 from ctxembed.core.mix import LEARNED, OFF, is_weights
+from ctxembed.engine import Prepared
 from ctxembed.engine.registry import DEFAULT_MODEL, MODELS
 from ctxembed.errors import UsageError
 from ctxembed.output import say
@@ -315,10 +316,10 @@ def _document(endpoint: str, own: dict[str, Any], explorer: Explorer) -> dict:
         k = own.get("k", 10)
         include = own.get("include_context", False)
         return explorer.neighbors(own["sentence"], own["word"], k, include_context=include).document()
-    _check_size(explorer, own["sentence"])
+    sentence = _sized(explorer, own["sentence"])
     if endpoint == "explain":
-        return explorer.explain(own["sentence"], layer=own.get("layer"), head=own.get("head")).document()
-    result = explorer.attend(own["sentence"])
+        return explorer.explain(sentence, layer=own.get("layer"), head=own.get("head")).document()
+    result = explorer.attend(sentence)
     result.top, result.with_vectors = own.get("top", 3), own.get("with_vectors", False)
     return result.document()
 
@@ -340,10 +341,12 @@ def _side_by_side(own: dict, options: dict, explorers: Explorers) -> dict:
         return side_by_side(own["sentences"], own["word"], vectors=vectors, on_note=say, open_view=open_view).document()
 
 
-def _check_size(explorer: Explorer, sentence: str) -> None:
-    """Refuse a sentence whose weights would be too many for a page, before attention runs."""
+def _sized(explorer: Explorer, sentence: str) -> Prepared:
+    """The sentence prepared (once: attend and explain run what this returns), refused when its weights
+    would be too many for a page, before attention runs."""
+    prepared = explorer.engine.prepare(sentence)
     a = explorer.settings.attention
-    tokens = len(explorer.engine.prepare(sentence).used)
+    tokens = len(prepared.used)
     count = a.layers * a.heads * tokens * tokens
     if count > MAX_WEIGHTS:
         raise UsageError(
@@ -352,6 +355,7 @@ def _check_size(explorer: Explorer, sentence: str) -> None:
             "heads",
             "layers",
         )
+    return prepared
 
 
 def registry(explorers: Explorers) -> dict:
