@@ -30,7 +30,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import make_corpus
-from coldstart_vs import WAVE1, alternate, extract, tree_env
+from coldstart_vs import COLD_START_BASELINE, alternate, extract, tree_env
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "benchmarks"
@@ -53,7 +53,7 @@ SHORT_SENTENCES = 20_000  # the size issue 15 measured (start-up weighs ~40% the
 # which changed, so the bench runs 9478ac1's code on the same corpus and store in the same run instead
 # of comparing with a constant. Both under OpenBLAS's Haswell sgemm kernel: on AVX-512 OpenBLAS picks
 # SkylakeX, which rounds some float32 last bits differently.
-WAVE2_BLAS = {"OPENBLAS_CORETYPE": "Haswell"}
+HASWELL_BLAS = {"OPENBLAS_CORETYPE": "Haswell"}
 BROWN_LINES = 30_000  # real text: the first lines of data/brown.txt.gz (`zcat data/brown.txt.gz | head -30000`)
 # The code before real text had a bulk path (issue 23): the real-text rows run it beside this tree.
 BEFORE_REAL_TEXT = "9478ac1"
@@ -67,8 +67,8 @@ REAL_TEXT_SPEEDUP = 2.5  # target: batch on Brown at least this many times that 
 REAL_TEXT_SHARE = 0.40  # target: batch on Brown at least this share of the bare kernel's rate on the same rows
 BENCHMARK_CORPUS_SHARE = 0.45  # target (issue 23): batch on the benchmark corpus, this share of the kernel's rate
 SCALING_SIZES = "8,16,32,64,128,256,512,1024"
-WAVE1_SLACK = 0.05  # cold start: at or under wave 1's code, within this (one run's spread is ±25% here)
-WAVE1_RUNS = 31  # runs of each side, alternating (benchmarks/coldstart_vs.py does the same by hand)
+BASELINE_SLACK = 0.05  # cold start: at or under the baseline's code, within this (one run's spread is ±25% here)
+BASELINE_RUNS = 31  # runs of each side, alternating (benchmarks/coldstart_vs.py does the same by hand)
 
 
 # ------------------------------------------------------------------------------ processes
@@ -234,16 +234,20 @@ def importtime_breakdown(env: dict, runs: int = 3) -> dict:
     }
 
 
-def wave1_pairs(command: list[str], env: dict, runs: int = WAVE1_RUNS) -> dict | None:
-    """Seconds of ``command`` here and with wave 1's code (its own tree, cache and bytecode), in
-    alternating order, so that "at or under wave 1" is measured on this machine as it is now; None
-    (with a warning) when this checkout has no history to take wave 1 from."""
+def baseline_pairs(command: list[str], env: dict, runs: int = BASELINE_RUNS) -> dict | None:
+    """Seconds of ``command`` here and with the cold-start baseline's code (COLD_START_BASELINE: its
+    own tree, cache and bytecode), in alternating order, so that "at or under the baseline" is
+    measured on this machine as it is now; None (with a warning) when this checkout has no history
+    to take the baseline from."""
     try:
-        tree = extracted(WAVE1, "wave1")
+        tree = extracted(COLD_START_BASELINE, "baseline")
     except (OSError, subprocess.CalledProcessError):
-        print(f"warning: no wave 1 ({WAVE1}) in this checkout's history: its cold start not compared", file=sys.stderr)
+        print(
+            f"warning: no {COLD_START_BASELINE} in this checkout's history: the baseline's cold start not compared",
+            file=sys.stderr,
+        )
         return None
-    envs = {"this tree": env, "wave 1": tree_env(tree, base_env(tree / ".cache"))}
+    envs = {"this tree": env, "baseline": tree_env(tree, base_env(tree / ".cache"))}
     for side in envs.values():  # warm-up: bytecode, each side's cached statistics
         run_process(command, side)
     return alternate(envs, runs, lambda side: run_process(command, side).wall)
@@ -266,7 +270,7 @@ def coldstart(repeat: int) -> Report:
     for _ in range(repeat):  # rounds, so a burst of load hits every command alike
         for name, cmd in commands.items():
             walls[name].append(run_process(cmd, warm_env).wall)
-    paired = wave1_pairs(commands["python -m ctxembed"], warm_env)
+    paired = baseline_pairs(commands["python -m ctxembed"], warm_env)
     # A first run after install (empty cache) and a run whose cache cannot be written, each next to
     # a warm run of the same round, so load on the machine hits both alike.
     first, read_only, warm_beside = [], [], []
@@ -300,7 +304,7 @@ def coldstart(repeat: int) -> Report:
             **phases,
         },
     }
-    report.details["wave1_pairs"] = paired
+    report.details["baseline_pairs"] = paired
     ref = stats["reference"]
     for name in ("ctxembed", "python -m ctxembed"):
         s = stats[name]
@@ -316,17 +320,17 @@ def coldstart(repeat: int) -> Report:
             )
         )
     if paired:
-        this, wave1 = spread(paired["this tree"]), spread(paired["wave 1"])
-        ratio = this["median"] / wave1["median"]
+        this, baseline = spread(paired["this tree"]), spread(paired["baseline"])
+        ratio = this["median"] / baseline["median"]
         report.rows.append(
             Row(
-                f"cold start, `python -m ctxembed compare ... --json`, {len(paired['wave 1'])} runs alternating "
-                "with wave 1's code",
+                f"cold start, `python -m ctxembed compare ... --json`, {len(paired['baseline'])} runs alternating "
+                "with the baseline's code",
                 secs(this),
-                f"wave 1's code ({WAVE1}), the same command: {secs(wave1)}",
-                f"{ratio:.2f}× wave 1",
-                f"≤ wave 1 (+{WAVE1_SLACK:.0%} for noise)",
-                ratio <= 1 + WAVE1_SLACK,
+                f"the baseline's code ({COLD_START_BASELINE}), the same command: {secs(baseline)}",
+                f"{ratio:.2f}× the baseline",
+                f"≤ the baseline (+{BASELINE_SLACK:.0%} for noise)",
+                ratio <= 1 + BASELINE_SLACK,
             )
         )
     warm_median = statistics.median(warm_beside)
@@ -536,13 +540,13 @@ def batch(repeat: int) -> Report:
     checked = CACHE / "batch-output.jsonl"
     # on the older code's store (the shipped one has changed since), read with --vectors
     run_process(
-        [CTXEMBED, "batch", str(short), "--vectors", str(before_store())], env | WAVE2_BLAS, stdout_path=str(checked)
+        [CTXEMBED, "batch", str(short), "--vectors", str(before_store())], env | HASWELL_BLAS, stdout_path=str(checked)
     )
     tree = extracted(BEFORE_REAL_TEXT)
     before_out = CACHE / "batch-output-before.jsonl"
     run_process(
         [PYTHON, "-m", "ctxembed", "batch", str(short)],
-        tree_env(tree, base_env(tree / ".cache")) | WAVE2_BLAS,
+        tree_env(tree, base_env(tree / ".cache")) | HASWELL_BLAS,
         stdout_path=str(before_out),
     )
     before_sha256 = sha256_file(before_out)
@@ -687,7 +691,7 @@ def realtext(repeat: int) -> Report:
     same_side = (tree_env(same_records, base_env(same_records / ".cache")), command)
     for name, (side, side_command) in (*sides.items(), (BEFORE_FAST_PATH, same_side)):
         out = CACHE / "realtext-output.jsonl"  # warm-up, and each side's output once under the golden kernel
-        run_process(side_command, side | WAVE2_BLAS, stdout_path=str(out))
+        run_process(side_command, side | HASWELL_BLAS, stdout_path=str(out))
         digests[name] = sha256_file(out)
         out.unlink()
     walls: dict[str, list[float]] = {name: [] for name in sides}

@@ -2,10 +2,13 @@
 
 The package is layered so that data flows one way::
 
-    text --tokenize--> tokens --store/sources--> static vectors --attention--> contextual
-         --explore--> results --render (rich tables) / output (JSON)--> terminal or pipe
+    text --vectors.tokenize--> tokens --vectors (store, lexicon)--> static vectors
+         --core.attention (driven by engine)--> contextual --report / api--> documents
+         --views (rich tables, figures) / output (JSON)--> terminal or pipe
 
-``ctxembed.core.attention`` is pure NumPy with no I/O; ``ctxembed.cli`` only wires commands.
+``ctxembed.core`` is pure NumPy with no I/O; the jobs (``batch``, ``senses``, ``evaluation``,
+``train``) sit above the engine; ``ctxembed.cli`` only parses, calls the library and shows
+(docs/architecture.md draws the layers).
 The Python API (:mod:`ctxembed.api`, see docs/api.md) loads on first use, so ``import ctxembed``
 costs nothing::
 

@@ -24,8 +24,9 @@ def test_a_runaway_stdin_is_refused_without_reading_it_all():
     assert "stdin is longer than 4,194,304 bytes" in message
 
 
-def test_issue_10_number_cases_are_one_usage_line():
-    """The exact command lines of the issue (option limits are declared with the settings)."""
+def test_numbers_out_of_an_options_limits_are_one_usage_line():
+    """NaN, an integer too big for C, a float at float32's edge, absurd sizes: each is one usage line
+    (option limits are declared with the settings)."""
     from tests.cli_helpers import invoke
 
     for args in (["--sif", "nan"], ["--seed", "99999999999999999999999"], ["--temperature", "3.4e38"],

@@ -67,7 +67,7 @@ def test_a_20000_mark_sentence_is_refused_at_once():
     assert time.process_time() - start < 0.25  # CPU seconds; each mark's vector built first: 0.8 s
 
 
-def test_the_issue_s_command_refuses_20000_marks_in_one_line(tmp_path):
+def test_attend_refuses_a_line_of_20000_marks_in_one_line_and_little_memory(tmp_path):
     source = tmp_path / "marks.txt"
     source.write_text(MARKS + "\n", encoding="utf-8")
     code, peak, seconds, cpu, stdout, stderr = measured("attend", "--json", "-", stdin=source)

@@ -175,7 +175,7 @@ def test_load_foreign_rejects_unknown_format(tmp_path):
         load_foreign(tmp_path / "x", "pdf")
 
 
-# ------------------------------------------------------------------------------ issue 10 cases
+# ------------------------------------------------------------------------------ headers and values that cannot be
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [

@@ -4,8 +4,9 @@ Exit codes: 0 success, 1 data or runtime error, 2 usage error. Every error is on
 stderr, ``ctxembed: error: ...``; set CTXEMBED_DEBUG=1 to see a traceback instead. Library
 errors name settings; :func:`reports_errors` shows them as the flags they come from.
 
-Each command group lives in a module of this package (``explore``: attend, compare, neighbors,
-batch; ``vectors``; ``eval``), registered on :data:`app` when the package is imported.
+Each command group lives in a module of this package (``attend``: attend, compare, neighbors,
+batch, side-by-side; ``vectors``; ``eval``; ``senses``; ``train``; ``models``; ``serve``),
+registered on :data:`app` when the package is imported.
 """
 
 from __future__ import annotations

@@ -397,7 +397,8 @@ def _vectors(console: Console, tokens: list[str], vectors) -> None:
 
 @terminal_view
 def render_explain(console: Console, steps: dict) -> None:
-    """Every step of one layer and head, numbered 1 to 8, each matrix once (reads the explain document)."""
+    """Every step of one layer and head, numbered 1 to 8 (9: the layer mix, when there is one), each
+    matrix once (reads the explain document)."""
     tokens = steps["tokens"]
     check_drawn(len(tokens))
     layer, head = steps["layer"], steps["head"]
