@@ -468,7 +468,8 @@ class _WordDocument(_Shown):
 
 @dataclass(eq=False)
 class CompareResult(_WordDocument):
-    """A word's cosine across sentences: :attr:`static` and :attr:`contextual` are N x N matrices."""
+    """A word's cosine across sentences: :attr:`static` and :attr:`contextual` are N x N matrices,
+    :attr:`layers` (L + 1, N, N) the cosines at the attention input and after each layer."""
 
     _renderer = "render_compare"
 
@@ -479,6 +480,10 @@ class CompareResult(_WordDocument):
     @property
     def contextual(self) -> np.ndarray:
         return self.doc["contextual_similarity"]
+
+    @property
+    def layers(self) -> np.ndarray | None:
+        return None if self.doc["layers"] is None else np.stack(self.doc["layers"])  # (L + 1, N, N)
 
     def __repr__(self) -> str:
         return f"CompareResult(word={self.word!r}, sentences={len(self.doc['sentences'])})"

@@ -224,7 +224,9 @@ def locate_word(result: Contextualized, word: str, where: str, *, listing: bool 
 
 
 def compare_document(results: list[Contextualized], word: str | None, settings: Settings, vectors: dict) -> dict:
-    """A word's static and contextual cosines across sentences. ``word`` may name an occurrence
+    """A word's static and contextual cosines across sentences, and its cosines at each layer
+    (``layers``: the attention input h0, then each layer's output; a subword model's word is the mean
+    of its pieces there too, as in its read-out). ``word`` may name an occurrence
     (``bank#2``) or a position (``#8``), the same in every sentence; without it, every shared word
     (its first occurrence), and the top level's ``word`` and matrices are None: ``summary`` gives each
     word's mean cosine over the sentence pairs, ``words`` its matrices."""
@@ -243,12 +245,17 @@ def compare_document(results: list[Contextualized], word: str | None, settings: 
         if not shared:
             raise DataError("the sentences share no word in the vocabulary; pass --word")
         words = shared
+    hidden = [r.hidden_states() for r in results]  # per sentence: L + 1 arrays (T, d_l)
     entries = []
     for w in words:
         found = [r.prepared.locate(w) for r in results]  # (row, occurrence, occurrences) per sentence
         rows = [f[0] for f in found]
         static = np.stack([r.static[i] for r, i in zip(results, rows, strict=True)])  # (N, d)
         contextual = np.stack([r.contextual[i] for r, i in zip(results, rows, strict=True)])  # (N, d')
+        at_layers = [  # per layer l: (N, d_l) the word's vector in each sentence
+            np.stack([states[layer][i] for states, i in zip(hidden, rows, strict=True)])
+            for layer in range(len(hidden[0]))
+        ]
         tokens = [r.used_tokens()[i] for r, i in zip(results, rows, strict=True)]
         entries.append(
             {
@@ -258,13 +265,14 @@ def compare_document(results: list[Contextualized], word: str | None, settings: 
                 "sources": [r.prepared.sources()[t.position] for r, t in zip(results, tokens, strict=True)],
                 "static_similarity": cosine_matrix(static.astype(np.float64)),
                 "contextual_similarity": cosine_matrix(contextual.astype(np.float64)),
+                "layers": [cosine_matrix(layer.astype(np.float64)) for layer in at_layers],  # (L + 1) x (N, N)
             }
         )
     # the top level speaks of one word only when one was asked for; every shared word is in "words"
     given = entries[0] if word is not None else None
     pairs = np.triu_indices(len(results), k=1)  # each pair of sentences once
     return {
-        "schema": "ctxembed.compare/4",
+        "schema": "ctxembed.compare/5",
         "vectors": vectors,
         "settings": settings.as_dict(),
         "settings_summary": settings.summary(),
@@ -273,6 +281,7 @@ def compare_document(results: list[Contextualized], word: str | None, settings: 
         "word": given and given["word"],
         "static_similarity": given and given["static_similarity"],
         "contextual_similarity": given and given["contextual_similarity"],
+        "layers": given and given["layers"],
         "summary": [
             {
                 "word": entry["word"],

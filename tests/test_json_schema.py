@@ -124,7 +124,7 @@ def _used_keywords(schema: dict):
 
 SCHEMA_FILES = {
     "ctxembed.attend/4": "attend.schema.json",
-    "ctxembed.compare/4": "compare.schema.json",
+    "ctxembed.compare/5": "compare.schema.json",
     "ctxembed.neighbors/3": "neighbors.schema.json",
     "ctxembed.batch/1": "batch.schema.json",
     "ctxembed.vectors-info/1": "vectors-info.schema.json",
@@ -182,8 +182,10 @@ def assert_compare_shapes(doc: dict) -> None:
     if doc["word"] is not None:  # --word: the top level is that word's
         assert doc["word"] == doc["words"][0]["word"]
         assert doc["static_similarity"] == doc["words"][0]["static_similarity"]
+        assert doc["layers"] == doc["words"][0]["layers"]
     else:
         assert doc["static_similarity"] is None and doc["contextual_similarity"] is None
+        assert doc["layers"] is None
     assert [row["word"] for row in doc["summary"]] == [entry["word"] for entry in doc["words"]]
     for row, entry in zip(doc["summary"], doc["words"], strict=True):
         upper = np.array(entry["contextual_similarity"])[np.triu_indices(N, k=1)]  # each pair once
@@ -195,6 +197,9 @@ def assert_compare_shapes(doc: dict) -> None:
             matrix = np.array(entry[name])
             assert matrix.shape == (N, N)
             assert np.allclose(matrix, matrix.T)
+        layers = np.array(entry["layers"])  # (L + 1, N, N): the attention input, then each layer
+        assert layers.shape == (doc["settings"]["attention"]["layers"] + 1, N, N)
+        assert np.allclose(layers, layers.swapaxes(1, 2))
 
 
 def assert_batch_record_shapes(record: dict) -> None:
@@ -293,11 +298,11 @@ def test_attend_cosine_is_null_not_nan_when_sizes_differ():
 
 def test_compare_document_matches_schema():
     doc = run_json("compare", "the river bank", "the money bank", "I saw the bank", "--json")
-    assert_valid(doc, "ctxembed.compare/4")
+    assert_valid(doc, "ctxembed.compare/5")
     assert_compare_shapes(doc)
     assert doc["word"] is None and [row["word"] for row in doc["summary"]] == ["the", "bank"]
     given = run_json("compare", "the river bank", "the money bank", "I saw the bank", "--word", "bank", "--json")
-    assert_valid(given, "ctxembed.compare/4")
+    assert_valid(given, "ctxembed.compare/5")
     assert_compare_shapes(given)
     assert given["word"] == "bank" and len(given["summary"]) == 1
     assert [entry["word"] for entry in doc["words"]] == ["the", "bank"]

@@ -184,9 +184,14 @@ class Contextualized:
         """(T, d_out) the last attention layer's output, with or without a mix."""
         return self.contextual if self.top is None else self.top
 
+    def hidden_states(self) -> list[np.ndarray]:
+        """L + 1 arrays (T, d_l): the attention input h0, then each layer's output (a layer's size may
+        differ from the input's, so they are a list, not one array)."""
+        return [self.inputs, *self.layer_inputs[1:], self.last_layer]
+
     def layers(self) -> np.ndarray:
-        """(L + 1, T, d) every layer a mix weighs: the attention input h0, then each layer's output."""
-        return np.stack([self.inputs, *self.layer_inputs[1:], self.last_layer])
+        """(L + 1, T, d) every layer a mix weighs: :meth:`hidden_states` as one array."""
+        return np.stack(self.hidden_states())
 
     def used_tokens(self) -> list[Token]:
         return [self.prepared.tokens[p] for p in self.prepared.used]

@@ -147,6 +147,7 @@ def html_page(doc: dict, view: View | None = None) -> str:
         "ctxembed.compare/2": "compare",
         "ctxembed.compare/3": "compare",
         "ctxembed.compare/4": "compare",
+        "ctxembed.compare/5": "compare",
         "ctxembed.neighbors/2": "neighbours",
         "ctxembed.neighbors/3": "neighbours",
     }

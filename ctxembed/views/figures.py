@@ -380,7 +380,8 @@ def _model_figure(doc: dict, view: View, labels: list[str]) -> Figure:
 
 
 @figure_for("ctxembed.compare/2")
-@figure_for("ctxembed.compare/4")
+@figure_for("ctxembed.compare/5")
+@figure_for("ctxembed.compare/4")  # documents saved before the per-layer "layers" field
 @figure_for("ctxembed.compare/3")  # documents saved before the "warnings" field
 def compare_figure(doc: dict, view: View) -> Figure:
     labels = [f"S{i + 1}" for i in range(len(doc["sentences"]))]

@@ -582,6 +582,27 @@ def render_compare(console: Console, doc: dict) -> None:
             digits=3,
         )
         console.print(Group(static, contextual))
+        if entry.get("layers") is not None:  # documents before ctxembed.compare/5 have none
+            _layer_tables(console, entry, labels)
+
+
+PAIR_COLUMN = 9  # characters a pair's column takes in a table: "-0.123" with padding and border
+
+
+def _layer_tables(console: Console, entry: dict, labels: list[str]) -> None:
+    """The word's cosine for each pair of sentences (columns) at each layer and at the read-out (rows),
+    split into tables of as many pairs as the console's width holds."""
+    layers = [np.asarray(m, dtype=np.float64) for m in entry["layers"]]  # L + 1 matrices (N, N)
+    readout = np.asarray(entry["contextual_similarity"], dtype=np.float64)  # (N, N)
+    pairs = [(i, j) for i in range(len(labels)) for j in range(i + 1, len(labels))]
+    rows = [str(layer) for layer in range(len(layers))] + ["read-out"]
+    per_table = max(1, (console.width - 12) // PAIR_COLUMN)  # 12: the row labels' column
+    for start in range(0, len(pairs), per_table):
+        shown = pairs[start : start + per_table]
+        cells = np.array([[m[i, j] for i, j in shown] for m in [*layers, readout]])  # (L + 2, pairs)
+        title = f"cosine of {entry['word']!r} at each layer (0: the input to layer 1)" if start == 0 else ""
+        columns = [f"{labels[i]}-{labels[j]}" for i, j in shown]
+        console.print(matrix_table(title, rows, columns, cells, diverging=True, digits=3))
 
 
 def _header_compare(console: Console, doc: dict) -> None:
