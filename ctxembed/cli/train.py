@@ -11,6 +11,7 @@ from ctxembed.cli import app, reports_errors
 from ctxembed.cli.options import (
     JsonOpt,
     LimitOpt,
+    ModelOpt,
     SaveOpt,
     TrustOpt,
     VectorsOpt,
@@ -58,6 +59,7 @@ def train(
     vectors: VectorsOpt = None,
     limit: LimitOpt = None,
     trust: TrustOpt = False,
+    model: ModelOpt = "glove",
     json_out: JsonOpt = False,
     save: SaveOpt = None,
     settings=None,
@@ -73,7 +75,7 @@ def train(
     check_saves(save)
     report = train_weights(
         corpus, out, vectors=vectors, limit=limit, trust=trust, checkpoint=checkpoint, resume=resume, on_note=say,
-        **settings, **options,
+        model=model, **settings, **options,
     )  # fmt: skip
     save_all(report, save)  # the loss curves as a picture or page
     if json_out:
@@ -100,6 +102,7 @@ def before_after(
     vectors: VectorsOpt = None,
     limit: LimitOpt = None,
     trust: TrustOpt = False,
+    model: ModelOpt = "glove",
     json_out: JsonOpt = False,
 ) -> None:
     """One sentence's attention before training (the same model at its initial weights) and after, side by side."""
@@ -107,7 +110,7 @@ def before_after(
     from ctxembed.train.before_after import before_after as compute  # ~34 ms, before-after only
 
     text = read_sentence(sentence, "before-after")
-    doc = compute(text, weights, vectors=vectors, limit=limit, trust=trust, top=top, on_note=say)
+    doc = compute(text, weights, vectors=vectors, limit=limit, trust=trust, top=top, on_note=say, model=model)
     a = doc["after"]["settings"]["attention"]
     check_view(a["layers"], a["heads"], layer, head)
     if json_out:

@@ -100,6 +100,22 @@ def _refuse_settings(model: str, preset: str, keywords: dict[str, Any]) -> None:
         raise SettingError(f"model {model} is trained and runs as trained: preset {preset!r} does not apply to it")
 
 
+def check_trainable(model: str, job: str) -> None:
+    """Refuse ``job`` (``train``, ``before-after``) for a model it cannot train: training learns the
+    attention projections (W_q, W_k, W_v, W_out) over static vectors, which only a model shaped by the
+    attention settings has; a trained model's weights are its own. A SettingError (exit 2) in one line."""
+    entry = MODELS.get(model)
+    if entry is None:
+        raise SettingError(f"{{model}} {model!r}: no such model (known: {', '.join(MODELS)})", "model")
+    if not entry.settings:
+        trainable = ", ".join(name for name, other in MODELS.items() if other.settings)
+        raise SettingError(
+            f"{{model}} {model}: {job} applies to the attention of the {trainable} model (W_q, W_k, W_v over "
+            f"static vectors); {model}'s weights are pretrained and run as trained",
+            "model",
+        )
+
+
 def model_of(settings: Settings) -> str:
     """The model that computes ``settings``: the model its preset names (a trained model's engine runs
     with its name as preset; eval's ``minilm@3`` is minilm read out at layer 3), else the default

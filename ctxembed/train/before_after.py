@@ -9,6 +9,7 @@ from os import PathLike
 from pathlib import Path
 
 from ctxembed.engine import Engine
+from ctxembed.engine.registry import DEFAULT_MODEL, check_trainable
 from ctxembed.errors import DataError, UsageError
 from ctxembed.output import as_json, say
 from ctxembed.report import attend_document
@@ -65,10 +66,13 @@ def before_after(
     trust: bool = False,
     top: int = 2,
     on_note: Callable[[str], None] | None = say,
+    model: str = DEFAULT_MODEL,
 ) -> dict:
     """``ctxembed before-after --json``: ``sentence``'s attention with a trained weights file (default:
     the shipped ``--preset learned`` one) at its initial and at its trained weights, as the
-    ``ctxembed.before-after/1`` document; ``vectors``, ``limit``, ``trust`` as for an Explorer."""
+    ``ctxembed.before-after/1`` document; ``vectors``, ``limit``, ``trust`` as for an Explorer.
+    ``model``: the model whose attention was trained, the default (glove); a pretrained model is refused."""
+    check_trainable(model, "before-after")
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UsageError(f"top must be an integer >= 1, not {top!r}")
     store = open_vectors(vectors, limit=limit, trust=trust, on_convert=on_note or (lambda text: None))

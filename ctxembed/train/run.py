@@ -8,6 +8,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from ctxembed.engine.registry import DEFAULT_MODEL, check_trainable
 from ctxembed.errors import SettingError, UsageError
 from ctxembed.output import as_json, check_output_path, say
 from ctxembed.progress import Training
@@ -34,6 +35,7 @@ def train_weights(
     checkpoint: str | PathLike | None = None,
     resume: bool = False,
     on_note: Callable[[str], None] | None = say,
+    model: str = DEFAULT_MODEL,
     **keywords: Any,
 ) -> dict:
     """Train W_query, W_key, W_value (and W_out) on ``corpus`` (a text file, ``.gz``, or ``"-"`` for
@@ -45,8 +47,10 @@ def train_weights(
     training's defaults are :data:`ctxembed.settings.TRAIN_DEFAULTS`). Ctrl-C stops at the next step
     and writes ``checkpoint`` (default :func:`checkpoint_path`) instead of ``out``; the document then
     says ``"interrupted": true`` and ``resume=True`` continues from it. Notes and the per-epoch loss go
-    to ``on_note`` (None: nowhere); a progress bar is drawn when stderr is a terminal.
+    to ``on_note`` (None: nowhere); a progress bar is drawn when stderr is a terminal. ``model``: the
+    model whose attention is trained, the default (glove); a pretrained model is refused.
     """
+    check_trainable(model, "train")
     note = on_note or (lambda text: None)
     unknown = sorted(set(keywords) - set(TRAIN_OPTIONS) - set(SETTINGS))
     if unknown:
