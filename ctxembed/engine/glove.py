@@ -395,22 +395,29 @@ def projection_params(settings: Settings, d_in: int) -> list[LayerParams] | None
     if settings.projection == "identity":
         return None
     if settings.projection == "random":
-        d_out = settings.head_size(d_in)
-        if d_out < 1:
-            raise SettingError(
-                f"{{heads}} {a.heads} leave no dimensions per head of the {d_in}; give {{d_out}}", "heads", "d_out"
-            )
-        check_projections(d_in, d_out, a.heads, a.layers, settings.output_projection)
-        try:
-            return random_params(d_in, d_out, a, seed=settings.seed, output_projection=settings.output_projection)
-        except ValueError as exc:
-            raise SettingError(str(exc)) from None
+        check_projections(d_in, settings.head_size(d_in), a.heads, a.layers, settings.output_projection)
+        return random_projections(settings, d_in)
     try:
         return load_projections(settings.weights_file, d_in, a)
     except FileNotFoundError:
         raise DataError(f"{settings.weights_file}: no such file") from None
     except (ValueError, OSError) as exc:
         raise DataError(f"{settings.weights_file}: {exc}") from None
+
+
+def random_projections(settings: Settings, d_in: int) -> list[LayerParams]:
+    """Xavier matrices from ``settings.seed`` for d_in-dimensional vectors, each head of size
+    ``settings.head_size(d_in)``: what ``--projection random`` draws, and where training starts."""
+    a = settings.attention
+    d_out = settings.head_size(d_in)
+    if d_out < 1:
+        raise SettingError(
+            f"{{heads}} {a.heads} leave no dimensions per head of the {d_in}; give {{d_out}}", "heads", "d_out"
+        )
+    try:
+        return random_params(d_in, d_out, a, seed=settings.seed, output_projection=settings.output_projection)
+    except ValueError as exc:
+        raise SettingError(str(exc)) from None
 
 
 def top_removal(store: VectorStore, settings: Settings) -> TopRemoval | None:

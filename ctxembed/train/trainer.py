@@ -35,8 +35,9 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ctxembed.core.attention import encode
-from ctxembed.core.projections import LayerParams, random_params, validate_params
+from ctxembed.core.projections import LayerParams, validate_params
 from ctxembed.engine import Engine
+from ctxembed.engine.glove import random_projections
 from ctxembed.errors import DataError, UsageError, counted
 from ctxembed.settings import TRAIN_DEFAULTS, Settings, TrainOptions, build_settings
 from ctxembed.train import backprop
@@ -74,10 +75,8 @@ def initial_params(settings: Settings, d: int, fix_values: bool) -> list[LayerPa
     ``--projection random --seed`` gives), with W_value replaced by identity slices if ``fix_values``."""
     a = settings.attention
     d_out = settings.head_size(d)
-    if d_out < 1:
-        raise UsageError(f"{a.heads} heads leave no dimensions per head; pass --d-out")
+    params = random_projections(settings, d)
     try:
-        params = random_params(d, d_out, a, seed=settings.seed, output_projection=settings.output_projection)
         d_model = validate_params(params, d, a)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
