@@ -1,11 +1,13 @@
 """Sentences per CPU-second of all-MiniLM-L6-v2 on the first N Brown lines, one thread, attention kept.
 
-usage: minilm_speed.py numpy|torch [N]    (prints one JSON line; the model must be installed)
+usage: minilm_speed.py numpy [N] | torch N DIR   (prints one JSON line; the model must be installed)
+       minilm_speed.py torch-folder DIR     (writes the installed model in torch's layout into DIR, prints DIR)
 
 Both sides get the same piece ids (ctxembed's WordPiece, equal to Hugging Face's), sorted by length
 and padded in batches of 32, and return every hidden state and every attention matrix: the NumPy
 encoder (ctxembed.core.encoder) against transformers' BertModel in eager mode (torch's SDPA returns
-no attention weights). Tokenising is outside the timed part.
+no attention weights). Tokenising is outside the timed part. ctxembed stores the model in its encoder's
+own layout, so torch reads a folder written back in Hugging Face's (:func:`torch_folder`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,25 @@ def batches(lines: list[str], vocab) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
+def torch_folder(into: Path) -> Path:
+    """The installed model as a Hugging Face folder (model.safetensors in torch's layout, config.json,
+    vocab.txt), written once into ``into``: what BertModel.from_pretrained reads."""
+    import shutil
+
+    from ctxembed.vectors import safetensors
+    from ctxembed.vectors.models import load_encoder, model_path
+
+    folder = model_path("minilm")
+    if not (into / "model.safetensors").is_file():
+        into.mkdir(parents=True, exist_ok=True)
+        for name in ("config.json", "vocab.txt"):
+            shutil.copyfile(folder / name, into / name)
+        partial = into / "model.safetensors.part"
+        safetensors.save(load_encoder(folder)[1].to_tensors(), partial, {"format": "pt"})
+        partial.rename(into / "model.safetensors")
+    return into
+
+
 def main(engine: str, n: int) -> None:
     from threadpoolctl import threadpool_limits
 
@@ -48,12 +69,11 @@ def main(engine: str, n: int) -> None:
         lines = [next(f).rstrip("\n") for _ in range(n)]
     groups = batches(lines, WordPiece.from_file(folder / "vocab.txt"))
     if engine == "numpy":
-        from ctxembed.core.encoder import EncoderConfig, EncoderWeights, encode
-        from ctxembed.vectors import safetensors
+        from ctxembed.core.encoder import encode
+        from ctxembed.vectors.models import load_encoder
 
         threadpool_limits(1)
-        config = EncoderConfig.from_json(json.loads((folder / "config.json").read_text()))
-        weights = EncoderWeights.from_tensors(config, safetensors.load(folder / "model.safetensors"))
+        _, weights = load_encoder(folder)
 
         def run(ids, real):
             return encode(weights, ids, real)
@@ -62,7 +82,8 @@ def main(engine: str, n: int) -> None:
         from transformers import BertModel
 
         torch.set_num_threads(1)
-        model = BertModel.from_pretrained(folder, attn_implementation="eager", add_pooling_layer=False).eval()
+        hf = torch_folder(Path(sys.argv[3]))
+        model = BertModel.from_pretrained(hf, attn_implementation="eager", add_pooling_layer=False).eval()
 
         def run(ids, real):
             with torch.inference_mode():
@@ -87,4 +108,7 @@ def main(engine: str, n: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 2000)
+    if sys.argv[1] == "torch-folder":
+        print(torch_folder(Path(sys.argv[2])))
+    else:
+        main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 2000)

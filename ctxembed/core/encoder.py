@@ -153,6 +153,107 @@ class EncoderWeights:
             tuple(layers),
         )
 
+    def to_tensors(self) -> dict[str, np.ndarray]:
+        """The inverse of :meth:`from_tensors`: Hugging Face BertModel names, linear weights (out, in)
+        again, W_qkv split into query, key and value (for torch, which reads that layout)."""
+        D = self.config.hidden
+        tensors = {
+            "embeddings.word_embeddings.weight": self.word,
+            "embeddings.position_embeddings.weight": self.position,
+            "embeddings.token_type_embeddings.weight": self.segment,
+            **_norm_tensors("embeddings.LayerNorm", self.norm),
+        }
+        for number, layer in enumerate(self.layers):
+            p = f"encoder.layer.{number}."
+            for part, name in enumerate(("query", "key", "value")):
+                columns = slice(part * D, (part + 1) * D)
+                tensors[p + f"attention.self.{name}.weight"] = layer.W_qkv[:, columns].T  # (D, D) (out, in)
+                tensors[p + f"attention.self.{name}.bias"] = layer.b_qkv[columns]  # (D,)
+            tensors |= {
+                p + "attention.output.dense.weight": layer.W_o.T,  # (D, D)
+                p + "attention.output.dense.bias": layer.b_o,
+                **_norm_tensors(p + "attention.output.LayerNorm", layer.norm1),
+                p + "intermediate.dense.weight": layer.W_1.T,  # (F, D)
+                p + "intermediate.dense.bias": layer.b_1,
+                p + "output.dense.weight": layer.W_2.T,  # (D, F)
+                p + "output.dense.bias": layer.b_2,
+                **_norm_tensors(p + "output.LayerNorm", layer.norm2),
+            }
+        return tensors
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every array by its name in the encoder's own layout (the attributes' names, linear weights
+        (in, out), W_qkv whole): what ``ctxembed models install`` stores, so :meth:`from_arrays` loads
+        a memory map as it is."""
+        named = {"word": self.word, "position": self.position, "segment": self.segment}
+        named |= _norm_arrays("norm", self.norm)
+        for number, layer in enumerate(self.layers):
+            p = f"layers.{number}."
+            named |= {
+                p + "W_qkv": layer.W_qkv,
+                p + "b_qkv": layer.b_qkv,
+                p + "W_o": layer.W_o,
+                p + "b_o": layer.b_o,
+                **_norm_arrays(p + "norm1", layer.norm1),
+                p + "W_1": layer.W_1,
+                p + "b_1": layer.b_1,
+                p + "W_2": layer.W_2,
+                p + "b_2": layer.b_2,
+                **_norm_arrays(p + "norm2", layer.norm2),
+            }
+        return named
+
+    @classmethod
+    def from_arrays(cls, config: EncoderConfig, arrays: Mapping[str, np.ndarray]) -> EncoderWeights:
+        """From :meth:`arrays`' names, each array used as it is: nothing is copied, transposed or cast,
+        so weights over a memory map stay one (pages are read when used). ValueError for a missing
+        array, or one of another shape or dtype than the word embeddings'."""
+        D, F = config.hidden, config.ffn
+        dtype = arrays["word"].dtype if "word" in arrays else None
+
+        def get(name: str, *shape: int) -> np.ndarray:
+            if name not in arrays:
+                raise ValueError(f"array {name!r} is missing")
+            array = np.asarray(arrays[name])  # a plain ndarray view of a np.memmap: no copy
+            if array.shape != shape or array.dtype != dtype or not array.flags.c_contiguous:
+                raise ValueError(f"array {name!r} is {array.dtype} {array.shape}, expected {dtype} {shape} C-ordered")
+            return array
+
+        def norm(prefix: str) -> tuple[np.ndarray, np.ndarray]:
+            return get(prefix + ".gain", D), get(prefix + ".bias", D)
+
+        layers = tuple(
+            EncoderLayer(
+                W_qkv=get(p + "W_qkv", D, 3 * D),
+                b_qkv=get(p + "b_qkv", 3 * D),
+                W_o=get(p + "W_o", D, D),
+                b_o=get(p + "b_o", D),
+                norm1=norm(p + "norm1"),
+                W_1=get(p + "W_1", D, F),
+                b_1=get(p + "b_1", F),
+                W_2=get(p + "W_2", F, D),
+                b_2=get(p + "b_2", D),
+                norm2=norm(p + "norm2"),
+            )
+            for p in (f"layers.{number}." for number in range(config.layers))
+        )
+        return cls(
+            config,
+            get("word", config.vocab_size, D),
+            get("position", config.max_positions, D),
+            get("segment", config.type_vocab_size, D),
+            norm("norm"),
+            layers,
+        )
+
+
+def _norm_tensors(prefix: str, norm: tuple[np.ndarray, np.ndarray]) -> dict[str, np.ndarray]:
+    return {prefix + ".weight": norm[0], prefix + ".bias": norm[1]}
+
+
+def _norm_arrays(prefix: str, norm: tuple[np.ndarray, np.ndarray]) -> dict[str, np.ndarray]:
+    return {prefix + ".gain": norm[0], prefix + ".bias": norm[1]}
+
 
 def random_weights(config: EncoderConfig, *, seed: int = 0, dtype=np.float32) -> EncoderWeights:
     """Random weights of the right shapes (tests, docs): normal(0, 0.2) matrices, LayerNorm near identity."""

@@ -25,16 +25,15 @@ from typing import Any
 import numpy as np
 
 from ctxembed.config import DEFAULT_MAX_TOKENS
-from ctxembed.core.encoder import EncoderConfig, EncoderWeights, encode
+from ctxembed.core.encoder import encode
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.pieces import word_attention, word_vectors
 from ctxembed.core.readings import sent_vectors
 from ctxembed.engine.sentence import AttentionParts, Contextualized, Prepared
 from ctxembed.errors import DataError
 from ctxembed.settings import PRESETS, Settings
-from ctxembed.vectors import safetensors
 from ctxembed.vectors.mixfiles import resolve_mix
-from ctxembed.vectors.models import NEIGHBOURS, model_path
+from ctxembed.vectors.models import NEIGHBOURS, load_encoder, model_path
 from ctxembed.vectors.store import VectorStore
 from ctxembed.vectors.tokenize import pretokenized, tokenize
 from ctxembed.vectors.wordpiece import WordPiece, pieces_to_words
@@ -77,8 +76,7 @@ class MiniLMEngine:
     ):
         folder = model_path(self.model)
         try:
-            self.config = EncoderConfig.from_json(json.loads((folder / "config.json").read_text()))
-            self.weights = EncoderWeights.from_tensors(self.config, safetensors.load(folder / "model.safetensors"))
+            self.config, self.weights = load_encoder(folder)  # a memory map, used as it is
             self.vocab = WordPiece.from_file(folder / "vocab.txt")
             self.store = VectorStore.open(folder / NEIGHBOURS)
         except (OSError, ValueError, KeyError, json.JSONDecodeError) as error:

