@@ -47,9 +47,8 @@ from ctxembed.report import (
 from ctxembed.settings import Settings
 from ctxembed.vectors.store import VectorStore
 
-# The jobs and the views load on first use: this module is on every attend/compare/neighbors path,
-# and each would add to its cold start (measured after the CLI and the engine are loaded: views.export
-# 64 ms, views.render 55 ms, evaluation.run 44 ms, senses.run 15 ms, batch.embed 10 ms, rich 30 ms).
+# The jobs and the views load on first use: this module is on every attend/compare/neighbors path
+# (docs/architecture.md, "Why imports are lazy").
 __all__ = ["AttendResult", "CompareResult", "Explorer", "NeighborsResult", "SideBySideResult", "side_by_side"]
 
 
@@ -257,7 +256,7 @@ class Explorer:
         ``drop_own``, ``examples``, ``label_words`` (:class:`ctxembed.settings.SenseOptions`). Returns the
         ``ctxembed.senses/2`` document of ``ctxembed senses --json``; a word that cannot be clustered stays
         in it without senses, and the reason goes to ``on_note``."""
-        from ctxembed.senses.run import senses  # sklearn behind it; ~30 ms
+        from ctxembed.senses.run import senses  # senses only: scikit-learn behind it
 
         doc, problems = senses(
             self.engine, self.vectors, [words] if isinstance(words, str) else words, corpus,
@@ -273,7 +272,7 @@ class Explorer:
         """Word-in-Context accuracy of each configuration (``configs``: names of the ingredient ladder, or
         ``"custom"`` for this explorer's settings; default: the whole ladder) on a WiC folder
         (``SPLIT.data.txt``, ``SPLIT.gold.txt``): the ``ctxembed.eval-wic/1`` document."""
-        from ctxembed.evaluation import run  # ~40 ms, eval only
+        from ctxembed.evaluation import run  # the eval commands only
 
         return as_json(
             run.wic(self.store, self.settings, self.vectors, directory, tune_on=tune_on, configs=configs,
@@ -283,14 +282,14 @@ class Explorer:
     def evaluate_senses(self, path: str | PathLike | None = None, *, configs: Sequence[str] | None = None) -> dict:
         """The polysemy suite (a ``word<TAB>sense<TAB>sentence`` file; default: the shipped one): the
         ``ctxembed.eval-senses/1`` document; ``configs`` as in :meth:`evaluate_wic`."""
-        from ctxembed.evaluation import run  # ~40 ms, eval only
+        from ctxembed.evaluation import run  # the eval commands only
 
         return as_json(run.senses(self.store, self.settings, self.vectors, path, configs=configs))
 
     def evaluate_pairs(self, path: str | PathLike, *, configs: Sequence[str] | None = None) -> dict:
         """Graded similarity on an SCWS-layout file, a word-pair file, ``"wordsim353"`` or ``"simlex999"``:
         the ``ctxembed.eval-pairs/2`` document; ``configs`` as in :meth:`evaluate_wic`."""
-        from ctxembed.evaluation import run  # ~40 ms, eval only
+        from ctxembed.evaluation import run  # the eval commands only
 
         return as_json(run.pairs(self.store, self.settings, self.vectors, path, configs=configs))
 
@@ -298,7 +297,7 @@ class Explorer:
         """Word-sense induction against sense labels (a ``word, label, index, sentence`` TSV): the
         ``ctxembed.eval-wsi/1`` document. ``clustering``: ``k``, ``k_max``, ``min_share``, ``sample_seed``,
         ``drop_own`` as in :meth:`senses`; ``configs`` as in :meth:`evaluate_wic`."""
-        from ctxembed.evaluation import run  # ~40 ms, eval only
+        from ctxembed.evaluation import run  # the eval commands only
 
         return as_json(
             run.wsi(self.store, self.settings, self.vectors, path, configs=configs,
@@ -311,7 +310,7 @@ class Explorer:
         """Learn ELMo's layer mix over this explorer's layers on WiC folders and/or SCWS-style files, write
         it to ``out`` (default: the cache folder, read by ``mix="learned"``): the
         ``ctxembed.mix-fit/1`` document."""
-        from ctxembed.evaluation import run  # ~40 ms, eval only
+        from ctxembed.evaluation import run  # the eval commands only
 
         return as_json(
             run.fit_mix(self.store, self.settings, self.vectors, sources, split=split, out=out, on_note=self._note)
@@ -321,7 +320,7 @@ class Explorer:
         """Batch records (dicts, as ``ctxembed batch`` prints them) for many sentences, one per line, in
         order; a bad line gives an error record. ``options``: ``weights``, ``with_vectors``, ``word``,
         ``start``, ``encoded``, ``chunk`` of :func:`ctxembed.embed_lines`, which this delegates to."""
-        from ctxembed.batch.embed import embed_lines  # ~30 ms, batch only
+        from ctxembed.batch.embed import embed_lines  # batch only
 
         return embed_lines(lines, explorer=self, **options)
 
@@ -340,17 +339,17 @@ class _Shown:
 
     def save(self, path: str | PathLike) -> None:
         """Write the result to ``path``; the suffix picks the format (.json, .html, .svg, .png)."""
-        from ctxembed.views.export import save_document  # ~33 ms, files only
+        from ctxembed.views.export import save_document  # files only
 
         save_document(self.document(), path)
 
     def _repr_html_(self) -> str:
-        from ctxembed.views.export import html_fragment  # ~33 ms, files only
+        from ctxembed.views.export import html_fragment  # files only
 
         return html_fragment(self.document())
 
     def render(self, console) -> None:
-        from ctxembed.views import render  # rich tables: ~26 ms
+        from ctxembed.views import render  # rich tables: a drawn view only
 
         getattr(render, self._renderer)(console, self.document())
 
@@ -365,8 +364,8 @@ class _Rendered:
     result: _Shown
 
     def __rich_console__(self, console, options):
-        from rich.console import Console  # rich: ~10 ms
-        from rich.text import Text  # rich: ~7 ms
+        from rich.console import Console  # rich: a drawn view only
+        from rich.text import Text  # rich: a drawn view only
 
         buffer = io.StringIO()
         inner = Console(
@@ -444,7 +443,7 @@ class AttendResult(_Shown):
         return doc
 
     def render(self, console, **view: Any) -> None:
-        from ctxembed.views.render import render_attend  # rich tables: ~26 ms
+        from ctxembed.views.render import render_attend  # rich tables: a drawn view only
 
         render_attend(console, self.document(), **view)
 

@@ -22,8 +22,8 @@ import numpy as np
 
 from ctxembed.errors import DataError, OutputClosed
 
-if TYPE_CHECKING:  # rich costs ~15 ms to import; JSON output never needs it
-    from rich.console import Console  # rich: ~10 ms, JSON output never needs it
+if TYPE_CHECKING:  # rich: JSON output never needs it
+    from rich.console import Console
 
 import orjson  # fast, and exact for float32 arrays
 
@@ -104,7 +104,7 @@ def terminal_view(render: Callable) -> Callable:
 
 def stdout_console() -> Console:
     """The terminal view's console. ``markup=False``: a sentence like ``[bold]bank[/]`` prints as typed."""
-    from rich.console import Console  # rich: ~10 ms, JSON output never needs it
+    from rich.console import Console  # rich: JSON output never needs it
 
     chosen = {"always": {"force_terminal": True, "no_color": False}, "never": {"color_system": None}}.get(_color, {})
     console = Console(file=sys.stdout, highlight=False, markup=False, width=output_width(), **chosen)
@@ -117,7 +117,7 @@ def _output_closed() -> None:
 
 
 def stderr_console() -> Console:
-    from rich.console import Console  # rich: ~10 ms, JSON output never needs it
+    from rich.console import Console  # rich: JSON output never needs it
 
     return Console(file=sys.stderr, highlight=False, markup=False, stderr=True)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ctxembed.output import printable
 
-# rich.progress costs ~60 ms to import (rich.console ~30 ms): only a bar that is drawn imports it.
+# rich and rich.progress are imported inside, by a bar that is drawn: --json runs and pipes never need them.
 SLOW_SECONDS = 1.0  # a step shows progress once it has taken this long
 
 
@@ -34,7 +34,7 @@ def enabled() -> bool:
 
 
 def _progress(*, bar: bool):
-    from rich.console import Console  # rich and rich.progress: ~30 ms, --json runs never
+    from rich.console import Console  # rich: only a bar that is drawn needs it
     from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TaskProgressColumn, TimeElapsedColumn
     from rich.text import Text
 
@@ -152,7 +152,7 @@ class Training:
 
     def __enter__(self) -> Training:
         if enabled() and self.total:
-            from rich.console import Console  # rich and rich.progress: ~30 ms, --json runs never
+            from rich.console import Console  # rich: only a bar that is drawn needs it
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
             self.bar = Progress(
@@ -216,7 +216,7 @@ def scanning(source: str | os.PathLike) -> Iterator[Callable[[int], None] | None
     if not enabled():
         yield None
         return
-    from rich.console import Console  # rich and rich.progress: ~30 ms, --json runs never
+    from rich.console import Console  # rich: only a bar that is drawn needs it
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
 
     name = str(source)
@@ -234,7 +234,7 @@ class Lines:
     """Batch's bar: how far the input file has been read (by its offset), and the lines written."""
 
     def __init__(self, total_bytes: int | None):
-        from rich.console import Console  # rich and rich.progress: ~30 ms, --json runs never
+        from rich.console import Console  # rich: only a bar that is drawn needs it
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.total = total_bytes

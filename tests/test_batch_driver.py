@@ -180,6 +180,23 @@ def test_the_summary_counts_cross_the_workers_pipes(engine):
         assert sum("error" in r for r in records) == 10 and sum(r.get("word", 0) is None for r in records) == 10
 
 
+def test_the_summary_counts_do_not_depend_on_the_records_field_order(engine, monkeypatch):
+    """Records written with their keys sorted ("error" before "line", "word" before others) are counted
+    alike: the counts come from the records as they are made, not from how their bytes end."""
+    import orjson
+
+    from ctxembed.batch import records as batch_records
+
+    def sorted_keys(record: dict) -> bytes:
+        options = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE | orjson.OPT_SORT_KEYS
+        return orjson.dumps(record, option=options)
+
+    monkeypatch.setattr(batch_records, "encode_record", sorted_keys)
+    data = b"\n".join([b"the river bank", b"{bad", b"the river"] * 3)
+    records = run_lines(engine, data, chunk=4, word="bank")  # checks each block's counts against its records
+    assert sum("error" in r for r in records) == 3 and sum(r.get("word", 0) is None for r in records) == 3
+
+
 def test_workers_give_the_same_records_as_one_process(engine):
     data = b"\n".join([b"the river bank", BAD_LINES[1], b"the money bank", b""] * 30)
     assert run_lines(engine, data, chunk=7, workers=2) == run_lines(engine, data, chunk=7, workers=1)

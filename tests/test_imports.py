@@ -1,5 +1,5 @@
 """Start-up: commands that only read a store never import gensim (and so scipy): about a second saved per call;
-batch starts numpy without idle BLAS threads."""
+batch starts numpy without idle BLAS threads. Why imports are lazy: docs/architecture.md."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ctxembed.batch.pool import WorkerPool, write_all
-from ctxembed.batch.records import Encoded, LongLine, encoded, encoded_records, error_record
+from ctxembed.batch.records import Encoded, LongLine, Tally, encoded_records, error_record
 from ctxembed.engine import Engine, split_word
 from ctxembed.errors import CtxembedError, DataError
 from ctxembed.output import say
@@ -355,7 +355,9 @@ def _results(engine: Engine, lines: LineSource, options: dict, size: int, worker
     def work(chunk: list) -> Encoded:
         if options.get("format", "jsonl") != "jsonl":
             return columnar_work(engine, chunk, options)
-        return encoded(safe_records(engine, chunk, options))
+        tally = Tally()
+        lines = safe_records(engine, chunk, options, make=tally.records, error=tally.error)
+        return Encoded(lines, len(lines), tally.errors, tally.lacking)
 
     indexed = False
     while (block := lines.next_chunk(size)) is not None:

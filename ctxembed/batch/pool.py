@@ -23,7 +23,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 
-from ctxembed.batch.records import Encoded, encoded, error_record
+from ctxembed.batch.records import Encoded, all_errors, error_record
 
 _RESULT_HEAD = struct.Struct("<4Q")  # a result frame's head: the records' length, then Encoded's three counts
 
@@ -44,7 +44,7 @@ class WorkerPool:
     def __init__(self, work: Callable[[list], Encoded], count: int, lost: Callable[[list, str], Encoded] | None = None):
         self.work, self.count = work, count
         # a chunk whose worker died twice -> its lines as error records (default: JSON lines)
-        self.lost = lost or (lambda block, reason: encoded([error_record(number, reason) for number, _ in block]))
+        self.lost = lost or (lambda block, reason: all_errors([error_record(number, reason) for number, _ in block]))
         self.workers: list[_Worker] = []
         self.done: dict[int, Encoded] = {}
         self.queue: list[tuple[int, list, int]] = []  # chunks to (re)send: (seq, chunk, attempt)

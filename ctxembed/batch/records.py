@@ -120,7 +120,7 @@ def process_chunk(engine: Engine, chunk: list[tuple[int, bytes]], options: dict)
 
 def encoded_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict) -> list[bytes]:
     """Input lines -> their output lines, one ``bytes`` each (newline-terminated), in the same order."""
-    return chunk_records(engine, chunk, options, encode=_encode_or_error)
+    return Tally().records(engine, chunk, options)  # the counts unread
 
 
 class Encoded(NamedTuple):
@@ -133,14 +133,47 @@ class Encoded(NamedTuple):
     lacking: int  # result records whose "word" is null
 
 
-_ERROR_END = operator.methodcaller("endswith", b'"}\n')  # an error record ends with its "error" string,
-# a result record with an array, an object or null, whatever its text holds
-_LACKING_END = operator.methodcaller("endswith", b',"word":null}\n')  # "word" is a result record's last field
+def all_errors(lines: list[bytes]) -> Encoded:
+    """Error records only (:func:`error_record` each), counted as such."""
+    return Encoded(lines, len(lines), len(lines), 0)
 
 
-def encoded(lines: list[bytes]) -> Encoded:
-    """Output lines (one record each) -> :class:`Encoded`, each count read from a record's last bytes."""
-    return Encoded(lines, len(lines), sum(map(_ERROR_END, lines)), sum(map(_LACKING_END, lines)))
+class Tally:
+    """Error records and records lacking their word, counted where each record is made: from the record
+    itself as it is encoded (:meth:`records`), or as an error record is written (:meth:`error`), never
+    read back from the encoded bytes (whose field order is no contract)."""
+
+    def __init__(self) -> None:
+        self.errors = 0
+        self.lacking = 0
+
+    def records(self, engine: Engine, chunk: list[tuple[int, bytes]], options: dict) -> list[bytes]:
+        """:func:`encoded_records`, counted; a chunk counts only once all its records are made (a chunk
+        that fails part way is redone line by line, see ``driver.safe_records``)."""
+        errors = lacking = 0
+
+        def encode(record: dict) -> bytes:
+            nonlocal errors, lacking
+            try:
+                line = encode_record(record)
+            except (TypeError, ValueError) as exc:  # orjson.JSONEncodeError is a TypeError
+                errors += 1
+                return error_record(record["line"], f"cannot encode the record ({exc})")
+            if "error" in record:
+                errors += 1
+            elif record.get("word", 0) is None:  # --word given, and this sentence lacks it
+                lacking += 1
+            return line
+
+        lines = chunk_records(engine, chunk, options, encode=encode)
+        self.errors += errors
+        self.lacking += lacking
+        return lines
+
+    def error(self, number: int, message: str) -> bytes:
+        """:func:`error_record`, counted."""
+        self.errors += 1
+        return error_record(number, message)
 
 
 def chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict, *, encode=None) -> list:
@@ -285,7 +318,7 @@ def one_blas_thread() -> None:
     if _BLAS_LIMITED_IN == os.getpid():
         return
     _BLAS_LIMITED_IN = os.getpid()
-    from threadpoolctl import threadpool_limits  # as train and senses limit theirs (~7 ms, once)
+    from threadpoolctl import threadpool_limits  # batch's processes only, once each (as train and senses limit theirs)
 
     threadpool_limits(limits=1, user_api="blas")  # not a context: the limit holds for this process
 
@@ -338,14 +371,6 @@ def _rounded(group, digits: int | None):
             if getattr(group, name) is not None
         },
     )
-
-
-def _encode_or_error(record: dict) -> bytes:
-    """The record encoded, or an error record for its line if it cannot be (never a lost line)."""
-    try:
-        return encode_record(record)
-    except (TypeError, ValueError) as exc:  # orjson.JSONEncodeError is a TypeError
-        return error_record(record["line"], f"cannot encode the record ({exc})")
 
 
 def encode_record(record: dict) -> bytes:

@@ -11,7 +11,6 @@ registered on :data:`app` when the package is imported.
 
 from __future__ import annotations
 
-import atexit
 import errno
 import functools
 import os
@@ -20,11 +19,9 @@ import sys
 import warnings
 from typing import Annotated
 
-# batch does its BLAS work in one thread per process (ctxembed.batch.records.one_blas_thread), so the
-# threads OpenBLAS starts when numpy loads would only spin idle, ~70 ms of CPU on the cores the
-# workers need. Set before the first import that loads numpy; a value the user gave is kept.
-if sys.argv[1:2] == ["batch"]:
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+from ctxembed.batch.process import batch_process
+
+_PROCESS = batch_process(sys.argv)  # batch's process tricks, decided before numpy loads: see ctxembed.batch.process
 
 import typer
 
@@ -143,7 +140,7 @@ def show(doc: dict, json_out: bool, renderer: str) -> None:
     if json_out:
         emit_json(doc)
         return
-    from ctxembed.views import render  # rich tables: not loaded by --json runs (~55 ms)
+    from ctxembed.views import render  # rich tables: --json never needs them
 
     getattr(render, renderer)(stdout_console(), doc)
 
@@ -268,33 +265,8 @@ def _build_only(argv: list[str]) -> None:
 
 def main() -> None:
     """Console-script entry point: one line per unexpected error, never a traceback."""
-    try:
+    with _PROCESS:
         _main()
-    except SystemExit as exc:
-        if sys.argv[1:2] == ["batch"] and _nothing_waits_for_exit():
-            _exit_at_once(exc.code)
-        raise
-
-
-def _nothing_waits_for_exit() -> bool:
-    """No profiler, tracer (coverage) or atexit function that the normal exit would let finish."""
-    pending = getattr(atexit, "_ncallbacks", lambda: 1)()  # CPython's count; elsewhere: assume some
-    return sys.getprofile() is None and sys.gettrace() is None and pending == 0
-
-
-def _exit_at_once(code) -> None:
-    """Exit without the interpreter's teardown (every module's objects freed one by one: 20-60 ms
-    after batch's last record, measured). Batch registers no atexit work and writes its records
-    unbuffered; what Python still buffers is flushed here."""
-    if code is not None and not isinstance(code, int):
-        print(code, file=sys.stderr)  # what Python does with sys.exit("message")
-        code = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):  # a closed pipe or stream: nothing more to say
-            pass
-    os._exit(code or 0)
 
 
 def _main() -> None:

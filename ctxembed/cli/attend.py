@@ -26,10 +26,7 @@ from ctxembed.config import check_drawn, check_view
 from ctxembed.errors import DataError, UsageError
 from ctxembed.output import emit_json, say, stdout_console
 
-# `ctxembed` builds every command, so it loads every CLI module: the library modules a command
-# needs are imported inside it, or each would cost every command's cold start (measured on top
-# of the CLI and the engine: views.render 55 ms, evaluation.run 44 ms, train.run 32 ms, senses.run
-# 15 ms, vectors.sources and api a few ms each).
+# The library modules a command needs are imported inside it: see docs/architecture.md, "Why imports are lazy".
 
 
 def sentences_or_stdin(sentences: list[str] | None, what: str) -> list[str]:
@@ -90,7 +87,7 @@ def attend(
     explorer=None,
 ) -> None:
     """Show the attention weights of a sentence and how far context moved each token."""
-    from ctxembed.report import check_reading, focus_token, row_at_position  # ~26 ms at `import ctxembed.cli`
+    from ctxembed.report import check_reading, focus_token, row_at_position  # help never needs it
 
     text = read_sentence(sentence, "attend")
     check_saves(save)
@@ -121,7 +118,7 @@ def attend(
     if json_out:
         emit_json(doc)
         return
-    from ctxembed.views.render import render_attend  # rich tables: ~26 ms; --json never
+    from ctxembed.views.render import render_attend  # rich tables: --json never needs them
 
     if explain:
         check_drawn(len(doc["explain"]["tokens"]))  # before anything is printed
@@ -140,7 +137,7 @@ def attend(
         scale_max=scale_max,
     )
     if explain:
-        from ctxembed.views.render import render_explain  # rich tables: ~26 ms; --json never
+        from ctxembed.views.render import render_explain  # rich tables: --json never needs them
 
         render_explain(console, doc["explain"])
 
@@ -245,7 +242,7 @@ def batch(
 
     --format parquet writes the same records as columns, a row per line; npz and projector one
     --word's vectors (docs/scale.md shows how to read each)."""
-    from ctxembed.batch.driver import run_batch  # ~29 ms, batch only
+    from ctxembed.batch.driver import run_batch  # batch only
 
     run_batch(
         explorer().engine,
@@ -280,7 +277,7 @@ def side_by_side(
 ) -> None:
     """The same sentence under textbook attention (GloVe, default preset), learned projections and every
     other installed model: the word's attention and its cosines, model beside model."""
-    from ctxembed.api import side_by_side  # ~28 ms; help never needs it
+    from ctxembed.api import side_by_side  # help and option errors never need it
 
     sentences = sentences_or_stdin(sentences, "SENTENCES")
     check_saves(save)

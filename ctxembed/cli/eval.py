@@ -12,10 +12,7 @@ from ctxembed.cli.options import JsonOpt, draws, with_attention_options
 from ctxembed.output import say
 from ctxembed.settings import ladder
 
-# `ctxembed` builds every command, so it loads every CLI module: the library modules a command
-# needs are imported inside it, or each would cost every command's cold start (measured on top
-# of the CLI and the engine: views.render 55 ms, evaluation.run 44 ms, train.run 32 ms, senses.run
-# 15 ms, vectors.sources and api a few ms each).
+# The library modules a command needs are imported inside it: see docs/architecture.md, "Why imports are lazy".
 
 eval_app = typer.Typer(help="Measure how well contextual vectors separate word senses.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
@@ -44,7 +41,7 @@ def eval_wic(
     explorer=None,
 ) -> None:
     """Word-in-Context accuracy: same sense or not, by thresholding the cosine of the target's vectors."""
-    from ctxembed.evaluation import run  # ~40 ms, not for other commands
+    from ctxembed.evaluation import run  # the eval commands only
 
     ex = explorer()
     doc = run.wic(ex.store, ex.settings, ex.vectors, directory, tune_on=tune_on, configs=config, on_note=say)
@@ -68,7 +65,7 @@ def eval_senses(
     explorer=None,
 ) -> None:
     """The share of ambiguous words whose same-sense pairs all beat their cross-sense pairs."""
-    from ctxembed.evaluation import run  # ~40 ms, not for other commands
+    from ctxembed.evaluation import run  # the eval commands only
 
     ex = explorer()
     show(run.senses(ex.store, ex.settings, ex.vectors, path, configs=config), json_out, "render_eval_senses")
@@ -91,7 +88,7 @@ def eval_pairs(
     explorer=None,
 ) -> None:
     """Graded similarity: Spearman ρ in context (SCWS), or gensim's Pearson and Spearman for word pairs."""
-    from ctxembed.evaluation import run  # ~40 ms, not for other commands
+    from ctxembed.evaluation import run  # the eval commands only
 
     ex = explorer()
     doc = run.pairs(ex.store, ex.settings, ex.vectors, path, configs=config, on_note=say)
@@ -121,7 +118,7 @@ def eval_fit_mix(
 
     Only the mixing weights are learned, over the layers of the attention options given here (their
     own --mix is ignored): s = softmax(w) and γ maximise the likelihood of P(same) = σ(γ²·cos + b)."""
-    from ctxembed.evaluation import run  # ~40 ms, not for other commands
+    from ctxembed.evaluation import run  # the eval commands only
 
     ex = explorer()
     doc = run.fit_mix(ex.store, ex.settings, ex.vectors, sources, split=split, out=out, on_note=say)

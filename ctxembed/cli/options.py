@@ -21,10 +21,7 @@ from ctxembed.errors import CtxembedError, UsageError
 from ctxembed.output import COLOR_MODES, say, use_color
 from ctxembed.settings import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
 
-# `ctxembed` builds every command, so it loads every CLI module: the library modules a command
-# needs are imported inside it, or each would cost every command's cold start (measured on top
-# of the CLI and the engine: views.render 55 ms, evaluation.run 44 ms, train.run 32 ms, senses.run
-# 15 ms, vectors.sources and api a few ms each).
+# The library modules a command needs are imported inside it: see docs/architecture.md, "Why imports are lazy".
 
 Preset = enum.Enum("Preset", {name: name for name in PRESET_NAMES}, type=str)  # [default|textbook|notes]
 
@@ -157,7 +154,7 @@ def draws(command):
 def check_saves(paths: list[Path] | None) -> None:
     """Refuse unknown suffixes, missing folders and a missing PNG extra before any work is done."""
     if paths:
-        from ctxembed.views.export import check_path  # ~33 ms, --save only
+        from ctxembed.views.export import check_path  # --save only
 
         for path in paths:
             check_path(path)
@@ -166,7 +163,7 @@ def check_saves(paths: list[Path] | None) -> None:
 def save_all(doc: dict, paths: list[Path] | None, **view) -> None:
     """Write ``doc`` to every --save path (``view``: --layer, --head, --all-heads)."""
     if paths:
-        from ctxembed.views.export import save_document  # ~33 ms, --save only
+        from ctxembed.views.export import save_document  # --save only
 
         for path in paths:
             save_document(doc, path, **view)
@@ -319,7 +316,7 @@ def with_attention_options(command):
 
 
 def build_explorer(options: dict[str, Any]):
-    from ctxembed.api import Explorer  # ~28 ms; help never needs it
+    from ctxembed.api import Explorer  # help and option errors never need it
 
     options = dict(options)
     preset = options.pop("preset")

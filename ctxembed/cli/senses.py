@@ -29,10 +29,7 @@ from ctxembed.settings import SENSE_OPTIONS
 # eval wsi clusters as senses does, with the clustering options only
 _CLUSTERING = {name: SENSE_OPTIONS[name] for name in ("k", "k_max", "min_share", "drop_own", "sample_seed")}
 
-# `ctxembed` builds every command, so it loads every CLI module: the library modules a command
-# needs are imported inside it, or each would cost every command's cold start (measured on top
-# of the CLI and the engine: views.render 55 ms, evaluation.run 44 ms, train.run 32 ms, senses.run
-# 15 ms, vectors.sources and api a few ms each).
+# The library modules a command needs are imported inside it: see docs/architecture.md, "Why imports are lazy".
 
 
 def split_arguments(arguments: list[str], corpus: str | None) -> tuple[list[str], str | None]:
@@ -79,7 +76,7 @@ def senses(
 
     --save map.tsv (or a folder) writes the TensorBoard Projector pair: the occurrences' vectors, and
     their word, sense, label and sentence (docs/scale.md says how to open it)."""
-    from ctxembed.senses.run import senses as find  # ~32 ms, senses only
+    from ctxembed.senses.run import senses as find  # senses only
 
     words, corpus = split_arguments(arguments, corpus)
     maps = [path for path in save or [] if path.suffix.lower() in ("", ".tsv")]  # Projector pairs
@@ -101,7 +98,7 @@ def senses(
         if json_out:
             emit_json(doc)
         else:
-            from ctxembed.views.render_senses import render_senses  # rich: ~17 ms; --json never
+            from ctxembed.views.render_senses import render_senses  # rich tables: --json never needs them
 
             render_senses(stdout_console(), doc)
     for problem in problems:
@@ -128,7 +125,7 @@ def eval_wsi(
 ) -> None:
     """Word-sense induction: clusters of each word's occurrences against sense labels (ARI, V-measure,
     pair accuracy), beside the one-cluster and bag-of-words baselines."""
-    from ctxembed.evaluation import run  # ~40 ms, eval wsi only
+    from ctxembed.evaluation import run  # eval wsi only
 
     ex = explorer()
     doc = run.wsi(
@@ -138,6 +135,6 @@ def eval_wsi(
     if json_out:
         show(doc, True, "")
         return
-    from ctxembed.views.render_senses import render_eval_wsi  # rich: ~17 ms; --json never
+    from ctxembed.views.render_senses import render_eval_wsi  # rich tables: --json never needs them
 
     render_eval_wsi(stdout_console(), doc)

@@ -25,6 +25,6 @@ def serve(
     """A live page: type a sentence and watch attention change; compare, explain, neighbours.
 
     The URL goes to stderr; the page's settings are chosen on the page, the vectors here."""
-    from ctxembed.serve.server import serve as run  # ~76 ms, serve only
+    from ctxembed.serve.server import serve as run  # serve only
 
     run(vectors, host=host, port=port, limit=limit, trust=trust, open_browser=open_browser)

@@ -32,10 +32,7 @@ _MODEL_SETTINGS = (
     "layer_norm", "positions", "position_mode", "exclude_self", "abtt", "sif", "mix", "mix_norm",
 )  # fmt: skip
 
-# `ctxembed` builds every command, so it loads every CLI module: the library modules a command
-# needs are imported inside it, or each would cost every command's cold start (measured on top
-# of the CLI and the engine: views.render 55 ms, evaluation.run 44 ms, train.run 32 ms, senses.run
-# 15 ms, vectors.sources and api a few ms each).
+# The library modules a command needs are imported inside it: see docs/architecture.md, "Why imports are lazy".
 
 
 @app.command(epilog="Example: ctxembed train data/brown.txt.gz --epochs 1 --out my-weights.npz")
@@ -70,7 +67,7 @@ def train(
     Ctrl-C writes a checkpoint; run the same command with --resume to continue. The weights work
     with `attend/compare/neighbors --weights OUT`.
     """
-    from ctxembed.train.run import train_weights  # ~32 ms, train only
+    from ctxembed.train.run import train_weights  # train only
 
     check_saves(save)
     report = train_weights(
@@ -81,7 +78,7 @@ def train(
     if json_out:
         emit_json(report)
     else:
-        from ctxembed.views.render_train import render_train  # rich: ~27 ms; --json never
+        from ctxembed.views.render_train import render_train  # rich tables: --json never needs them
 
         render_train(stdout_console(), report)
     if report["interrupted"]:
@@ -107,7 +104,7 @@ def before_after(
 ) -> None:
     """One sentence's attention before training (the same model at its initial weights) and after, side by side."""
     from ctxembed.cli import read_sentence  # a circle: ctxembed.cli imports this module
-    from ctxembed.train.before_after import before_after as compute  # ~34 ms, before-after only
+    from ctxembed.train.before_after import before_after as compute  # before-after only
 
     text = read_sentence(sentence, "before-after")
     doc = compute(text, weights, vectors=vectors, limit=limit, trust=trust, top=top, on_note=say, model=model)
@@ -116,6 +113,6 @@ def before_after(
     if json_out:
         emit_json(doc)
         return
-    from ctxembed.views.render_train import render_before_after  # rich: ~27 ms; --json never
+    from ctxembed.views.render_train import render_before_after  # rich tables: --json never needs them
 
     render_before_after(stdout_console(), doc, layer=a["layers"] - 1 if layer is None else layer, head=head)

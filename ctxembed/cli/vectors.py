@@ -11,10 +11,7 @@ from ctxembed.cli import app, reports_errors
 from ctxembed.cli.options import JsonOpt, LimitOpt, TrustOpt, draws
 from ctxembed.output import emit_json, say, stdout_console
 
-# `ctxembed` builds every command, so it loads every CLI module: the library modules a command
-# needs are imported inside it, or each would cost every command's cold start (measured on top
-# of the CLI and the engine: views.render 55 ms, evaluation.run 44 ms, train.run 32 ms, senses.run
-# 15 ms, vectors.sources and api a few ms each).
+# The library modules a command needs are imported inside it: see docs/architecture.md, "Why imports are lazy".
 
 vectors_app = typer.Typer(help="Inspect and convert vector files.", no_args_is_help=True)
 app.add_typer(vectors_app, name="vectors")
@@ -29,13 +26,13 @@ def vectors_info(
     json_out: JsonOpt = False,
 ) -> None:
     """Show a vector source's format, size, dimension, and cache state."""
-    from ctxembed.vectors.sources import vectors_info as describe  # ~15 ms; help never needs it
+    from ctxembed.vectors.sources import vectors_info as describe  # this command only: help never needs it
 
     info = describe(source, limit=limit)
     if json_out:
         emit_json(info)
         return
-    from ctxembed.views.render import render_info  # rich tables: ~26 ms
+    from ctxembed.views.render import render_info  # rich tables: a drawn view only
 
     render_info(stdout_console(), info)
 
@@ -51,7 +48,7 @@ def vectors_convert(
     json_out: JsonOpt = False,
 ) -> None:
     """Convert any supported vector file into a ctxembed store that opens in milliseconds."""
-    from ctxembed.vectors.sources import convert_vectors  # ~15 ms; help never needs it
+    from ctxembed.vectors.sources import convert_vectors  # this command only: help never needs it
 
     result = convert_vectors(source, out, limit=limit, trust=trust, quantize=quantize)
     if json_out:

@@ -211,7 +211,7 @@ def fit(
 
     A, B, C (n, K, K) from :func:`gram`; targets (n,) in [0, 1]; sample_weight (n,) sums to 1
     (default: uniform). Only the mixing weights, γ and one bias are learned: the ELMo recipe."""
-    from scipy.optimize import minimize  # ~650 ms, and only fit-mix fits: not on --mix 0.2,0.8 paths
+    from scipy.optimize import minimize  # scipy: only fit-mix fits, not --mix 0.2,0.8
 
     n, K = A.shape[0], A.shape[1]
     weight = np.full(n, 1 / n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)

@@ -367,7 +367,7 @@ def resolve_pairs_file(name: str) -> Path:
     if path.exists():
         return path
     if name in GENSIM_PAIR_FILES:
-        from gensim.test.utils import datapath  # gensim: ~1 s
+        from gensim.test.utils import datapath  # gensim: only for its shipped word-pair files
 
         return Path(datapath(GENSIM_PAIR_FILES[name]))
     raise DataError(f"{name}: no such file (nor one of gensim's: {', '.join(GENSIM_PAIR_FILES)})")

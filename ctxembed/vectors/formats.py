@@ -587,7 +587,7 @@ def _check_fasttext_bin(path: Path) -> None:
 
 def _load_fasttext_bin(path: Path, limit: int | None) -> LoadedVectors:
     _check_fasttext_bin(path)
-    from gensim.models.fasttext import load_facebook_vectors  # gensim: ~1 s
+    from gensim.models.fasttext import load_facebook_vectors  # gensim: foreign formats only
 
     try:
         kv = load_facebook_vectors(str(path))
@@ -602,7 +602,7 @@ def _load_native(path: Path, limit: int | None, trust: bool) -> LoadedVectors:
             f"{path}: gensim's native format is a pickle and loading it can run arbitrary code; "
             "pass --trust if you trust this file"
         )
-    from gensim.utils import SaveLoad  # gensim: ~1 s
+    from gensim.utils import SaveLoad  # gensim: foreign formats only
 
     try:
         obj = SaveLoad.load(str(path))

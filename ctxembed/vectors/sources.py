@@ -35,8 +35,7 @@ from ctxembed.vectors.statistics import SECTION, statistics
 from ctxembed.vectors.store import ROW_SOURCE_SECTION, VectorStore, write_store
 
 # Opening a store is on every attend/compare path; converting a foreign file or fetching a gensim-data
-# model is not. What only those need is imported inside them (measured on top of the CLI and the
-# engine: gensim over 1 s, filelock 21 ms, vectors.formats 9 ms, logging 1.5 ms).
+# model is not. What only those need is imported inside them (docs/architecture.md, "Why imports are lazy").
 
 DEFAULT_STORE_NAME = "glove-6B-100d-400k.ctxv"
 DEFAULT_SOURCE = "default"
@@ -117,9 +116,9 @@ def _gensim_data_file(name: str) -> Path:
     cached = sorted(p for p in folder.glob("*") if p.is_file() and not p.name.startswith(("__", ".")))
     if cached:
         return cached[0]
-    import logging  # ~2 ms, only for gensim's downloader
+    import logging  # only for gensim's downloader
 
-    import gensim.downloader as downloader  # gensim: ~1 s
+    import gensim.downloader as downloader  # gensim: only for a gensim-data name
 
     # gensim logs a traceback when its catalogue cannot be fetched; the error below says it in one line
     log = logging.getLogger(downloader.__name__)
@@ -165,7 +164,7 @@ def convert(
     path: Path, fmt: str, out: Path, *, limit: int | None, trust: bool, quantize: bool = False, name: str | None = None
 ) -> Path:
     """Parse a foreign file through gensim and write it as a store at ``out``."""
-    from ctxembed.vectors.formats import load_foreign  # 5-13 ms; .ctxv stores never need it
+    from ctxembed.vectors.formats import load_foreign  # .ctxv stores never need it
 
     fingerprint = file_fingerprint(path)  # before parsing: a file replaced meanwhile is caught below
     with reading(path, f"reading {printable(path.name)}"):
@@ -211,13 +210,13 @@ def open_vectors(
     source = resolve(spec)
     if source.kind == "default":
         return _limited(open_shipped(source.path), limit)
-    from ctxembed.vectors.formats import detect_format  # 5-13 ms; .ctxv stores never need it
+    from ctxembed.vectors.formats import detect_format  # .ctxv stores never need it
 
     fmt = detect_format(source.path)
     if fmt == "ctxembed-store":
         return _limited(VectorStore.open(source.path), limit)
     if fmt == "gensim-native" and not trust:
-        from ctxembed.vectors.formats import load_foreign  # 5-13 ms; .ctxv stores never need it
+        from ctxembed.vectors.formats import load_foreign  # .ctxv stores never need it
 
         load_foreign(source.path, fmt, trust=False)  # raises the UsageError that explains --trust
     target = cache_path(source.path, limit)
@@ -308,7 +307,7 @@ class _conversion_lock:
         self.lock = None
 
     def __enter__(self):
-        from filelock import FileLock, Timeout  # 8-16 ms, only when converting
+        from filelock import FileLock, Timeout  # only when converting
 
         try:
             self.target.parent.mkdir(parents=True, exist_ok=True)
@@ -344,7 +343,7 @@ def describe(spec: str | None, *, limit: int | None = None) -> dict:
     if source.kind == "default":
         fmt = "ctxembed-store"
     else:
-        from ctxembed.vectors.formats import detect_format  # 5-13 ms; .ctxv stores never need it
+        from ctxembed.vectors.formats import detect_format  # .ctxv stores never need it
 
         fmt = detect_format(source.path)
     info["format"] = fmt
@@ -378,11 +377,11 @@ def describe(spec: str | None, *, limit: int | None = None) -> dict:
 def _announced_size(path: Path, fmt: str) -> tuple[int | None, int | None]:
     """(words, dimension) from a file's first line, without parsing it: the word2vec header, or
     the number of values on GloVe's first line (its word count would need a full pass)."""
-    from ctxembed.vectors.formats import open_maybe_compressed  # 5-13 ms; .ctxv stores never need it
+    from ctxembed.vectors.formats import open_maybe_compressed  # .ctxv stores never need it
 
     if fmt not in ("word2vec-text", "fasttext-vec", "word2vec-binary", "glove-text"):
         return None, None
-    from ctxembed.vectors.formats import BOM, READ_ERRORS, read_error  # 5-13 ms; .ctxv stores never need it
+    from ctxembed.vectors.formats import BOM, READ_ERRORS, read_error  # .ctxv stores never need it
 
     try:
         with open_maybe_compressed(path) as fh:
@@ -400,7 +399,7 @@ def convert_to_store(spec: str, out: Path, *, limit: int | None, trust: bool, qu
     A store is copied (cut to ``limit``); an int8 store stays int8, never inflated to float32
     by accident. Any other format is parsed once through gensim.
     """
-    from ctxembed.vectors.formats import detect_format  # 5-13 ms; .ctxv stores never need it
+    from ctxembed.vectors.formats import detect_format  # .ctxv stores never need it
 
     out = Path(out)
     resolved = resolve(spec)

@@ -316,7 +316,7 @@ def _training_record(name: str) -> bool:
 def _read_npz(path: str | PathLike) -> dict[str, np.ndarray]:
     """The named arrays of an .npz file; ValueError (with the reason) for anything else: a bare
     .npy array, a truncated or damaged archive, pickled objects, a FIFO or a directory."""
-    from ctxembed.vectors.sources import regular_file  # ~20 ms that `import ctxembed.cli` (help) never needs
+    from ctxembed.vectors.sources import regular_file  # `import ctxembed.cli` (help) never needs it
 
     try:
         regular_file(Path(path))
@@ -336,7 +336,7 @@ def read_npz(path: str | PathLike, only=None, budget: int = NPZ_BUDGET) -> dict[
     are added up: an archive declaring more than ``budget`` bytes, or an object (pickle) array, is
     refused before anything is expanded, so a deflated 3 MB file declaring 3 GB costs nothing.
     ValueError (with the reason) for a bare .npy, a damaged archive or pickled objects."""
-    import zipfile  # ~1 ms that a run without a weights file never needs
+    import zipfile  # a run without a weights file never needs it
 
     def wanted(name: str) -> bool:
         return only is None or (only(name) if callable(only) else name in only)

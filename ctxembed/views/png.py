@@ -39,7 +39,7 @@ def require_matplotlib() -> None:
 
 def figure_png(figure: Figure, dpi: int = 150) -> bytes:
     """The figure as PNG bytes."""
-    import matplotlib.pyplot as plt  # matplotlib: ~260 ms, PNG only
+    import matplotlib.pyplot as plt  # matplotlib: PNG only
 
     fig = draw(figure)
     out = io.BytesIO()
@@ -51,10 +51,10 @@ def figure_png(figure: Figure, dpi: int = 150) -> bytes:
 def draw(figure: Figure):
     """The figure as a matplotlib Figure (the caller closes it)."""
     require_matplotlib()
-    import matplotlib  # matplotlib: ~260 ms, PNG only
+    import matplotlib  # matplotlib: PNG only
 
     matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt  # matplotlib: ~260 ms, PNG only
+    import matplotlib.pyplot as plt  # matplotlib: PNG only
 
     per_row = figure.columns or len(figure.panels)
     rows = math.ceil(len(figure.panels) / per_row)
@@ -111,7 +111,7 @@ def _panel_size(panel) -> float:
 
 def _colour_map(diverging: bool):
     """The figures' scale (figures.SEQUENTIAL or DIVERGING) as a matplotlib colour map; masked cells grey."""
-    from matplotlib.colors import LinearSegmentedColormap  # matplotlib: ~260 ms
+    from matplotlib.colors import LinearSegmentedColormap  # matplotlib: PNG only
 
     stops = DIVERGING if diverging else SEQUENTIAL
     cmap = LinearSegmentedColormap.from_list("ctxembed", [(at, tuple(c / 255 for c in rgb)) for at, rgb in stops])
