@@ -8,7 +8,7 @@
 >>> a.weights.shape  # (layers, heads, query, key)
 (1, 1, 4, 4)
 >>> a.to_dict()["schema"]
-'ctxembed.attend/4'
+'ctxembed.attend/5'
 
 Every setting is a keyword (``heads=2, causal=True``), named as in :mod:`ctxembed.settings`; the
 command line is a thin layer over this module, so ``a.to_dict()`` is the ``--json`` document.
@@ -438,8 +438,8 @@ class AttendResult(_Shown):
             doc["attention"] = attention_reading(self.result, self.attention, engine, doc["masked_keys"], top=self.top)
         if self.explained is not None:
             layer, head, query = self.explained
-            settings = self.explorer.settings
-            doc["explain"] = explain_steps(self.result, settings, layer=layer, head=head, query=query)
+            engine = self.explorer.engine
+            doc["explain"] = explain_steps(engine, self.result, layer=layer, head=head, query=query)
         return doc
 
     def render(self, console, **view: Any) -> None:

@@ -11,11 +11,10 @@ import numpy as np
 from ctxembed.core.attention import build_mask, masked_keys, mean_over_heads, twin_ids
 from ctxembed.core.readings import READINGS, rollout, score_terms, value_norm
 from ctxembed.core.similarity import cosine, cosine_matrix
-from ctxembed.engine import ContextEngine, Contextualized, Engine, locate, split_word
+from ctxembed.engine import ContextEngine, Contextualized, Engine, LayerTrace, locate, split_word
 from ctxembed.errors import DataError, UsageError, counted
 from ctxembed.settings import Settings
 from ctxembed.vectors.search import nearest
-from ctxembed.vectors.weights import describe_weights
 
 
 def token_records(result: Contextualized) -> list[dict]:
@@ -70,7 +69,7 @@ def attend_document(
     summary = mean_over_heads(result.weights[-1])  # (h, T, T) -> (T, T) the last layer
     a = settings.attention
     doc = {
-        "schema": "ctxembed.attend/4",
+        "schema": "ctxembed.attend/5",
         "vectors": vectors,
         "settings": settings.as_dict(),
         "settings_summary": settings.summary(),
@@ -362,32 +361,19 @@ def neighbors_document(
     }
 
 
-def _projections_text(settings: Settings) -> str | None:
-    """Where W_query, W_key, W_value come from, when not the identity; a trained file names what it learned."""
-    if settings.projection == "random":
-        return f"W_query, W_key, W_value are random (Xavier uniform, seed {settings.seed}), not trained"
-    if settings.projection == "file":
-        return describe_weights(settings.weights_file)
-    return None
-
-
 def explain_steps(
-    result: Contextualized, settings: Settings, *, layer: int, head: int, query: int | None = None
+    engine: ContextEngine, result: Contextualized, *, layer: int, head: int, query: int | None = None
 ) -> dict:
-    """The --explain document: every step of one layer and head, from the steps the result was computed
-    with (``Engine.run(..., trace=True)``), with the tokens as labels. ``query`` (a row) adds ``neuron``:
-    that token's q . k_j with every key, term by term (:func:`ctxembed.core.readings.score_terms`)."""
-    if result.steps is None:
-        # an engine that keeps no steps (q, k, scores per layer): say so in one line, never a traceback
-        raise DataError(
-            "{explain} needs the steps of each layer (q, k, scores), which this result does not hold "
-            "(run it with trace=True; an engine that keeps none cannot be explained)",
-            "explain",
-        )
-    a = settings.attention
-    s = result.steps[layer]
+    """The --explain document: every step of one layer and head, as the engine traced it
+    (:meth:`ContextEngine.layer_trace`: the steps the result was computed with), labelled with the
+    units the model attends over (words, or pieces with [CLS] and [SEP]). ``query`` (a word's row) adds
+    ``neuron``: that word's query unit's q . k_j with every key, term by term
+    (:func:`ctxembed.core.readings.score_terms`)."""
+    trace = engine.layer_trace(result, layer)
+    a = trace.attention
+    s = trace.steps
     steps = s.attention
-    n = len(result.used_tokens())
+    n = len(trace.units)
     allowed = np.ones((n, n), dtype=bool) if steps.allowed is None else np.broadcast_to(steps.allowed, (1, n, n))[0]
     if a.causal and a.causal_mode == "before":  # "after" normalises over the future, then zeroes it
         allowed = allowed & build_mask(n, causal=True)[0, 0]  # (T, T)
@@ -398,13 +384,17 @@ def explain_steps(
         "head": head,
         "heads": a.heads,
         "last_layer": layer == a.layers - 1,
-        "tokens": [t.text for t in result.used_tokens()],
-        "sources": [result.prepared.sources()[p] for p in result.prepared.used],  # per row: its vector's source
+        "level": trace.level,
+        "notes": list(trace.notes),
+        "tokens": trace.units,
+        "sources": trace.sources,  # per row: its vector's source
         "inputs": s.inputs,  # (T, d_l)
-        "positions": a.positions and layer == 0,
-        "shared_projection": settings.abtt > 0 and layer == 0,
-        "projected": settings.projection != "identity",
-        "projections": _projections_text(settings),
+        "inputs_about": trace.inputs_about,
+        "positions": trace.positions,
+        "shared_projection": trace.shared_projection,
+        "projected": trace.projected,
+        "projections": trace.projections,
+        "biases": trace.biases,
         "queries": s.q[head],
         "keys": s.k[head],
         "values": s.v[head],
@@ -423,20 +413,25 @@ def explain_steps(
         "residual": a.residual,
         "residual_scale": a.residual_scale,
         "layer_norm": a.layer_norm,
-        "output_projection": s.merged.shape[-1] != s.v.shape[0] * s.v.shape[-1] or settings.output_projection,
+        "output_projection": trace.output_projection,
+        "attended": trace.attended,  # (T, d) or None: after attention's residual and norm, the feed-forward's input
         "output": s.output,
         "mix": _mix_step(result) if layer == a.layers - 1 else None,
-        "neuron": None if query is None else _neuron(result, s.q[head], s.k[head], query),
+        "neuron": None if query is None else _neuron(result, trace, head, query),
     }
 
 
-def _neuron(result: Contextualized, queries: np.ndarray, keys: np.ndarray, row: int) -> dict:
-    """One query's scores term by term, from the traced q (T, d_k) and k (T, d_k) of a head."""
+def _neuron(result: Contextualized, trace: LayerTrace, head: int, row: int) -> dict:
+    """A word's scores term by term, from the traced q (T, d_k) and k (T, d_k) of a head: its query unit
+    (the word itself, or its first piece) against every key unit."""
+    unit = trace.query_units[row]
+    queries, keys = trace.steps.q[head], trace.steps.k[head]  # (T, d_k) each
     return {
-        "query": row,
-        "token": result.used_tokens()[row].text,
-        "q": queries[row],  # (d_k,)
-        "terms": score_terms(queries[row], keys),  # (T, d_k); row j sums to raw_scores[query][j]
+        "query": unit,
+        "token": trace.units[unit],
+        "word": result.used_tokens()[row].text,
+        "q": queries[unit],  # (d_k,)
+        "terms": score_terms(queries[unit], keys),  # (T, d_k); row j sums to raw_scores[query][j]
     }
 
 
@@ -446,6 +441,7 @@ def _mix_step(result: Contextualized) -> dict | None:
         return None
     return {
         "formula": result.mix.formula(),
+        "tokens": [t.text for t in result.used_tokens()],  # its rows are words, whatever units the layer had
         "weights": [float(w) for w in result.mix.weights],
         "gamma": result.mix.gamma,
         "contextual": result.contextual,  # (T, d)

@@ -21,7 +21,7 @@ def attend(*args) -> dict:
 
 def test_without_a_reading_the_document_has_none():
     doc = attend("apple is the phone", *TOY_NOTES)
-    assert doc["schema"] == "ctxembed.attend/4"
+    assert doc["schema"] == "ctxembed.attend/5"
     assert "attention" not in doc
 
 

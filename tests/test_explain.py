@@ -74,12 +74,12 @@ def test_explain_document_is_built_from_the_traced_arrays():
     ex = Explorer(preset="textbook", heads=2, layers=2)
     result = ex.attend(SENTENCE, trace=True).result
     for layer in range(2):
-        steps = explain_steps(result, ex.settings, layer=layer, head=1)
+        steps = explain_steps(ex.engine, result, layer=layer, head=1)
         assert np.array_equal(steps["weights"], result.weights[layer, 1])
         assert np.array_equal(steps["inputs"], result.layer_inputs[layer])
     assert np.array_equal(steps["output"], result.contextual)  # layer 1 is the last
     with pytest.raises(DataError, match="trace=True"):
-        explain_steps(ex.attend(SENTENCE).result, ex.settings, layer=0, head=0)
+        explain_steps(ex.engine, ex.attend(SENTENCE).result, layer=0, head=0)
 
 
 def test_explain_steps_are_numbered_one_to_nine_and_each_matrix_is_printed_once():

@@ -22,7 +22,7 @@ def test_terms_of_the_toy_sentence_by_hand():
 def test_terms_add_up_to_the_traced_raw_scores_of_any_layer_and_head():
     args = ["I deposited money in the bank", "--preset", "learned", "--explain", "--layer", "0", "--head", "3"]
     doc = run_json("attend", *args, "--focus", "bank", "--json")
-    assert_valid(doc, "ctxembed.attend/4")
+    assert_valid(doc, "ctxembed.attend/5")
     explain = doc["explain"]
     neuron = explain["neuron"]
     assert neuron["query"] == 5 and neuron["q"] == explain["queries"][5]  # the traced query, not a re-run
@@ -57,7 +57,7 @@ def test_a_result_without_steps_is_one_clear_error():
     explorer = Explorer(TOY, "notes", on_note=lambda _: None)
     [result] = explorer.contextualize(["apple is the phone"])  # run without trace: no steps kept
     try:
-        explain_steps(result, explorer.settings, layer=0, head=0)
+        explain_steps(explorer.engine, result, layer=0, head=0)
     except DataError as exc:
         assert exc.render(lambda name: "--" + name).startswith(
             "--explain needs the steps of each layer (q, k, scores), which this result does not hold"

@@ -165,7 +165,7 @@ def test_a_failed_write_keeps_the_old_file_whole(tmp_path, attend_doc, monkeypat
     def broken(*_):
         raise RuntimeError("drawing failed halfway")
 
-    monkeypatch.setitem(FIGURES, "ctxembed.attend/4", broken)
+    monkeypatch.setitem(FIGURES, "ctxembed.attend/5", broken)
     with pytest.raises(RuntimeError):
         save_document(attend_doc, target)
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["a.svg"]

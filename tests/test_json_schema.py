@@ -123,7 +123,7 @@ def _used_keywords(schema: dict):
 
 
 SCHEMA_FILES = {
-    "ctxembed.attend/4": "attend.schema.json",
+    "ctxembed.attend/5": "attend.schema.json",
     "ctxembed.compare/5": "compare.schema.json",
     "ctxembed.neighbors/3": "neighbors.schema.json",
     "ctxembed.batch/1": "batch.schema.json",
@@ -170,10 +170,14 @@ def assert_attend_shapes(doc: dict) -> None:
         assert shape(doc["contextual"])[0] == T
     if "explain" in doc:
         steps = doc["explain"]
+        U = T if steps["level"] == "words" else len(steps["tokens"])  # a subword model's pieces: [CLS] ... [SEP]
+        assert len(steps["tokens"]) == len(steps["sources"]) == U
         for name in ("raw_scores", "scaled_scores", "scores", "weights"):
-            assert shape(steps[name]) == (T, T)
+            assert shape(steps[name]) == (U, U)
         for name in ("inputs", "queries", "keys", "values", "context", "output"):
-            assert shape(steps[name])[0] == T
+            assert shape(steps[name])[0] == U
+        if steps["mix"] is not None:  # the read-out is over words
+            assert len(steps["mix"]["tokens"]) == shape(steps["mix"]["contextual"])[0] == T
 
 
 def assert_compare_shapes(doc: dict) -> None:
@@ -284,15 +288,23 @@ def test_strict_json_rejects_nan():
 )
 def test_attend_document_matches_schema(args):
     doc = run_json("attend", *args, "--json")
-    assert_valid(doc, "ctxembed.attend/4")
+    assert_valid(doc, "ctxembed.attend/5")
     assert_attend_shapes(doc)
+
+
+def test_attend_explain_under_minilm_matches_schema(minilm_folder):
+    """A trained model's explain: rows are its pieces with [CLS] and [SEP], the read-out over the words."""
+    doc = run_json("attend", "the riverside bank", "--model", "minilm", "--explain", "--word", "bank", "--json")
+    assert_valid(doc, "ctxembed.attend/5")
+    assert_attend_shapes(doc)
+    assert doc["explain"]["level"] == "pieces" and doc["explain"]["mix"] is not None
 
 
 def test_attend_cosine_is_null_not_nan_when_sizes_differ():
     doc = run_json(
         "attend", "the river bank", "--preset", "textbook", "--projection", "random", "--d-out", "8", "--json"
     )
-    assert_valid(doc, "ctxembed.attend/4")
+    assert_valid(doc, "ctxembed.attend/5")
     assert doc["static_contextual_cosine"] == [None, None, None]
 
 

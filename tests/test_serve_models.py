@@ -66,10 +66,11 @@ def test_compare_and_neighbors_run_under_minilm(server, minilm_folder, endpoint,
     assert doc == run_json(*command, "--model", "minilm", "--json")
 
 
-def test_explain_under_minilm_is_the_command_lines_one_line(server, minilm_folder):
-    # the MiniLM engine keeps no steps yet (`attend --explain --model minilm` says the same)
-    line = one_line_error(server, "explain", {"sentence": SENTENCE, "model": "minilm"}, 422)
-    assert line.startswith("--explain needs the steps of each layer")
+def test_explain_under_minilm_answers_the_commands_document(server, minilm_folder):
+    status, doc = post(server, "explain", {"sentence": SENTENCE, "model": "minilm", "layer": 2, "head": 3})
+    assert status == 200
+    assert (doc["explain"]["layer"], doc["explain"]["head"], doc["explain"]["level"]) == (2, 3, "pieces")
+    assert doc == run_json("attend", SENTENCE, "--explain", "--layer", "2", "--head", "3", "--model", "minilm", "--json")
 
 
 def test_an_unknown_model_is_400_in_one_line(server):

@@ -81,13 +81,26 @@ def test_compare_neighbours_and_explain_under_minilm(minilm_folder, page, server
     doc = run_json(*command, "--json")
     assert doc["contextual"][0]["word"] in page.locator("#view svg text").all_text_contents()
 
-    # explain: the selectors learn MiniLM's 6 layers x 12 heads; the engine keeps no steps yet, which the
-    # page says in the command line's own words
+    # explain: the selectors learn MiniLM's 6 layers x 12 heads, and the chosen layer's steps over the pieces
+    before = draws(page)
     page.click("#tabs button[data-tab=explain]")
-    wait_until(page, "document.getElementById('status').className === 'error'")
+    settled(page, before, "document.querySelector('#view pre.terminal')")
     assert page.locator("#explain-layer option").count() == 6 and page.locator("#explain-head option").count() == 12
-    assert page.locator("#status").text_content().startswith("--explain needs the steps of each layer")
+    text = page.locator("#view pre.terminal").text_content()
+    assert "step by step: layer 5, head 0, over word pieces" in text and "[CLS]" in text
     assert the_command(page) == ["attend", SENTENCE, "--explain", "--model", "minilm"]
+    before = draws(page)
+    page.select_option("#explain-layer", "2")
+    settled(page, before, "window.ctxembedLive.lastBody.layer === 2")
+    before = draws(page)
+    page.select_option("#explain-head", "3")
+    settled(page, before, "window.ctxembedLive.lastBody.head === 3")
+    text = page.locator("#view pre.terminal").text_content()
+    assert "step by step: layer 2, head 3, over word pieces" in text
+    for step in ("1. inputs x", "q = x W_q + b_q", "6. weights", "8. a = ", "9. output = feed-forward"):
+        assert step in text
+    assert the_command(page) == ["attend", SENTENCE, "--explain", "--layer", "2", "--head", "3", "--model", "minilm"]
+    screenshot(page, "live-minilm-explain.png", tmp_path)
 
 
 @pytest.fixture

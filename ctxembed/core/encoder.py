@@ -11,7 +11,9 @@ runs inside every layer; only the trained parts around it are new::
         x = LayerNorm(x + GELU(x W_1 + b_1) W_2 + b_2)                       # (B, T, D)
 
 :func:`encode` returns every layer's hidden states (the embeddings' output, then each layer's) and every
-attention matrix, shaped [layer][sentence][head][query][key]. Arithmetic stays in the weights' dtype
+attention matrix, shaped [layer][sentence][head][query][key]. :func:`trace_layer` runs one layer again
+from its input hidden state with every step kept (q, k, v per head, scores, weights, the feed-forward's
+input): what ``--explain`` shows, built from the same functions as :func:`encoder_layer`. Arithmetic stays in the weights' dtype
 (float32 normally; float64 reproduces torch to rounding). Speed comes from two things only: the
 projections are one (B*T, D) matrix product per layer, and GELU is evaluated in place, a block of
 rows at a time.
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ctxembed.core.attention import attention
+from ctxembed.core.attention import LayerSteps, attention, attention_steps
 
 
 @dataclass(frozen=True)
@@ -372,6 +374,43 @@ class EncoderOutput:
     values: list[np.ndarray] | None = None  # with keep_values: per layer (B, H, T, d_h) the values v
 
 
+def project_qkv(rows: np.ndarray, layer: EncoderLayer, config: EncoderConfig, B: int, T: int):
+    """Queries, keys and values of every head, with their biases: rows (B*T, D) -> q, k, v (B, H, T, d_h) each.
+
+    q = x W_q + b_q (and k, v alike), one (B*T, D) x (D, 3D) product for the three."""
+    D = rows.shape[1]
+    qkv = rows @ layer.W_qkv  # (B*T, D) x (D, 3D) -> (B*T, 3D)
+    qkv += layer.b_qkv
+    qkv = qkv.reshape(B, T, 3 * D)  # (B, T, 3D)
+    q = split_heads(qkv[..., :D], config.heads)  # (B, H, T, d_h)
+    k = split_heads(qkv[..., D : 2 * D], config.heads)  # (B, H, T, d_h)
+    v = split_heads(qkv[..., 2 * D :], config.heads)  # (B, H, T, d_h)
+    return q, k, v
+
+
+def attention_out(context: np.ndarray, layer: EncoderLayer) -> np.ndarray:
+    """The heads' contexts (B, H, T, d_h) side by side, times W_o, plus b_o: (B*T, D), before the residual."""
+    out = merge_heads(context) @ layer.W_o  # (B*T, D) x (D, D) -> (B*T, D)
+    out += layer.b_o
+    return out
+
+
+def add_and_norm(out: np.ndarray, rows: np.ndarray, norm: tuple[np.ndarray, np.ndarray], eps: float) -> np.ndarray:
+    """Residual, then LayerNorm, in place on out (B*T, D): LayerNorm(rows + out)."""
+    out += rows  # residual
+    return affine_layer_norm(out, *norm, eps)  # (B*T, D)
+
+
+def feed_forward(rows: np.ndarray, layer: EncoderLayer) -> np.ndarray:
+    """GELU(x W_1 + b_1) W_2 + b_2: rows (B*T, D) -> (B*T, D), before the residual."""
+    inner = rows @ layer.W_1  # (B*T, D) x (D, F) -> (B*T, F)
+    inner += layer.b_1
+    gelu(inner)  # (B*T, F) in place
+    out = inner @ layer.W_2  # (B*T, F) x (F, D) -> (B*T, D)
+    out += layer.b_2
+    return out
+
+
 def encoder_layer(
     x: np.ndarray, layer: EncoderLayer, config: EncoderConfig, key_bias: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -380,25 +419,53 @@ def encoder_layer(
     ``key_bias`` (B, T): 0 for a real piece, -inf for padding (its weight becomes exactly 0)."""
     B, T, D = x.shape
     rows = x.reshape(B * T, D)  # (B*T, D): one matrix product for every token of the batch
-    qkv = rows @ layer.W_qkv  # (B*T, D) x (D, 3D) -> (B*T, 3D)
-    qkv += layer.b_qkv
-    qkv = qkv.reshape(B, T, 3 * D)  # (B, T, 3D)
-    q = split_heads(qkv[..., :D], config.heads)  # (B, H, T, d_h)
-    k = split_heads(qkv[..., D : 2 * D], config.heads)  # (B, H, T, d_h)
-    v = split_heads(qkv[..., 2 * D :], config.heads)  # (B, H, T, d_h)
+    q, k, v = project_qkv(rows, layer, config, B, T)  # (B, H, T, d_h) each
     context, weights = attention(q, k, v, key_bias=key_bias)  # (B, H, T, d_h), (B, H, T, T): the core's own
-    out = merge_heads(context) @ layer.W_o  # (B*T, D) x (D, D) -> (B*T, D)
-    out += layer.b_o
-    out += rows  # residual
-    rows = affine_layer_norm(out, *layer.norm1, config.eps)  # (B*T, D)
-    inner = rows @ layer.W_1  # (B*T, D) x (D, F) -> (B*T, F)
-    inner += layer.b_1
-    gelu(inner)  # (B*T, F) in place
-    out = inner @ layer.W_2  # (B*T, F) x (F, D) -> (B*T, D)
-    out += layer.b_2
-    out += rows  # residual
-    out = affine_layer_norm(out, *layer.norm2, config.eps)  # (B*T, D)
+    rows = add_and_norm(attention_out(context, layer), rows, layer.norm1, config.eps)  # (B*T, D)
+    out = add_and_norm(feed_forward(rows, layer), rows, layer.norm2, config.eps)  # (B*T, D)
     return out.reshape(B, T, D), weights, v
+
+
+@dataclass(frozen=True)
+class EncoderLayerSteps(LayerSteps):
+    """One encoder layer step by step (:func:`trace_layer`): the textbook layer's steps, plus BERT's own."""
+
+    attended: np.ndarray | None = None  # (B, T, D) LayerNorm(x + merged): the feed-forward's input
+
+
+def trace_layer(
+    weights: EncoderWeights, number: int, x: np.ndarray, key_bias: np.ndarray | None = None
+) -> EncoderLayerSteps:
+    """Layer ``number`` again from its input x (B, T, D) or (T, D) (``encode``'s ``hidden[number]``), keeping
+    every step: q, k, v (B, H, T, d_h), the attention steps (scores, weights (B, H, T, T)), the merged heads,
+    the feed-forward's input and the output (B, T, D). The same functions as :func:`encoder_layer`, so
+    the same numbers as the encoder's own pass on the same batch; only this layer is held, never all L x H.
+    ``key_bias`` (B, T) or (T,): 0 for a piece, -inf for padding. Unbatched x drops the B axis everywhere."""
+    x = np.asarray(x, dtype=weights.dtype)
+    unbatched = x.ndim == 2
+    x = x[None] if unbatched else x  # (T, D) -> (1, T, D)
+    config, layer = weights.config, weights.layers[number]
+    B, T, D = x.shape
+    rows = x.reshape(B * T, D)  # (B*T, D)
+    q, k, v = project_qkv(rows, layer, config, B, T)  # (B, H, T, d_h) each
+    steps = attention_steps(q, k, v, key_bias=key_bias)  # every score kept: raw, scaled, weights, context
+    merged = attention_out(steps.context, layer)  # (B*T, D) before the residual
+    attended = add_and_norm(merged.copy(), rows, layer.norm1, config.eps)  # (B*T, D)
+    output = add_and_norm(feed_forward(attended, layer), attended, layer.norm2, config.eps)  # (B*T, D)
+    traced = EncoderLayerSteps(
+        x,
+        q,
+        k,
+        v,
+        steps,
+        merged.reshape(B, T, D),
+        output.reshape(B, T, D),
+        attended=attended.reshape(B, T, D),
+    )
+    if not unbatched:
+        return traced
+    one = traced.sentence(0, T)  # the B axis dropped (LayerSteps' own cut)
+    return EncoderLayerSteps(**{f: getattr(one, f) for f in one.__dataclass_fields__}, attended=traced.attended[0])
 
 
 def embed(weights: EncoderWeights, ids: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ _EXPORTS = {
     "ContextEngine": "contract",
     "Prepared": "sentence",
     "Contextualized": "sentence",
+    "LayerTrace": "sentence",
     "TOKEN_SOURCES": "sentence",
     "token_sources": "sentence",
     "split_word": "sentence",

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from ctxembed.core.abtt import TopRemoval
-    from ctxembed.engine.sentence import AttentionParts, Contextualized, Prepared
+    from ctxembed.engine.sentence import AttentionParts, Contextualized, LayerTrace, Prepared
     from ctxembed.settings import Settings
     from ctxembed.vectors.store import VectorStore
 
@@ -76,3 +76,8 @@ class ContextEngine(Protocol):
         """The weights and the vectors each unit sends through each head, at the level the model ran,
         with the aggregation to words: what ``attend --attention rollout|value-norm`` reads. ``sent``
         needs a result run with ``trace=True`` (else None)."""
+
+    def layer_trace(self, result: Contextualized, layer: int) -> LayerTrace:
+        """Every step of one layer (q, k, v per head, scores, weights, output) at the level the model ran,
+        what ``--explain`` shows: from a result run with ``trace=True``, holding only that layer.
+        DataError when the result keeps nothing to explain it from."""

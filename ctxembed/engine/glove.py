@@ -38,8 +38,10 @@ from ctxembed.core.mix import LayerMix
 from ctxembed.core.projections import LayerParams, random_params
 from ctxembed.core.readings import sent_vectors
 from ctxembed.engine.sentence import (
+    NO_STEPS,
     AttentionParts,
     Contextualized,
+    LayerTrace,
     Prepared,
 )
 from ctxembed.errors import DataError, SettingError
@@ -50,7 +52,7 @@ from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.sources import open_vectors
 from ctxembed.vectors.statistics import statistics
 from ctxembed.vectors.store import VectorStore
-from ctxembed.vectors.weights import check_trained_weights, load_projections
+from ctxembed.vectors.weights import check_trained_weights, describe_weights, load_projections
 
 # Floats one group of sentences holds at once in each of its arrays (512 KB of float32): a group's
 # (B, T, d) vectors stay in a core's cache between steps, and the memory of a chunk's attention is
@@ -167,6 +169,26 @@ class Engine:
                 for step, layer in zip(result.steps, params, strict=True)
             ]
         return AttentionParts(result.weights, sent)
+
+    def layer_trace(self, result: Contextualized, layer: int) -> LayerTrace:
+        """The steps of ``layer`` for --explain: those the result was computed with (``run(trace=True)``),
+        over its words, with what the settings switched on."""
+        if result.steps is None:
+            raise DataError(NO_STEPS, "explain")
+        s, a = result.steps[layer], self.settings.attention
+        n = len(result.prepared.used)
+        return LayerTrace(
+            s,
+            a,
+            units=[t.text for t in result.used_tokens()],
+            sources=[result.prepared.sources()[p] for p in result.prepared.used],
+            query_units=list(range(n)),
+            projected=self.settings.projection != "identity",
+            projections=projections_text(self.settings),
+            output_projection=s.merged.shape[-1] != s.v.shape[0] * s.v.shape[-1] or self.settings.output_projection,
+            positions=a.positions and layer == 0,
+            shared_projection=self.settings.abtt > 0 and layer == 0,
+        )
 
     def _layer_mix(self) -> LayerMix | None:
         """The mix the settings name, checked against the layers (None: the last layer alone)."""
@@ -386,6 +408,15 @@ def open_glove(
             f"({store.dim} dimensions, {len(store):,} words)"
         )
     return Engine(store, fitted, oov=oov, max_tokens=max_tokens, label=label)
+
+
+def projections_text(settings: Settings) -> str | None:
+    """Where W_query, W_key, W_value come from, when not the identity; a trained file names what it learned."""
+    if settings.projection == "random":
+        return f"W_query, W_key, W_value are random (Xavier uniform, seed {settings.seed}), not trained"
+    if settings.projection == "file":
+        return describe_weights(settings.weights_file)
+    return None
 
 
 def projection_params(settings: Settings, d_in: int) -> list[LayerParams] | None:

@@ -25,11 +25,12 @@ from typing import Any
 import numpy as np
 
 from ctxembed.config import DEFAULT_MAX_TOKENS
-from ctxembed.core.encoder import encode
+from ctxembed.core.attention import AttentionConfig
+from ctxembed.core.encoder import encode, trace_layer
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.pieces import word_attention, word_vectors
 from ctxembed.core.readings import sent_vectors
-from ctxembed.engine.sentence import AttentionParts, Contextualized, Prepared
+from ctxembed.engine.sentence import NO_STEPS, AttentionParts, Contextualized, LayerTrace, Prepared
 from ctxembed.errors import DataError
 from ctxembed.settings import PRESETS, Settings
 from ctxembed.vectors.mixfiles import resolve_mix
@@ -234,6 +235,46 @@ class MiniLMEngine:
             sent = [sent_vectors(v, layer.W_o) for v, layer in zip(result.values, self.weights.layers, strict=True)]
         owner, W = result.prepared.owner, len(result.prepared.used)
         return AttentionParts(result.piece_weights, sent, lambda maps: word_attention(maps, owner, W, renormalise=True))
+
+
+    def layer_trace(self, result: PiecedResult, layer: int) -> LayerTrace:
+        """Layer ``layer`` step by step over the pieces ([CLS] and [SEP] included), recomputed from the
+        layer's input (the result's hidden state h_layer) by :func:`ctxembed.core.encoder.trace_layer`,
+        the encoder's own functions on the same one-sentence batch: its weights equal the result's
+        ``piece_weights[layer]``. A word's query in the neuron view is its first piece."""
+        if result.piece_hidden is None:
+            raise DataError(NO_STEPS, "explain")
+        from threadpoolctl import threadpool_limits  # one BLAS thread, as run() computed it: the same sums
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            steps = trace_layer(self.weights, layer, result.piece_hidden[layer])  # (P, D) -> q (H, P, d_h) ...
+        owner = result.prepared.owner  # (P,) word row per piece, -1 for [CLS] and [SEP]
+        first = [int(np.flatnonzero(owner == row)[0]) for row in range(len(result.prepared.used))]
+        inputs = (
+            "h0: word-piece embeddings + learned position embeddings + segment 0, then LayerNorm"
+            if layer == 0
+            else f"h{layer}: the output of layer {layer - 1}"
+        )
+        return LayerTrace(
+            steps,
+            # BERT's ingredients: scaled softmax, no mask but padding, residual and LayerNorm per sub-layer
+            AttentionConfig(layers=self.layers, heads=self.heads, residual=True, layer_norm=True),
+            units=list(result.prepared.piece_texts),
+            sources=["vocabulary"] * len(owner),  # every piece is a row of the model's vocabulary
+            query_units=first,
+            level="pieces",
+            projected=True,
+            projections="W_q, W_k, W_v trained (all-MiniLM-L6-v2), each with a bias",
+            biases=True,
+            output_projection=True,
+            inputs_about=inputs,
+            attended=steps.attended,
+            notes=(
+                "rows are WordPiece pieces with [CLS] and [SEP], the units the model attends over; its "
+                "word-level maps sum a word's key pieces and average its query pieces",
+                "a word's query (--word) is its first piece",
+            ),
+        )
 
 
 def open_minilm(vectors=None, preset: str = "default", **keywords: Any) -> MiniLMEngine:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ctxembed.core.attention import LayerSteps
+from ctxembed.core.attention import AttentionConfig, LayerSteps
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.similarity import row_cosines
 from ctxembed.errors import UsageError
@@ -227,3 +227,32 @@ class AttentionParts:
     sent: list[np.ndarray] | None  # per layer (h, P, D): f_h(x_j) = v^h_j W_out^h, what each unit sends
     # through each head (core.readings.sent_vectors); None when the result was run without trace
     to_words: Callable[[np.ndarray], np.ndarray] = same_units  # (..., P, P) -> (..., T, T)
+
+
+NO_STEPS = (
+    "{explain} needs the steps of each layer (q, k, scores), which this result does not hold "
+    "(run it with trace=True; an engine that keeps none cannot be explained)"
+)
+
+
+@dataclass(frozen=True)
+class LayerTrace:
+    """One layer's steps for ``--explain`` (:meth:`ContextEngine.layer_trace`), at the level the model ran:
+    words for GloVe, wordpieces with [CLS] and [SEP] for a subword model (U units), with what the view
+    says about them. ``steps`` has no B axis: q, k, v (h, U, d_k), weights (h, U, U), output (U, d_out)."""
+
+    steps: LayerSteps  # the core's own steps of this layer
+    attention: AttentionConfig  # the ingredients that were on: scale, mask, normaliser, residual, norm
+    units: list[str]  # (U,) row and column labels
+    sources: list[str]  # (U,) where each unit's vector came from (TOKEN_SOURCES)
+    query_units: list[int]  # per word row, the unit the neuron view takes as that word's query
+    level: str = "words"  # "words" or "pieces"
+    projected: bool = False  # q, k, v come from matrices (False: they are x, or a head's slice of it)
+    projections: str | None = None  # where those matrices come from, for people; None for the identity
+    biases: bool = False  # q = x W_q + b_q (and k, v alike)
+    output_projection: bool = False  # the heads' merged contexts times W_out
+    positions: bool = False  # sinusoidal position encodings were added to this layer's input
+    shared_projection: bool = False  # the input is the static vectors after all-but-the-top
+    inputs_about: str | None = None  # what the input x is, when more than "the static vectors" says
+    attended: np.ndarray | None = None  # (U, d) after attention, residual and norm: a feed-forward's input
+    notes: tuple[str, ...] = ()  # lines for the view's heading (the level, how a word picks its query)

@@ -26,7 +26,7 @@ def before_and_after(
 ) -> dict:
     """One sentence through a trained model at its initial weights (rebuilt from the seed the file
     records) and at its trained weights: a ``ctxembed.before-after/1`` document holding two
-    ``ctxembed.attend/4`` documents. ``weights_file`` None is the shipped ``--preset learned``."""
+    ``ctxembed.attend/5`` documents. ``weights_file`` None is the shipped ``--preset learned``."""
     after_settings = (
         build_settings("learned") if weights_file is None else build_settings("default", weights_file=str(weights_file))
     )

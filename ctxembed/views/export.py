@@ -29,6 +29,7 @@ from ctxembed.views.png import figure_png, require_matplotlib
 from ctxembed.views.svg import figure_svg, json_markup_safe, markup_safe
 
 FORMATS = (".svg", ".html", ".png", ".json")
+ATTEND_SCHEMAS = ("ctxembed.attend/3", "ctxembed.attend/4", "ctxembed.attend/5")  # the page draws each
 
 
 def check_path(path: str | Path) -> str:
@@ -100,7 +101,7 @@ def html_fragment(doc: dict, view: View | None = None) -> str:
     a notebook's ``_repr_html_``. Several fragments can live on one page."""
     view = view or View()
     root = f"ctxembed-{secrets.token_hex(6)}"
-    interactive = doc.get("schema") in ("ctxembed.attend/3", "ctxembed.attend/4") and not view.all_layers  # the model view is a figure
+    interactive = doc.get("schema") in ATTEND_SCHEMAS and not view.all_layers  # the model view is a figure
     too_big = interactive and _weight_count(doc) > PAGE_WEIGHTS
     if interactive and not too_big:
         body = '<div class="app"></div>'
@@ -144,6 +145,7 @@ def html_page(doc: dict, view: View | None = None) -> str:
     title = {
         "ctxembed.attend/3": "attention",
         "ctxembed.attend/4": "attention",
+        "ctxembed.attend/5": "attention",
         "ctxembed.compare/2": "compare",
         "ctxembed.compare/3": "compare",
         "ctxembed.compare/4": "compare",

@@ -329,6 +329,7 @@ def token_labels(doc: dict) -> tuple[list[str], list[int]]:
     return labels, positions
 
 
+@figure_for("ctxembed.attend/5")  # explain's steps at the level the model ran (pieces for a subword model)
 @figure_for("ctxembed.attend/4")
 @figure_for("ctxembed.attend/3")  # documents saved before the "warnings" field
 def attend_figure(doc: dict, view: View) -> Figure:

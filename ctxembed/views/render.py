@@ -402,11 +402,17 @@ def render_explain(console: Console, steps: dict) -> None:
     tokens = steps["tokens"]
     check_drawn(len(tokens))
     layer, head = steps["layer"], steps["head"]
-    console.rule(f"step by step: layer {layer}, head {head}")
+    pieces = steps.get("level") == "pieces"  # a subword model: rows are its pieces, [CLS] and [SEP] too
+    console.rule(f"step by step: layer {layer}, head {head}" + (", over word pieces" if pieces else ""))
+    for note in steps.get("notes") or ():
+        console.print(Text(f"({note})", style="dim"), overflow="fold")
     x = np.asarray(steps["inputs"], dtype=np.float64)  # (T, d_l)
     dims = x.shape[1]
     shown = "; first 6 shown" if dims > 6 else ""
-    console.print(Text(f"1. inputs x ({len(tokens)} tokens x {dims} dimensions{shown})", style="bold"))
+    units = "pieces" if pieces else "tokens"
+    console.print(Text(f"1. inputs x ({len(tokens)} {units} x {dims} dimensions{shown})", style="bold"))
+    if steps.get("inputs_about"):
+        console.print(Text(f"   ({steps['inputs_about']})"), overflow="fold")
     if steps["shared_projection"]:
         console.print("   (static vectors after the shared projection (x - mean)(I - U Uᵀ): all-but-the-top)")
     if steps["positions"]:
@@ -422,6 +428,8 @@ def render_explain(console: Console, steps: dict) -> None:
         console.print(Text(f"2. queries, keys, values: projected to d_k = {q.shape[1]}", style="bold"))
         if steps.get("projections"):
             console.print(Text(f"   ({steps['projections']})"))
+        if steps.get("biases"):
+            console.print(Text(f"   q = x W_q + b_q, k = x W_k + b_k, v = x W_v + b_v (head {head}: its slice)"))
         for name in ("queries", "keys", "values"):
             console.print(Text(f"   {name}", style="bold"))
             _vectors(console, tokens, steps[name])
@@ -503,7 +511,7 @@ def render_explain(console: Console, steps: dict) -> None:
     if steps["heads"] > 1:
         parts.append(f"the {steps['heads']} heads' contexts side by side")
     if steps["output_projection"]:
-        parts.append("times W_out")
+        parts.append("times W_out" + (" plus b_out" if steps.get("biases") else ""))
     if steps["residual"]:
         parts.append(f"plus {steps['residual_scale']:.3g}·x")
     if steps["layer_norm"]:
@@ -512,20 +520,26 @@ def render_explain(console: Console, steps: dict) -> None:
     mix = steps.get("mix")
     if mix is not None:
         which = "the last layer's output h" + str(len(mix["weights"]) - 1)
-    console.print(Text(f"8. output = {', '.join(parts) or 'the context'}: {which}", style="bold"))
+    number = 8
+    if steps.get("attended") is not None:  # a feed-forward sub-layer follows attention (BERT)
+        console.print(Text(f"8. a = {', '.join(parts)}: the feed-forward's input", style="bold"))
+        _vectors(console, tokens, steps["attended"])
+        parts, number = ["feed-forward GELU(a W_1 + b_1) W_2 + b_2", "plus a", "then layer norm"], 9
+    console.print(Text(f"{number}. output = {', '.join(parts) or 'the context'}: {which}", style="bold"))
     _vectors(console, tokens, steps["output"])
     if mix is not None:
         last = len(mix["weights"]) - 1  # h0 is the input, h{n} the output of layer n-1
         outputs = "h1 the output of layer 0" if last == 1 else f"h1 ... h{last} the outputs of layers 0 ... {last - 1}"
+        per_word = ", each word's h_l the mean of its pieces" if pieces else ""
         console.print(
             Text(
-                f"9. layer mix: contextual = {mix['formula']}, where h0 is the attention input (step 1 of "
-                f"layer 0) and {outputs}",
+                f"{number + 1}. layer mix: contextual = {mix['formula']}, where h0 is the attention input (step 1 "
+                f"of layer 0) and {outputs}{per_word}",
                 style="bold",
             ),
             overflow="fold",
         )
-        _vectors(console, tokens, mix["contextual"])
+        _vectors(console, mix.get("tokens") or tokens, mix["contextual"])
 
 
 def _render_neuron(console: Console, neuron: dict, tokens: list[str], raw: np.ndarray, shown: int = 3) -> None:
@@ -534,8 +548,10 @@ def _render_neuron(console: Console, neuron: dict, tokens: list[str], raw: np.nd
     row, word = neuron["query"], neuron["token"]
     terms = np.asarray(neuron["terms"], dtype=np.float64)  # (T, d_k)
     d_k = terms.shape[1]
+    whose = neuron.get("word") or word
+    of = "" if whose == word else f" (the first piece of {whose!r})"
     console.print(
-        Text(f"   {word!r}: q . k_j = sum over its {d_k} dimensions d of q_d k_jd (largest terms)", style="bold"),
+        Text(f"   {word!r}{of}: q . k_j = sum over its {d_k} dimensions d of q_d k_jd (largest terms)", style="bold"),
         overflow="fold",
     )
     q = np.asarray(neuron["q"], dtype=np.float64)
