@@ -42,7 +42,7 @@ def token_ids(lines: list[str]) -> list[np.ndarray]:
     sys.path.insert(0, str(REPO))
     from ctxembed.batch import columns
     from ctxembed.engine import Engine
-    from ctxembed.settings import build_settings
+    from ctxembed.presets import build_settings
     from ctxembed.vectors.sources import open_vectors
 
     engine = Engine(open_vectors(None), build_settings("default"))

@@ -190,7 +190,7 @@ def batch_stages(corpus: str, n: int) -> None:
     from ctxembed.batch import columns
     from ctxembed.batch import records as rec
     from ctxembed.engine import Engine
-    from ctxembed.settings import build_settings
+    from ctxembed.presets import build_settings
     from ctxembed.vectors.sources import open_vectors
     from ctxembed.vectors.tokenize import token_pieces, tokenize
 
@@ -260,7 +260,7 @@ def fast_path(corpus: str) -> None:
     tokens: every token, and those that enter attention."""
     from ctxembed.batch import columns
     from ctxembed.engine import Engine
-    from ctxembed.settings import build_settings
+    from ctxembed.presets import build_settings
     from ctxembed.vectors.sources import open_vectors
 
     engine = Engine(open_vectors(None), build_settings("default"))
@@ -329,7 +329,7 @@ def scaling(preset: str, sizes: list[int]) -> None:
     from make_corpus import vocabulary
 
     from ctxembed.engine import DEFAULT_MAX_TOKENS, Engine
-    from ctxembed.settings import build_settings
+    from ctxembed.presets import build_settings
     from ctxembed.vectors.sources import open_vectors
 
     store = open_vectors(None)

@@ -10,7 +10,7 @@
 >>> a.to_dict()["schema"]
 'ctxembed.attend/5'
 
-Every setting is a keyword (``heads=2, causal=True``), named as in :mod:`ctxembed.settings`; the
+Every setting is a keyword (``heads=2, causal=True``), named as in :mod:`ctxembed.presets`; the
 command line is a thin layer over this module, so ``a.to_dict()`` is the ``--json`` document.
 Results show themselves in Jupyter (``_repr_html_``) and in rich (``__rich__``).
 """
@@ -26,10 +26,12 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ctxembed.config import DEFAULT_MAX_TOKENS, TRACE_COST, check_cost, check_view
+from ctxembed.budget import TRACE_COST, check_cost
+from ctxembed.declarations import DEFAULT_MAX_TOKENS, check_view
 from ctxembed.engine import Contextualized, Prepared, open_engine
 from ctxembed.errors import CtxembedError, UsageError
 from ctxembed.output import as_json, dumps, say
+from ctxembed.presets import Settings
 from ctxembed.report import (
     NEIGHBOURS_AMONG,
     attend_document,
@@ -44,7 +46,6 @@ from ctxembed.report import (
     skipped_records,
     token_records,
 )
-from ctxembed.settings import Settings
 from ctxembed.vectors.store import VectorStore
 
 # The jobs and the views load on first use: this module is on every attend/compare/neighbors path
@@ -98,7 +99,7 @@ def side_by_side(
 
 def check_run_cost(engine, lengths: list[int], *, trace: bool = False) -> None:
     """Refuse, before it starts, a run of ``engine`` over sentences of ``lengths`` words that would pass the
-    cost budget (:class:`ctxembed.config.CostBudget`): its weights (a trace's steps count many times),
+    cost budget (:class:`ctxembed.budget.CostBudget`): its weights (a trace's steps count many times),
     projections applied per token and layer outputs kept."""
     params = getattr(engine, "params", None) or []
     parameters = sum(
@@ -253,7 +254,7 @@ class Explorer:
         """The senses of ``words`` across ``corpus`` (a text file, ``.gz``, ``"-"`` for stdin; default:
         the shipped Brown sample): every occurrence, clustered, each sense labelled and shown in context.
         ``options``: ``k`` (None: chosen), ``k_max``, ``min_share``, ``max_occurrences``, ``sample_seed``,
-        ``drop_own``, ``examples``, ``label_words`` (:class:`ctxembed.settings.SenseOptions`). Returns the
+        ``drop_own``, ``examples``, ``label_words`` (:class:`ctxembed.presets.SenseOptions`). Returns the
         ``ctxembed.senses/2`` document of ``ctxembed senses --json``; a word that cannot be clustered stays
         in it without senses, and the reason goes to ``on_note``."""
         from ctxembed.senses.run import senses  # senses only: scikit-learn behind it

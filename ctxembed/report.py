@@ -13,7 +13,7 @@ from ctxembed.core.readings import READINGS, rollout, score_terms, value_norm
 from ctxembed.core.similarity import cosine, cosine_matrix
 from ctxembed.engine import ContextEngine, Contextualized, Engine, LayerTrace, locate, split_word
 from ctxembed.errors import DataError, UsageError, counted
-from ctxembed.settings import Settings
+from ctxembed.presets import Settings
 from ctxembed.vectors.search import nearest
 
 

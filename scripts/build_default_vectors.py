@@ -54,7 +54,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ctxembed.settings import Settings  # noqa: E402
+from ctxembed.presets import Settings  # noqa: E402
 from ctxembed.vectors.statistics import compute_statistics  # noqa: E402
 from ctxembed.vectors.store import (  # noqa: E402
     ROW_SOURCE_SECTION,

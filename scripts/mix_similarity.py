@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxembed.evaluation import evaluate as ev
-from ctxembed.settings import build_settings
+from ctxembed.presets import build_settings
 from ctxembed.vectors.sources import open_vectors
 from ctxembed.vectors.tokenize import tokenize
 

@@ -1,4 +1,4 @@
-"""Rewrite what the docs say about settings from their declarations (ctxembed/config.py, settings.py):
+"""Rewrite what the docs say about settings from their declarations (ctxembed/declarations.py, presets.py):
 
 - the ``settings`` definition of docs/schemas/common.schema.json;
 - the option table of docs/options.md, between the ``settings table`` markers.
@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ctxembed.settings import options_table, settings_schema  # noqa: E402
+from ctxembed.presets import options_table, settings_schema  # noqa: E402
 
 COMMON = REPO / "docs" / "schemas" / "common.schema.json"
 README = REPO / "docs" / "options.md"  # the option table (the README links to it)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from ctxembed.presets import build_settings
 from ctxembed.senses.occurrences import inflections
 from ctxembed.senses.wsi import bag_of_words_vectors, contextual_vectors, read_wsi, score_clusters
-from ctxembed.settings import build_settings
 from ctxembed.vectors.sources import open_vectors
 
 DATA = Path(__file__).resolve().parent.parent / "data"

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxembed import config as config_module
-from ctxembed import settings as settings_module
+from ctxembed import declarations as config_module
+from ctxembed import presets as settings_module
 from ctxembed.core import attention as attention_module
 from ctxembed.core import projections as projections_module
 from ctxembed.core.attention import (

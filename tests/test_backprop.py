@@ -11,7 +11,7 @@ import pytest
 
 from ctxembed.core.attention import encode
 from ctxembed.core.projections import random_params
-from ctxembed.settings import build_settings
+from ctxembed.presets import build_settings
 from ctxembed.train import backprop
 from ctxembed.train.corpus import Batch
 from ctxembed.train.trainer import Model, batch_loss, initial_params

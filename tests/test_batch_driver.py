@@ -41,7 +41,7 @@ BAD_LINES = [
 @pytest.fixture(scope="module")
 def engine():
     from ctxembed.engine import Engine
-    from ctxembed.settings import build_settings
+    from ctxembed.presets import build_settings
     from ctxembed.vectors.sources import open_vectors
 
     return Engine(open_vectors(), build_settings("textbook"), max_tokens=64)

@@ -42,7 +42,7 @@ lines = st.one_of(
 @pytest.fixture(scope="module")
 def engine():
     from ctxembed.engine import Engine
-    from ctxembed.settings import build_settings
+    from ctxembed.presets import build_settings
     from ctxembed.vectors.sources import open_vectors
 
     return Engine(open_vectors(), build_settings("textbook"), max_tokens=512)

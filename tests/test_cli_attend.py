@@ -12,8 +12,8 @@ import re
 import numpy as np
 import pytest
 
-from ctxembed.config import AttentionConfig
 from ctxembed.core.projections import random_params
+from ctxembed.declarations import AttentionConfig
 from ctxembed.vectors.weights import save_projections
 from tests.cli_helpers import TOY, fails, numbers, run_json, succeeds, table
 

@@ -47,7 +47,16 @@ def test_glove_layers_are_the_cosines_of_the_input_and_of_each_layer_output():
 
 
 def test_without_word_each_shared_word_has_its_layers_and_the_top_level_none():
-    doc = run_json("compare", "the apple is the phone", "the phone is the apple", "--vectors", TOY, "--preset", "textbook", "--json")
+    doc = run_json(
+        "compare",
+        "the apple is the phone",
+        "the phone is the apple",
+        "--vectors",
+        TOY,
+        "--preset",
+        "textbook",
+        "--json",
+    )
     assert doc["word"] is None and doc["layers"] is None
     assert [len(entry["layers"]) for entry in doc["words"]] == [2] * len(doc["words"])  # h0, one layer
 

@@ -1,4 +1,4 @@
-"""One cost budget (ctxembed.config.CostBudget), checked before anything is allocated, for the command line,
+"""One cost budget (ctxembed.budget.CostBudget), checked before anything is allocated, for the command line,
 the Python API and the server alike (issue 33 F6): the reproductions that took gigabytes are refused at
 once with the settings to lower, and what the budget admits runs."""
 
@@ -10,7 +10,7 @@ import time
 import pytest
 
 from ctxembed.api import Explorer
-from ctxembed.config import BUDGET, check_cost, check_drawn, projection_numbers
+from ctxembed.budget import BUDGET, check_cost, check_drawn, projection_numbers
 from ctxembed.errors import SettingError, UsageError
 from ctxembed.serve.endpoints import answer
 from tests import test_serve

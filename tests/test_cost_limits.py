@@ -56,7 +56,7 @@ def test_too_many_tokens_are_refused_before_any_vector_is_built(lexicons, monkey
 
 def test_a_20000_mark_sentence_is_refused_at_once():
     from ctxembed.engine import Engine
-    from ctxembed.settings import build_settings
+    from ctxembed.presets import build_settings
     from ctxembed.vectors.sources import open_vectors
 
     engine = Engine(open_vectors(), build_settings("default"))

@@ -9,7 +9,7 @@ import ctxembed.engine.glove as explore
 from ctxembed.batch import columns
 from ctxembed.core.attention import AttentionConfig, encode
 from ctxembed.engine import Engine
-from ctxembed.settings import build_settings
+from ctxembed.presets import build_settings
 from ctxembed.vectors.sources import open_vectors
 
 SENTENCES = [

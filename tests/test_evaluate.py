@@ -212,7 +212,7 @@ def test_senses_suite_default_wins(store):
 
 
 def test_twin_suite_scores_the_named_occurrence_and_the_twin_mask_helps(store, tmp_path):
-    from ctxembed.settings import build_settings
+    from ctxembed.presets import build_settings
     from tests.conftest import REPO
 
     rows = read_senses(REPO / "data" / "twins.tsv")

@@ -66,7 +66,7 @@ ODD = [
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory):
     from ctxembed.engine import Engine
-    from ctxembed.settings import build_settings
+    from ctxembed.presets import build_settings
     from ctxembed.vectors.sources import open_vectors
 
     store = open_vectors()

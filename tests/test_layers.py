@@ -12,27 +12,28 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "ctxembed"
 
-# Each layer may import its own modules and those of the layers it lists (besides errors and config).
+# Each layer may import its own modules and those of the layers it lists (besides errors, declarations and budget).
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
-    "config": set(),
+    "declarations": set(),
+    "budget": set(),
     "output": set(),
     "progress": {"output"},  # a description on the terminal is printable() as every other text
     "core": set(),
     "views": {"output"},
     "vectors": {"core", "output", "progress"},
-    "settings": {"core", "vectors"},
-    "engine": {"core", "vectors", "settings", "output", "progress"},
-    "report": {"core", "vectors", "settings", "engine"},
-    "batch": {"core", "vectors", "settings", "engine", "report", "output", "progress"},
-    "senses": {"core", "vectors", "settings", "engine", "report", "output", "progress"},
+    "presets": {"core", "vectors"},
+    "engine": {"core", "vectors", "presets", "output", "progress"},
+    "report": {"core", "vectors", "presets", "engine"},
+    "batch": {"core", "vectors", "presets", "engine", "report", "output", "progress"},
+    "senses": {"core", "vectors", "presets", "engine", "report", "output", "progress"},
     # eval wsi scores the senses job's clustering against labels
-    "evaluation": {"core", "vectors", "settings", "engine", "report", "senses", "output", "progress"},
-    "train": {"core", "vectors", "settings", "engine", "report", "output", "progress"},
+    "evaluation": {"core", "vectors", "presets", "engine", "report", "senses", "output", "progress"},
+    "train": {"core", "vectors", "presets", "engine", "report", "output", "progress"},
     "api": {
         "core",
         "vectors",
-        "settings",
+        "presets",
         "engine",
         "report",
         "batch",
@@ -44,10 +45,10 @@ ALLOWED: dict[str, set[str]] = {
         "progress",
     },
     # the live page's server composes the API's documents with the views' drawings, above both
-    "serve": {"api", "core", "vectors", "settings", "engine", "report", "views", "output"},
+    "serve": {"api", "core", "vectors", "presets", "engine", "report", "views", "output"},
 }
-ALWAYS = {"errors", "config"}
-TOP_LEVEL_MODULES = 15
+ALWAYS = {"errors", "declarations", "budget"}
+TOP_LEVEL_MODULES = 16
 
 
 def _layer(module: str) -> str:

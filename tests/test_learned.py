@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxembed.settings import PRESETS, build_settings, ladder
+from ctxembed.presets import PRESETS, build_settings, ladder
 from ctxembed.vectors.weights import learned_weights_path, read_metadata
 from tests.cli_helpers import TOY, invoke, strict_json, succeeds
 

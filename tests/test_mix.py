@@ -11,7 +11,7 @@ import pytest
 from ctxembed.core import mix
 from ctxembed.engine import Engine
 from ctxembed.errors import DataError, SettingError
-from ctxembed.settings import build_settings
+from ctxembed.presets import build_settings
 from ctxembed.vectors.mixfiles import MIX_SCHEMA, learned_path, resolve_mix
 from ctxembed.vectors.sources import open_vectors
 

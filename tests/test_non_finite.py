@@ -9,7 +9,7 @@ import pytest
 import ctxembed.core.attention
 from ctxembed.engine import Engine
 from ctxembed.errors import DataError
-from ctxembed.settings import build_settings
+from ctxembed.presets import build_settings
 from ctxembed.vectors.sources import open_vectors
 
 

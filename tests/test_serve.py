@@ -130,7 +130,7 @@ def test_each_sentence_of_a_request_is_prepared_once(endpoint, body, sentences, 
 
 
 def test_settings_describe_every_setting_the_page_may_send(server):
-    from ctxembed.settings import SETTINGS
+    from ctxembed.presets import SETTINGS
 
     status, registry = request(server, "GET", "/api/settings")
     assert status == 200

@@ -104,7 +104,7 @@ def test_changing_heads_makes_the_head_selector_follow(page, server):
 
 
 def test_the_controls_come_from_the_settings_registry(page, server):
-    from ctxembed.settings import SETTINGS
+    from ctxembed.presets import SETTINGS
 
     names = page.evaluate("Array.from(document.querySelectorAll('#controls .setting')).map(e => e.name)")
     assert sorted(names) == sorted(set(SETTINGS) - {"weights_file"})

@@ -14,7 +14,7 @@ import time
 import orjson
 import pytest
 
-from ctxembed.config import CostBudget
+from ctxembed.budget import CostBudget
 from ctxembed.serve import endpoints
 from ctxembed.serve import server as server_module
 from ctxembed.serve.endpoints import Explorers

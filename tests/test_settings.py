@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ctxembed.config import AttentionConfig, ReadOptions, declarations
+from ctxembed.declarations import AttentionConfig, ReadOptions, declarations
 from ctxembed.errors import SettingError, UsageError
-from ctxembed.settings import (
+from ctxembed.presets import (
     PRESET_CHANGES,
     PRESETS,
     SETTINGS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ctxembed.settings import Settings
+from ctxembed.presets import Settings
 from ctxembed.vectors.sources import DEFAULT_STORE_NAME
 from ctxembed.vectors.store import VectorStore
 from tests.conftest import REPO

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ctxembed.errors import DataError
-from ctxembed.settings import Settings
+from ctxembed.presets import Settings
 from ctxembed.vectors.store import VectorStore, write_store
 
 FIXTURES = Path(__file__).parent / "fixtures"

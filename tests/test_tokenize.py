@@ -222,7 +222,7 @@ def test_a_huge_line_is_refused_before_it_is_tokenised_whole():
 
     from ctxembed.engine import Engine
     from ctxembed.errors import DataError
-    from ctxembed.settings import build_settings
+    from ctxembed.presets import build_settings
     from ctxembed.vectors.sources import open_vectors
 
     engine = Engine(open_vectors(None), build_settings("textbook"), max_tokens=512)

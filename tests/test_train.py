@@ -111,7 +111,7 @@ def test_cli_writes_weights_that_attend_uses_directly(tmp_path):
     assert np.shape(doc["weights"])[:2] == (2, 2)
     # the same vectors through the training forward: attend computes what training optimised
     from ctxembed.engine import Engine
-    from ctxembed.settings import build_settings
+    from ctxembed.presets import build_settings
 
     store = open_vectors(None)
     engine = Engine(store, build_settings("default", weights_file=str(out)))
@@ -164,7 +164,7 @@ def test_epochs_zero_writes_the_initial_weights(tmp_path):
     report = strict_json(result.stdout)
     assert report["steps"] == 0 and [e["step"] for e in report["held_out"]] == [0] and report["train"] == []
     from ctxembed.core.projections import random_params
-    from ctxembed.settings import build_settings
+    from ctxembed.presets import build_settings
 
     settings = build_settings("default", weights_file=str(out))
     initial = random_params(100, 25, settings.attention, seed=0, output_projection=True)
@@ -264,7 +264,7 @@ def test_save_draws_the_loss_curves(tmp_path):
 def test_model_options_come_from_the_setting_declarations(tmp_path):
     """train's architecture flags are the declared settings: same flag, help and limits, train's defaults."""
     from ctxembed.cli.train import _MODEL_SETTINGS
-    from ctxembed.settings import SETTINGS
+    from ctxembed.presets import SETTINGS
 
     shown = " ".join(succeeds("train", "--help").stdout.split())  # help text, rewrapped to one line
     for name in _MODEL_SETTINGS:
@@ -279,7 +279,7 @@ def test_model_options_come_from_the_setting_declarations(tmp_path):
 def test_training_options_come_from_their_one_declaration(tmp_path):
     """train's training flags are TrainOptions' declarations: the help shows each one's limits, and a
     value past a limit is refused by the library's own check, in the flag's name, before any work."""
-    from ctxembed.settings import TRAIN_OPTIONS
+    from ctxembed.presets import TRAIN_OPTIONS
 
     shown = " ".join(succeeds("train", "--help").stdout.split())
     for spec in TRAIN_OPTIONS.values():

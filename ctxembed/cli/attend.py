@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from ctxembed.budget import check_drawn
 from ctxembed.cli import app, read_sentence, read_stdin, reports_errors, say_warnings, show
 from ctxembed.cli.options import (
     AttentionReadingOpt,
@@ -22,7 +23,7 @@ from ctxembed.cli.options import (
     save_all,
     with_attention_options,
 )
-from ctxembed.config import check_drawn, check_view
+from ctxembed.declarations import check_view
 from ctxembed.errors import DataError, UsageError
 from ctxembed.output import emit_json, say, stdout_console
 

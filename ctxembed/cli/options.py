@@ -16,10 +16,10 @@ from typing import Annotated, Any
 
 import typer
 
-from ctxembed.config import INPUT_PANEL, ReadOptions, Setting, declarations
+from ctxembed.declarations import INPUT_PANEL, ReadOptions, Setting, declarations
 from ctxembed.errors import CtxembedError, UsageError
 from ctxembed.output import COLOR_MODES, say, use_color
-from ctxembed.settings import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
+from ctxembed.presets import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
 
 # The library modules a command needs are imported inside it: see docs/architecture.md, "Why imports are lazy".
 

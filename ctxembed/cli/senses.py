@@ -24,7 +24,7 @@ from ctxembed.cli.options import (
     with_declared_options,
 )
 from ctxembed.output import emit_json, say, stdout_console
-from ctxembed.settings import SENSE_OPTIONS
+from ctxembed.presets import SENSE_OPTIONS
 
 # eval wsi clusters as senses does, with the clustering options only
 _CLUSTERING = {name: SENSE_OPTIONS[name] for name in ("k", "k_max", "min_share", "drop_own", "sample_seed")}

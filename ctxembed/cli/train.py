@@ -21,9 +21,9 @@ from ctxembed.cli.options import (
     with_declared_options,
     with_setting_options,
 )
-from ctxembed.config import check_view
+from ctxembed.declarations import check_view
 from ctxembed.output import emit_json, say, stdout_console
-from ctxembed.settings import MODEL_PANEL, TRAIN_DEFAULTS, TRAIN_OPTIONS, TRAINING_PANEL
+from ctxembed.presets import MODEL_PANEL, TRAIN_DEFAULTS, TRAIN_OPTIONS, TRAINING_PANEL
 
 # The architecture trained: declared settings (flags, limits and help from their one declaration),
 # with training's own defaults (settings.TRAIN_DEFAULTS) shown in the help.

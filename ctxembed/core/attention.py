@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ctxembed.config import AttentionConfig, CausalMode, Normalization
 from ctxembed.core.projections import (
     HeadProjection,
     LayerParams,
@@ -43,6 +42,7 @@ from ctxembed.core.projections import (
     shared_projection,
     validate_params,
 )
+from ctxembed.declarations import AttentionConfig, CausalMode, Normalization
 
 __all__ = [
     "AttentionConfig",

@@ -4,7 +4,7 @@ A head maps token vectors x (B, T, d_in) to queries, keys and values with ``q = 
 Matrices are stored as (d_in, d_out), the ``x @ W`` convention of the lecture notes (torch's
 ``nn.Linear`` stores the transpose). A model is a list of :class:`LayerParams`, one per layer.
 
->>> from ctxembed.config import AttentionConfig
+>>> from ctxembed.declarations import AttentionConfig
 >>> params = random_params(3, 2, AttentionConfig(heads=2), seed=0)
 >>> params[0].heads[1].W_key.shape
 (3, 2)
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ctxembed.config import AttentionConfig
+from ctxembed.declarations import AttentionConfig
 
 HEAD_ARRAYS = ("W_query", "W_key", "W_value", "b_query", "b_key", "b_value")
 LAYER_ARRAYS = ("W_out", "b_out")

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from ctxembed.core.abtt import TopRemoval
     from ctxembed.engine.sentence import AttentionParts, Contextualized, LayerTrace, Prepared
-    from ctxembed.settings import Settings
+    from ctxembed.presets import Settings
     from ctxembed.vectors.store import VectorStore
 
 

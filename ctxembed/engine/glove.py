@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxembed.config import DEFAULT_MAX_TOKENS, WEIGHTS_BUDGET, AttentionConfig, ReadOptions, check_projections
+from ctxembed.budget import WEIGHTS_BUDGET, check_projections
 from ctxembed.core.abtt import TopRemoval
 from ctxembed.core.attention import (
     LayerSteps,
@@ -37,6 +37,7 @@ from ctxembed.core.attention import (
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.projections import LayerParams, random_params
 from ctxembed.core.readings import sent_vectors
+from ctxembed.declarations import DEFAULT_MAX_TOKENS, AttentionConfig, ReadOptions
 from ctxembed.engine.sentence import (
     NO_STEPS,
     AttentionParts,
@@ -46,7 +47,7 @@ from ctxembed.engine.sentence import (
 )
 from ctxembed.errors import DataError, SettingError
 from ctxembed.output import say
-from ctxembed.settings import SETTINGS, Settings, build_settings, fit_to_vectors
+from ctxembed.presets import SETTINGS, Settings, build_settings, fit_to_vectors
 from ctxembed.vectors.lexicon import Lexicon, too_many_tokens
 from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.sources import open_vectors

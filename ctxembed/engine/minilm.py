@@ -24,15 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from ctxembed.config import DEFAULT_MAX_TOKENS
 from ctxembed.core.attention import AttentionConfig
 from ctxembed.core.encoder import encode, trace_layer
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.pieces import word_attention, word_vectors
 from ctxembed.core.readings import sent_vectors
+from ctxembed.declarations import DEFAULT_MAX_TOKENS
 from ctxembed.engine.sentence import NO_STEPS, AttentionParts, Contextualized, LayerTrace, Prepared
 from ctxembed.errors import DataError
-from ctxembed.settings import PRESETS, Settings
+from ctxembed.presets import PRESETS, Settings
 from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.models import NEIGHBOURS, load_encoder, model_path
 from ctxembed.vectors.store import VectorStore
@@ -235,7 +235,6 @@ class MiniLMEngine:
             sent = [sent_vectors(v, layer.W_o) for v, layer in zip(result.values, self.weights.layers, strict=True)]
         owner, W = result.prepared.owner, len(result.prepared.used)
         return AttentionParts(result.piece_weights, sent, lambda maps: word_attention(maps, owner, W, renormalise=True))
-
 
     def layer_trace(self, result: PiecedResult, layer: int) -> LayerTrace:
         """Layer ``layer`` step by step over the pieces ([CLS] and [SEP] included), recomputed from the

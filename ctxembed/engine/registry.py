@@ -18,7 +18,7 @@ from ctxembed.errors import SettingError
 
 if TYPE_CHECKING:
     from ctxembed.engine.contract import ContextEngine
-    from ctxembed.settings import Settings
+    from ctxembed.presets import Settings
     from ctxembed.vectors.store import VectorStore
 
 
@@ -89,7 +89,7 @@ def open_engine(
 def _refuse_settings(model: str, preset: str, keywords: dict[str, Any]) -> None:
     """A trained model runs as trained: a preset or an attention setting given for it is a usage error,
     never silently ignored (the page refuses them the same way)."""
-    from ctxembed.settings import SETTINGS
+    from ctxembed.presets import SETTINGS
 
     given = [name for name, value in keywords.items() if name in SETTINGS and value is not None]
     if given:

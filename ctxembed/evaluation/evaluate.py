@@ -25,8 +25,8 @@ import numpy as np
 from ctxembed.core.similarity import row_cosines
 from ctxembed.engine import ContextEngine, split_word
 from ctxembed.errors import DataError, UsageError
+from ctxembed.presets import PRESETS, Settings, build_settings, ladder
 from ctxembed.senses.wsi import data_lines
-from ctxembed.settings import PRESETS, Settings, build_settings, ladder
 from ctxembed.vectors.shipped import shipped_path
 from ctxembed.vectors.store import VectorStore
 from ctxembed.vectors.tokenize import tokenize

@@ -1,7 +1,7 @@
 """The ``eval`` commands as library calls: each returns the document ``ctxembed eval ... --json`` prints.
 
 Each evaluates a list of configurations (:func:`sweep`): names of the ingredient ladder
-(:func:`ctxembed.settings.ladder`), or ``custom`` for the settings the caller gives. The Python
+(:func:`ctxembed.presets.ladder`), or ``custom`` for the settings the caller gives. The Python
 API reaches them through :class:`ctxembed.Explorer` (``ex.evaluate_wic(folder)``, ...).
 """
 
@@ -31,9 +31,9 @@ from ctxembed.evaluation.evaluate import (
 )
 from ctxembed.evaluation.mixfit import fit_document, read_labelled
 from ctxembed.output import check_output_path
+from ctxembed.presets import SenseOptions, Settings
 from ctxembed.progress import enabled, steps
 from ctxembed.senses.wsi import contextual_vectors, differing, evaluate_baselines, read_wsi, score_clusters
-from ctxembed.settings import SenseOptions, Settings
 from ctxembed.vectors.mixfiles import learned_path, write_mix_file
 from ctxembed.vectors.store import VectorStore
 from ctxembed.vectors.weights import fits_learned_weights

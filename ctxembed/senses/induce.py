@@ -29,8 +29,8 @@ from threadpoolctl import threadpool_limits
 from ctxembed.core.similarity import unit_rows
 from ctxembed.engine import ContextEngine
 from ctxembed.errors import DataError
+from ctxembed.presets import SENSE_OPTIONS, SenseOptions
 from ctxembed.senses.occurrences import Occurrence, scan_corpus, word_forms
-from ctxembed.settings import SENSE_OPTIONS, SenseOptions
 from ctxembed.vectors.search import nearest
 from ctxembed.vectors.tokenize import tokenize
 

@@ -12,10 +12,10 @@ import numpy as np
 
 from ctxembed.engine import ContextEngine
 from ctxembed.errors import UsageError
+from ctxembed.presets import SenseOptions
 from ctxembed.progress import scanning
 from ctxembed.senses.induce import find_senses, search_forms
 from ctxembed.senses.occurrences import open_corpus, parse_forms
-from ctxembed.settings import SenseOptions
 from ctxembed.vectors.shipped import shipped_path
 
 
@@ -48,7 +48,7 @@ def senses(
 ) -> tuple[dict, list[str]]:
     """Scan ``corpus`` (a text file, ``.gz``, ``"-"`` for stdin; default: the shipped Brown sample) once for
     every word's forms, then cluster each word's occurrences. ``forms``: ``"bank:bank,banks"`` strings;
-    ``exact``: the word alone, no inflections; ``options``: :class:`ctxembed.settings.SenseOptions`.
+    ``exact``: the word alone, no inflections; ``options``: :class:`ctxembed.presets.SenseOptions`.
 
     Returns the ``ctxembed.senses/2`` document and one message per word that could not be clustered
     (it does not occur, or has fewer usable occurrences than ``k``); such a word is still in the

@@ -29,9 +29,9 @@ import numpy as np
 from ctxembed.core.similarity import unit_rows
 from ctxembed.engine.registry import engine_for
 from ctxembed.errors import DataError
+from ctxembed.presets import Settings, build_settings
 from ctxembed.senses.induce import cluster, target_vectors
 from ctxembed.senses.occurrences import inflections
-from ctxembed.settings import Settings, build_settings
 from ctxembed.vectors.corpus import open_file
 from ctxembed.vectors.store import VectorStore
 

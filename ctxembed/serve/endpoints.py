@@ -1,7 +1,7 @@
 """Request bodies -> documents, computed by :class:`ctxembed.Explorer`: what ``ctxembed serve`` answers.
 
 A body is a JSON object whose keys are the API's keywords: the endpoint's own (``sentence``, ``word``,
-``k`` ...), ``model`` (a name of the model registry) and any setting of :data:`ctxembed.settings.SETTINGS`,
+``k`` ...), ``model`` (a name of the model registry) and any setting of :data:`ctxembed.presets.SETTINGS`,
 ``preset``, ``oov`` and ``max_tokens``. The answer is the document ``--json`` prints for the same input:
 
 >>> explorers = Explorers("notes-toy")
@@ -31,13 +31,14 @@ from rich.console import Console
 from rich.errors import ConsoleError
 
 from ctxembed.api import Explorer, side_by_side
-from ctxembed.config import BUDGET, ReadOptions, declarations
+from ctxembed.budget import BUDGET
 from ctxembed.core.mix import LEARNED, OFF, is_weights
+from ctxembed.declarations import ReadOptions, declarations
 from ctxembed.engine import Prepared
 from ctxembed.engine.registry import DEFAULT_MODEL, MODELS
 from ctxembed.errors import UsageError
 from ctxembed.output import say
-from ctxembed.settings import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
+from ctxembed.presets import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
 from ctxembed.vectors.cache import cache_dir
 from ctxembed.vectors.models import PACKAGES, install_command, is_installed
 from ctxembed.views import render

@@ -32,8 +32,8 @@ import orjson
 
 from ctxembed.errors import CtxembedError, DataError, UsageError
 from ctxembed.output import dumps, say
+from ctxembed.presets import flag
 from ctxembed.serve.endpoints import ENDPOINTS, MAX_BODY, Explorers, answer, drawing, registry
-from ctxembed.settings import flag
 
 # path -> (package, file, content type): everything the page loads
 ASSETS = {

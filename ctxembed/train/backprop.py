@@ -30,7 +30,6 @@ import numpy as np
 from ctxembed.core.attention import LAYER_NORM_EPS, AttentionConfig, LayerSteps
 from ctxembed.core.projections import HeadProjection, LayerParams
 
-
 # ---------------------------------------------------------------------------------------- backward
 
 

@@ -12,8 +12,8 @@ from ctxembed.engine import Engine
 from ctxembed.engine.registry import DEFAULT_MODEL, check_trainable
 from ctxembed.errors import DataError, UsageError
 from ctxembed.output import as_json, say
+from ctxembed.presets import SETTINGS, build_settings
 from ctxembed.report import attend_document
-from ctxembed.settings import SETTINGS, build_settings
 from ctxembed.train.trainer import initial_params
 from ctxembed.vectors.sources import open_vectors
 from ctxembed.vectors.weights import read_metadata

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxembed.errors import DataError, UsageError
-from ctxembed.settings import Settings, TrainOptions
+from ctxembed.presets import Settings, TrainOptions
 from ctxembed.train.corpus import Corpus
 from ctxembed.train.trainer import Model, TrainResult
 from ctxembed.vectors.weights import (

@@ -17,7 +17,7 @@ import numpy as np
 
 from ctxembed.engine import Engine
 from ctxembed.errors import DataError
-from ctxembed.settings import build_settings
+from ctxembed.presets import build_settings
 from ctxembed.vectors.corpus import open_corpus
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z])")

@@ -11,8 +11,8 @@ from typing import Any
 from ctxembed.engine.registry import DEFAULT_MODEL, check_trainable
 from ctxembed.errors import SettingError, UsageError
 from ctxembed.output import as_json, check_output_path, say
+from ctxembed.presets import SETTINGS, TRAIN_OPTIONS, TrainOptions
 from ctxembed.progress import Training
-from ctxembed.settings import SETTINGS, TRAIN_OPTIONS, TrainOptions
 from ctxembed.train.checkpoint import read_checkpoint, write_checkpoint, write_trained
 from ctxembed.train.corpus import read_corpus
 from ctxembed.train.trainer import Trainer, initial_params, training_settings
@@ -42,9 +42,9 @@ def train_weights(
     stdin) and write them to ``out``; return the ``ctxembed.train/1`` document, as ``ctxembed train
     --json`` prints it.
 
-    ``keywords`` are the training options (:class:`ctxembed.settings.TrainOptions`: ``epochs``, ``lr``,
+    ``keywords`` are the training options (:class:`ctxembed.presets.TrainOptions`: ``epochs``, ``lr``,
     ``batch_tokens``, ...) and the settings of the architecture trained (``layers``, ``heads``, ...;
-    training's defaults are :data:`ctxembed.settings.TRAIN_DEFAULTS`). Ctrl-C stops at the next step
+    training's defaults are :data:`ctxembed.presets.TRAIN_DEFAULTS`). Ctrl-C stops at the next step
     and writes ``checkpoint`` (default :func:`checkpoint_path`) instead of ``out``; the document then
     says ``"interrupted": true`` and ``resume=True`` continues from it. Notes and the per-epoch loss go
     to ``on_note`` (None: nowhere); a progress bar is drawn when stderr is a terminal. ``model``: the

@@ -39,7 +39,7 @@ from ctxembed.core.projections import LayerParams, validate_params
 from ctxembed.engine import Engine
 from ctxembed.engine.glove import random_projections
 from ctxembed.errors import DataError, UsageError, counted
-from ctxembed.settings import TRAIN_DEFAULTS, Settings, TrainOptions, build_settings
+from ctxembed.presets import TRAIN_DEFAULTS, Settings, TrainOptions, build_settings
 from ctxembed.train import backprop
 from ctxembed.train.corpus import Batch, Corpus, fill_batch, make_batches
 from ctxembed.vectors.weights import vectors_record

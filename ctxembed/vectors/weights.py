@@ -39,8 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxembed.config import AttentionConfig
 from ctxembed.core.projections import HEAD_ARRAYS, LAYER_ARRAYS, HeadProjection, LayerParams, validate_params
+from ctxembed.declarations import AttentionConfig
 from ctxembed.errors import DataError
 from ctxembed.output import atomic_file
 from ctxembed.vectors.shipped import shipped_path

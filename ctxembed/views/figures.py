@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ctxembed.config import check_view
+from ctxembed.declarations import check_view
 from ctxembed.errors import UsageError, counted
 
 # ------------------------------------------------------------------------------ one visual language

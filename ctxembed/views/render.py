@@ -16,7 +16,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from ctxembed.config import check_drawn
+from ctxembed.budget import check_drawn
 from ctxembed.output import terminal_view
 from ctxembed.views.figures import (
     View,

@@ -15,7 +15,7 @@ keyword overrides one setting of it. The presets that matter:
   bank of the river bank") either; and ELMo's layer mix 0.2·h0 + 0.8·h1 (:mod:`ctxembed.core.mix`),
   which puts the word's own vector (layer 0, the attention input) back beside its context (layer 1).
 
-Every setting is declared once (:func:`ctxembed.config.setting`); :data:`SETTINGS` lists them all,
+Every setting is declared once (:func:`ctxembed.declarations.setting`); :data:`SETTINGS` lists them all,
 flat, by name, and everything else here is generated from it.
 
 >>> build_settings("textbook", heads=2, causal=True).summary()
@@ -32,7 +32,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ctxembed.config import (
+from ctxembed.core.mix import check_spec
+from ctxembed.declarations import (
     INGREDIENT_PANEL,
     PROJECTION_PANEL,
     AttentionConfig,
@@ -43,7 +44,6 @@ from ctxembed.config import (
     declarations,
     setting,
 )
-from ctxembed.core.mix import check_spec
 from ctxembed.errors import SettingError
 from ctxembed.vectors.weights import describe_weights, learned_weights_path, trained_settings
 

@@ -1,0 +1,112 @@
+"""What one command or one request may cost: the cost budget, checked before anything is allocated.
+
+The same limits hold for the command line, the Python API and the page (docs/robustness.md lists them).
+Refusals are :class:`~ctxembed.errors.SettingError` naming the settings to lower, or a
+:class:`~ctxembed.errors.UsageError` for a view too large to draw.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ctxembed.errors import SettingError, UsageError
+
+
+@dataclass(frozen=True)
+class CostBudget:
+    """What one command or one request of ``ctxembed serve`` may cost, checked before anything is allocated:
+    the same limits for the command line, the Python API and the page (docs/robustness.md lists them).
+
+    Within these, a request keeps under about 1 GB and answers in seconds on a laptop core; past them
+    it is refused with the settings to lower.
+    """
+
+    weights: int = 1 << 24  # attention weights kept, summed over sentences: layers x heads x T² (64 MB float32)
+    parameters: int = 1 << 23  # projection numbers: per layer, input x d_out x 3 x heads, plus W_out (64 MB)
+    work: int = 1 << 31  # multiply-adds: tokens x projection numbers + weights x (each head's size + 128)
+    activations: int = 1 << 25  # numbers of the layer outputs kept: tokens x output width x layers (256 MB)
+    drawn_cells: int = 6_400  # cells of one matrix the step-by-step view draws as text: T², 80 tokens
+    server_cache_files: int = 32  # statistics files one server may add to the cache folder (the oldest go)
+
+
+BUDGET = CostBudget()
+# A weight's score, masks, softmax and the steps around them cost about as much time as this many
+# multiply-adds (benchmarks/serve_budget.py: 16 layers x 4 heads x 512² weights took ~5 s)
+WEIGHT_OVERHEAD = 128
+TRACE_COST = 16  # a trace (--explain) keeps every step of every head, and its document writes them out
+WEIGHTS_BUDGET = BUDGET.weights * 4  # bytes of float32 attention weights one request may keep
+
+
+def projection_numbers(d_in: int, d_out: int, heads: int, layers: int, output_projection: bool) -> int:
+    """Numbers of random projections: each layer's heads map its input (d_in, or heads x d_out after a
+    layer without W_out) to queries, keys and values of d_out; W_out maps heads x d_out back to d_in."""
+    concat = heads * d_out
+    total = 0
+    layer_in = d_in
+    for _ in range(layers):
+        total += layer_in * d_out * 3 * heads + (concat * d_in if output_projection else 0)
+        layer_in = d_in if output_projection else concat
+    return total
+
+
+def check_projections(d_in: int, d_out: int, heads: int, layers: int, output_projection: bool) -> None:
+    """Refuse projections larger than :data:`BUDGET` before drawing them (SettingError naming the settings)."""
+    count = projection_numbers(d_in, d_out, heads, layers, output_projection)
+    if count > BUDGET.parameters:
+        raise SettingError(
+            f"{{d_out}} {d_out} x {{heads}} {heads} x {{layers}} {layers} on {d_in}-dimensional vectors need "
+            f"{count:,} projection numbers, more than the budget's {BUDGET.parameters:,}: lower {{d_out}}, "
+            f"{{heads}} or {{layers}}" + ("" if output_projection else ", or add {output_projection}"),
+            "d_out",
+            "heads",
+            "layers",
+            "output_projection",
+        )
+
+
+def check_cost(
+    lengths: list[int],
+    *,
+    heads: int,
+    layers: int,
+    head_size: int,
+    width: int,
+    parameters: int,
+    kept_layers: int,
+    copies: int = 1,
+) -> None:
+    """Refuse a run over sentences of ``lengths`` tokens that would pass :data:`BUDGET`, before it starts.
+
+    ``head_size``: each head's query size; ``width``: a layer output's size; ``parameters``: projection
+    numbers applied to each token (0 for the identity); ``kept_layers``: layer outputs kept (1, or every
+    layer for a mix or a trace); ``copies``: how many times the weights' cost counts
+    (:data:`TRACE_COST` for a trace).
+    SettingError names the settings to lower."""
+    tokens = sum(lengths)
+    weights = copies * layers * heads * sum(n * n for n in lengths)
+    work = tokens * parameters + weights * (head_size + WEIGHT_OVERHEAD)
+    activations = tokens * width * kept_layers
+    shape = f"{len(lengths)} sentence(s) of {tokens:,} tokens with {{heads}} {heads} and {{layers}} {layers}"
+    for name, value, limit in (
+        ("attention weights", weights, BUDGET.weights),
+        ("multiply-adds", work, BUDGET.work),
+        ("layer output numbers", activations, BUDGET.activations),
+    ):
+        if value > limit:
+            raise SettingError(
+                f"{shape} need {value:,} {name}, more than the budget's {limit:,}: "
+                "use shorter or fewer sentences, or fewer {heads} or {layers}",
+                "heads",
+                "layers",
+            )
+
+
+def check_drawn(tokens: int) -> None:
+    """Refuse a step-by-step view whose matrices (tokens x tokens, drawn as text) pass :data:`BUDGET`."""
+    if tokens * tokens > BUDGET.drawn_cells:
+        raise UsageError(
+            f"the step-by-step view of {tokens} tokens would draw {tokens * tokens:,} cells per matrix, more than "
+            f"the budget's {BUDGET.drawn_cells:,} (about {math.isqrt(BUDGET.drawn_cells)} tokens): use a shorter "
+            "sentence, or --json"
+        )
