@@ -38,6 +38,12 @@ TRACE_COST = 16  # a trace (--explain) keeps every step of every head, and its d
 WEIGHTS_BUDGET = BUDGET.weights * 4  # bytes of float32 attention weights one request may keep
 
 
+def attention_weights(layers: int, heads: int, tokens):
+    """The attention weights a sentence of ``tokens`` tokens keeps: layers x heads x T² (an int, or one
+    count per sentence for an array of lengths). Every limit on weights counts them with this."""
+    return layers * heads * tokens**2
+
+
 def projection_numbers(d_in: int, d_out: int, heads: int, layers: int, output_projection: bool) -> int:
     """Numbers of random projections: each layer's heads map its input (d_in, or heads x d_out after a
     layer without W_out) to queries, keys and values of d_out; W_out maps heads x d_out back to d_in."""
@@ -84,7 +90,7 @@ def check_cost(
     (:data:`TRACE_COST` for a trace).
     SettingError names the settings to lower."""
     tokens = sum(lengths)
-    weights = copies * layers * heads * sum(n * n for n in lengths)
+    weights = copies * sum(attention_weights(layers, heads, n) for n in lengths)
     work = tokens * parameters + weights * (head_size + WEIGHT_OVERHEAD)
     activations = tokens * width * kept_layers
     shape = f"{len(lengths)} sentence(s) of {tokens:,} tokens with {{heads}} {heads} and {{layers}} {layers}"

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxembed.budget import WEIGHTS_BUDGET, check_projections
+from ctxembed.budget import WEIGHTS_BUDGET, attention_weights, check_projections
 from ctxembed.core.abtt import TopRemoval
 from ctxembed.core.attention import (
     LayerSteps,
@@ -236,7 +236,7 @@ class Engine:
 
     def weights_bytes(self, lengths: int | np.ndarray) -> int | np.ndarray:
         """Bytes of float32 attention weights a sentence of ``lengths`` tokens keeps: L x h x T^2 x 4."""
-        return self.layers * self.heads * lengths**2 * 4
+        return attention_weights(self.layers, self.heads, lengths) * 4
 
     def fits_weights_budget(self, lengths: int | np.ndarray) -> bool | np.ndarray:
         """Whether a sentence of ``lengths`` tokens keeps at most WEIGHTS_BUDGET bytes of weights."""

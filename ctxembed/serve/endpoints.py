@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.errors import ConsoleError
 
 from ctxembed.api import Explorer, side_by_side
-from ctxembed.budget import BUDGET
+from ctxembed.budget import BUDGET, attention_weights
 from ctxembed.core.mix import LEARNED, OFF, is_weights
 from ctxembed.declarations import ReadOptions, declarations
 from ctxembed.engine import Prepared
@@ -348,7 +348,7 @@ def _sized(explorer: Explorer, sentence: str) -> Prepared:
     prepared = explorer.engine.prepare(sentence)
     a = explorer.settings.attention
     tokens = len(prepared.used)
-    count = a.layers * a.heads * tokens * tokens
+    count = attention_weights(a.layers, a.heads, tokens)
     if count > MAX_WEIGHTS:
         raise UsageError(
             f"{tokens} tokens x {a.heads} head(s) x {a.layers} layer(s) give {count:,} attention weights, more than "
