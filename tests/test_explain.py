@@ -100,3 +100,23 @@ def test_explain_marks_masked_scores():
     rows = [line for line in block.splitlines() if line.startswith("│")]
     assert rows[0].split("│")[3].strip() == "·"  # apple cannot see phone
     assert rows[1].split("│")[2].strip() == "5.77"  # phone sees apple: 10 / sqrt(3)
+
+
+def test_a_matrix_wider_than_the_terminal_is_drawn_in_blocks_of_whole_columns():
+    """Sixteen tokens at 80 columns: each weight is printed whole (squeezed cells would fold its digits)."""
+    import io
+
+    from rich.console import Console
+
+    from ctxembed.api import Explorer
+    from ctxembed.views.render import render_explain
+
+    text = "the old fisherman sat on the muddy river bank while his friends went to the bank"
+    doc = Explorer(preset="textbook").explain(text).document()["explain"]
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    render_explain(console, doc)
+    out = console.file.getvalue()
+    assert "6. weights, softmax" in out and "blocks of columns" in out
+    assert max(map(len, out.splitlines())) <= 80
+    drawn = set(re.findall(r"-?\d+\.\d{3}\b", out.split("6. weights")[1].split("7. context")[0]))
+    assert {f"{w:.3f}" for w in np.ravel(doc["weights"])} <= drawn

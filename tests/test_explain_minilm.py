@@ -124,13 +124,21 @@ def test_the_engines_trace_is_the_results_own_piece_attention(minilm):
 
 
 def test_a_word_of_several_pieces_queries_with_its_first_piece(minilm):
-    [result] = minilm.run([minilm.prepare("the riverside bank")], trace=True)
+    [result] = minilm.run([minilm.prepare("the overdraft fee")], trace=True)
     trace = minilm.layer_trace(result, 5)
-    units = trace.units
-    assert units[trace.query_units[0]] == "the"
-    first = trace.query_units[1]  # "riverside": its first piece
-    assert units[first] == "riverside" or units[first + 1].startswith("##")
-    assert result.prepared.owner[first] == 1 and result.prepared.owner[first - 1] != 1
+    assert trace.units == ["[CLS]", "the", "over", "##dra", "##ft", "fee", "[SEP]"]
+    assert trace.query_units == [1, 2, 5]  # the, over (overdraft's first piece), fee
+
+
+def test_the_neuron_view_of_a_word_of_pieces_names_the_piece_and_the_word(minilm_folder):
+    doc = run_json("attend", "the overdraft fee at the bank", "--model", "minilm", "--explain", "--word", "overdraft",
+                   "--json")  # fmt: skip
+    neuron = doc["explain"]["neuron"]
+    assert (neuron["query"], neuron["token"], neuron["word"]) == (2, "over", "overdraft")
+    raw = np.array(doc["explain"]["raw_scores"])
+    assert np.abs(np.array(neuron["terms"]).sum(axis=1) - raw[2]).max() < 1e-4
+    shown = invoke("attend", "the overdraft fee at the bank", "--model", "minilm", "--explain", "--word", "overdraft")
+    assert "'over' (the first piece of 'overdraft'): q . k_j" in shown.stdout
 
 
 def test_explain_json_under_minilm_has_the_piece_steps_and_a_neuron_view(minilm_folder):

@@ -130,10 +130,12 @@ def matrix_table(
     high: float = 1.0,
     diverging: bool = False,
     masked: np.ndarray | None = None,
+    split: bool = False,
 ) -> _MatrixTable:
     """A title line over a labelled matrix; with ``heat`` each cell is shaded by its value; ``masked``
-    (bool, same shape) cells print ``·``."""
-    return _MatrixTable(title, rows, cols, values, digits, heat, low, high, diverging, masked)
+    (bool, same shape) cells print ``·``. ``split``: a matrix wider than the console is drawn as blocks
+    of whole columns, one under the other (else its cells are squeezed and folded)."""
+    return _MatrixTable(title, rows, cols, values, digits, heat, low, high, diverging, masked, split)
 
 
 @dataclass
@@ -150,16 +152,43 @@ class _MatrixTable:
     high: float
     diverging: bool
     masked: np.ndarray | None
+    split: bool = False
 
     def __rich_console__(self, console: Console, options):
+        blocks = self._blocks(options.max_width) if self.split else [range(len(self.cols))]
+        tables = [self._table(console, columns) for columns in blocks]
+        if len(blocks) == 1:
+            yield Group(Text(self.title, style="bold"), tables[0])
+            return
+        shown = [f"keys {c[0]}-{c[-1]}" for c in blocks]
+        yield Text(f"{self.title} (in {len(blocks)} blocks of columns: {', '.join(shown)})", style="bold")
+        yield from tables
+
+    def _blocks(self, width: int) -> list[range]:
+        """Runs of whole columns that each fit ``width`` with the row labels: a rich table's column takes
+        its widest cell plus 3 (padding and rule), and the table one more for its last rule."""
+        values = np.asarray(self.values)  # (rows, cols)
+        cell = [max(len(c), *(len(_fmt(v, self.digits)) for v in values[:, j])) + 3 for j, c in enumerate(self.cols)]
+        room = width - 1 - (max(map(len, self.rows), default=0) + 3)
+        blocks, start, used = [], 0, 0
+        for j, w in enumerate(cell):
+            if j > start and used + w > room:
+                blocks.append(range(start, j))
+                start, used = j, 0
+            used += w
+        blocks.append(range(start, len(cell)))
+        return blocks
+
+    def _table(self, console: Console, columns: range) -> Table:
         mode = mode_of(console)
         table = Table(show_lines=False)
         table.add_column("", style="bold", overflow="fold")
-        for col in self.cols:
-            table.add_column(col, justify="right", overflow="fold")  # squeezed cells fold, never end in "…"
-        for i, (label, row) in enumerate(zip(self.rows, self.values, strict=True)):
+        for j in columns:
+            table.add_column(self.cols[j], justify="right", overflow="fold")  # squeezed cells fold, never "…"
+        for i, (label, whole) in enumerate(zip(self.rows, self.values, strict=True)):
             cells = []
-            for j, value in enumerate(row):
+            for j in columns:
+                value = whole[j]
                 if self.masked is not None and self.masked[i, j]:
                     cells.append(Text("·", style="dim"))
                     continue
@@ -168,7 +197,7 @@ class _MatrixTable:
                     style = _diverging(value, mode) if self.diverging else _heat(value, mode, self.low, self.high)
                 cells.append(Text(_fmt(value, self.digits), style=style or ""))
             table.add_row(label, *cells)
-        yield Group(Text(self.title, style="bold"), table)
+        return table
 
 
 def _vector_text(vector: np.ndarray, shown: int = 6) -> str:
@@ -435,7 +464,9 @@ def render_explain(console: Console, steps: dict) -> None:
             _vectors(console, tokens, steps[name])
     raw = np.asarray(steps["raw_scores"], dtype=np.float64)
     console.print(
-        matrix_table("3. raw scores q_i . k_j", tokens, tokens, raw, low=float(raw.min()), high=float(raw.max()))
+        matrix_table(
+            "3. raw scores q_i . k_j", tokens, tokens, raw, low=float(raw.min()), high=float(raw.max()), split=True
+        )
     )
     if steps.get("neuron"):
         _render_neuron(console, steps["neuron"], tokens, raw)
@@ -449,6 +480,7 @@ def render_explain(console: Console, steps: dict) -> None:
                 scaled,
                 low=float(scaled.min()),
                 high=float(scaled.max()),
+                split=True,
             )
         )
     else:
@@ -485,6 +517,7 @@ def render_explain(console: Console, steps: dict) -> None:
                 low=low,
                 high=high,
                 masked=masked,
+                split=True,
             )
         )
     else:
@@ -498,7 +531,9 @@ def render_explain(console: Console, steps: dict) -> None:
         how += ", then future keys zeroed and rows renormalised (causal after)"
     weights = np.asarray(steps["weights"], dtype=np.float64)
     console.print(
-        matrix_table(f"6. weights, {how}", tokens, tokens, weights, digits=3, masked=masked if masked.any() else None)
+        matrix_table(
+            f"6. weights, {how}", tokens, tokens, weights, digits=3, masked=masked if masked.any() else None, split=True
+        )
     )
     console.print(Text("7. context_i = sum_j weight_ij * v_j", style="bold"))
     context = np.asarray(steps["context"], dtype=np.float64)
