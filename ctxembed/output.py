@@ -267,5 +267,5 @@ def write_projector(path: str | os.PathLike, vectors: np.ndarray, header: tuple,
             with atomic_file(target) as fh:
                 fh.write(text.encode("utf-8"))
     except OSError as exc:
-        raise DataError(f"--save {path}: cannot write ({exc.strerror or exc})") from None
+        raise DataError(f"{{save}} {path}: cannot write ({exc.strerror or exc})", "save") from None
     return paths

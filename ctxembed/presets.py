@@ -235,7 +235,8 @@ _IN_ORDER = sorted(SETTINGS.values(), key=lambda spec: spec.order)  # stable: de
 _OTHER_FLAGS = {
     "vectors": "--vectors", "limit": "--limit", "trust": "--trust", "preset": "--preset", "layer": "--layer",
     "head": "--head", "out": "--out", "checkpoint": "--checkpoint", "resume": "--resume", "save": "--save",
-    "attention": "--attention", "all_heads": "--all-heads", "explain": "--explain",
+    "attention": "--attention", "all_heads": "--all-heads", "explain": "--explain", "word": "--word",
+    "format": "--format", "forms": "--forms", "model": "--model", "config": "-c", "host": "--host", "port": "--port",
 }  # fmt: skip
 
 

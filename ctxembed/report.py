@@ -242,7 +242,7 @@ def compare_document(results: list[Contextualized], word: str | None, settings: 
         words = [word]
     else:
         if not shared:
-            raise DataError("the sentences share no word in the vocabulary; pass --word")
+            raise DataError("the sentences share no word in the vocabulary; pass {word}", "word")
         words = shared
     hidden = [r.hidden_states() for r in results]  # per sentence: L + 1 arrays (T, d_l)
     entries = []
@@ -327,7 +327,9 @@ def neighbors_document(
     if contextual.shape[0] != engine.dim:
         raise DataError(
             f"contextual vectors have {contextual.shape[0]} dimensions, the vocabulary {engine.dim}: "
-            "neighbours need --projection identity, or --output-projection"
+            "neighbours need {projection} identity, or {output_projection}",
+            "projection",
+            "output_projection",
         )
     context = [] if include_context else [t.key for t in result.used_tokens() if t.key != token.key]
     excluded = list(dict.fromkeys(context))  # the sentence's words, once each, in order

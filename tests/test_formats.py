@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from gensim.models import KeyedVectors
 
+from ctxembed.cli.options import error_message
 from ctxembed.errors import DataError, UsageError
 from ctxembed.vectors.formats import detect_format, load_foreign
 from ctxembed.vectors.sources import open_vectors
@@ -54,8 +55,9 @@ def test_gensim_native_needs_trust(tmp_path, kv):
     path = tmp_path / "vectors.kv"
     kv.save(str(path))
     assert detect_format(path) == "gensim-native"
-    with pytest.raises(UsageError, match="--trust"):
+    with pytest.raises(UsageError, match="pass trust if you trust this file") as raised:  # the library: a setting
         open_vectors(str(path))
+    assert error_message(raised.value).endswith("pass --trust if you trust this file")  # the command line: its flag
     _assert_same(open_vectors(str(path), trust=True), kv)
 
 

@@ -220,6 +220,19 @@ def test_bad_options_are_usage_errors(tmp_path):
     assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "reading" not in result.stderr
 
 
+def test_the_library_names_settings_and_the_command_line_their_flags(store, tmp_path):
+    with pytest.raises(ctxembed_errors.UsageError) as raised:
+        training.training_settings(normalization="sum")
+    assert raised.value.message == "training needs normalization softmax (the sum normaliser is not differentiated)"
+    settings = training.training_settings(heads=2, d_out=3)
+    with pytest.raises(ctxembed_errors.UsageError) as raised:
+        training.initial_params(settings, store.dim, fix_values=True)
+    assert raised.value.message.startswith("fix_values keeps W_value = I, which needs d_out ")
+    result, _ = train_cli(tmp_path, "--heads", "2", "--d-out", "3", "--fix-values")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("ctxembed: error: --fix-values keeps W_value = I, which needs --d-out ")
+
+
 def test_report_matches_its_schema(tmp_path):
     from tests.test_json_schema import assert_valid
 

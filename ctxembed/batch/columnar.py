@@ -56,20 +56,22 @@ DICTIONARY_COLUMNS = ["tokens", "sources"]
 def check_format(fmt: str, out: str | None, word: str | None) -> None:
     """Refuse a format/--out/--word combination before any work is done (a UsageError, exit 2)."""
     if fmt not in FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+        raise UsageError(f"{{format}} must be one of {', '.join(FORMATS)}, not {fmt!r}", "format")
     if fmt != "jsonl" and not out:
-        raise UsageError(f"--format {fmt} writes a file: give --out PATH")
+        raise UsageError(f"{{format}} {fmt} writes a file: give {{out}} PATH", "format", "out")
     if fmt in ("npz", "projector") and word is None:
-        raise UsageError(f"--format {fmt} holds one word's vectors across the corpus: give --word W")
+        raise UsageError(
+            f"{{format}} {fmt} holds one word's vectors across the corpus: give {{word}} W", "format", "word"
+        )
     if fmt == "parquet":
         try:
             import pyarrow  # noqa: F401 - only to say plainly when it is missing
         except ImportError:
-            raise UsageError("--format parquet needs pyarrow: pip install 'ctxembed[parquet]'") from None
+            raise UsageError("{format} parquet needs pyarrow: pip install 'ctxembed[parquet]'", "format") from None
     if out:
         folder = Path(out).parent if fmt != "projector" else Path(out)
         if fmt != "projector" and not folder.is_dir():
-            raise UsageError(f"--out {out}: the folder {folder} does not exist")
+            raise UsageError(f"{{out}} {out}: the folder {folder} does not exist", "out")
 
 
 # ------------------------------------------------------------------------------ worker side
@@ -251,7 +253,7 @@ def _writing(path: Path):
     try:
         yield
     except OSError as exc:  # pyarrow's ArrowIOError is one too
-        raise DataError(f"cannot write --out {path}: {exc.strerror or exc}") from None
+        raise DataError(f"cannot write {{out}} {path}: {exc.strerror or exc}", "out") from None
 
 
 class AtomicFile:

@@ -424,10 +424,12 @@ def safe_records(engine: Engine, block: list, options: dict, *, make=None, error
         if len(block) == 1:
             number, _ = block[0]
             exc = sys.exc_info()[1]
+            label = engine.label
             if isinstance(exc, CtxembedError):  # e.g. NaN at some stage: a known failure, said plainly
-                return [error(number, exc.message)]
+                return [error(number, exc.render(label))]
             if isinstance(exc, MemoryError):
-                message = "out of memory for this line (try fewer --layers/--heads or --max-tokens)"
+                fewer = f"{label('layers')}/{label('heads')} or {label('max_tokens')}"
+                message = f"out of memory for this line (try fewer {fewer})"
                 return [error(number, message)]
             return [error(number, f"internal error: {type(exc).__name__}: {exc}")]
         return [line for item in block for line in safe_records(engine, [item], options, make=make, error=error)]

@@ -13,6 +13,7 @@ import json
 import math
 import operator
 import os
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -29,15 +30,18 @@ class LongLine(NamedTuple):
     limit: int
 
 
-def parse_line(number: int, raw: bytes | LongLine) -> tuple[str | None, dict]:
-    """(text or None, the record's fixed fields) for one input line; never raises.
+def parse_line(number: int, raw: bytes | LongLine, label: Callable[[str], str] = str) -> tuple[str | None, dict]:
+    """(text or None, the record's fixed fields) for one input line; never raises (``label``: how its
+    errors name a setting, as the engine's ``label``).
 
     Whatever the line holds (invalid UTF-8, lone surrogates, JSON nested a thousand deep, an id
     no JSON encoder can write back), the record it gives can be encoded: the problem becomes
     its "error"."""
     record: dict = {"line": number}
     if isinstance(raw, LongLine):
-        record["error"] = f"line is longer than {raw.limit:,} bytes: skipped (raise --max-tokens for longer lines)"
+        record["error"] = (
+            f"line is longer than {raw.limit:,} bytes: skipped (raise {label('max_tokens')} for longer lines)"
+        )
         return None, record
     try:
         line = raw.decode("utf-8").rstrip("\r\n")
@@ -203,7 +207,9 @@ def _collector_paused():
             gc.enable()
 
 
-def parse_chunk(chunk: list[tuple[int, bytes]]) -> tuple[list[dict], list[str], list[int]]:
+def parse_chunk(
+    chunk: list[tuple[int, bytes]], label: Callable[[str], str] = str
+) -> tuple[list[dict], list[str], list[int]]:
     """parse_line of every line: (a record per line, the texts to run, per text its index into the
     records). A line whose record is already an error has no text.
 
@@ -212,11 +218,11 @@ def parse_chunk(chunk: list[tuple[int, bytes]]) -> tuple[list[dict], list[str], 
     "{") is parsed on its own. Any other chunk goes line by line."""
     raws = list(map(_RAW, chunk))
     if not all(type(raw) is bytes for raw in raws):  # a LongLine
-        return _parse_each(chunk)
+        return _parse_each(chunk, label)
     try:
         texts = [raw.decode("utf-8").rstrip("\r\n") for raw in raws]
     except UnicodeDecodeError:  # the line by line pass says which line and byte
-        return _parse_each(chunk)
+        return _parse_each(chunk, label)
     records = [{"line": number} for number, _ in chunk]
     if chunk and chunk[0][0] == 1 and texts[0].startswith("\ufeff"):
         texts[0] = texts[0][1:]  # a byte-order mark at the start of the file
@@ -225,7 +231,7 @@ def parse_chunk(chunk: list[tuple[int, bytes]]) -> tuple[list[dict], list[str], 
     kept, read = [], []
     for index, text in enumerate(texts):
         if text.lstrip().startswith("{"):  # JSON, or not: parse_line decides
-            text, records[index] = parse_line(*chunk[index])
+            text, records[index] = parse_line(*chunk[index], label)
             if text is None:
                 continue
         kept.append(text)
@@ -236,13 +242,13 @@ def parse_chunk(chunk: list[tuple[int, bytes]]) -> tuple[list[dict], list[str], 
 _RAW = operator.itemgetter(1)  # (number, raw) -> raw
 
 
-def _parse_each(chunk: list[tuple[int, bytes]]) -> tuple[list[dict], list[str], list[int]]:
+def _parse_each(chunk: list[tuple[int, bytes]], label: Callable[[str], str]) -> tuple[list[dict], list[str], list[int]]:
     """:func:`parse_chunk` line by line."""
     records: list = []
     texts: list[str] = []
     read: list[int] = []
     for number, raw in chunk:
-        text, record = parse_line(number, raw)
+        text, record = parse_line(number, raw, label)
         records.append(record)
         if text is not None:
             texts.append(text)
@@ -251,7 +257,7 @@ def _parse_each(chunk: list[tuple[int, bytes]]) -> tuple[list[dict], list[str], 
 
 
 def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict, encode) -> list:
-    records, texts, read = parse_chunk(chunk)
+    records, texts, read = parse_chunk(chunk, engine.label)
     if not hasattr(engine, "lexicon"):  # an engine without batch's columns (a trained model): the contract alone
         return _contract_records(engine, records, texts, read, options, encode)
     sentences = columns.prepare_many(engine, texts)

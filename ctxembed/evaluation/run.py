@@ -67,8 +67,10 @@ def sweep(
     for name, settings in configured.items():  # refused before any is computed
         if settings is not None and model != DEFAULT_MODEL and model_of(settings) != model:
             raise UsageError(
-                f"-c {name} is a configuration of the {model_of(settings)} model, not of --model {model}: "
-                f"choose static, custom, {model} or {model}@N"
+                f"{{config}} {name} is a configuration of the {model_of(settings)} model, not of {{model}} {model}: "
+                f"choose static, custom, {model} or {model}@N",
+                "config",
+                "model",
             )
     rows = []
     with steps(f"evaluating {counted(len(chosen), 'configuration')}", total=len(chosen)) as progress:

@@ -106,7 +106,9 @@ def parse_forms(values: Iterable[str], words: list[str]) -> dict[str, list[str]]
         if colon:
             owner, forms = head.strip().lower(), rest
             if owner not in lowered:
-                raise UsageError(f"--forms {value!r}: {owner!r} is not one of the words ({', '.join(words)})")
+                raise UsageError(
+                    f"{{forms}} {value!r}: {owner!r} is not one of the words ({', '.join(words)})", "forms"
+                )
         else:
             forms = value
             named = [w for w in lowered if w in {f.strip().lower() for f in value.split(",")}]
@@ -115,13 +117,15 @@ def parse_forms(values: Iterable[str], words: list[str]) -> dict[str, list[str]]
             elif len(lowered) == 1:
                 owner = lowered[0]
             else:
-                raise UsageError(f"--forms {value!r}: say which word these forms belong to, e.g. --forms WORD:a,b")
+                raise UsageError(
+                    f"{{forms}} {value!r}: say which word these forms belong to, e.g. {{forms}} WORD:a,b", "forms"
+                )
         listed = [f.strip().lower() for f in forms.split(",") if f.strip()]
         if not listed:
-            raise UsageError(f"--forms {value!r}: no forms given")
+            raise UsageError(f"{{forms}} {value!r}: no forms given", "forms")
         bad = [f for f in listed if not re.fullmatch(r"[^\W_]+(?:[-.'][^\W_]+)*", f)]
         if bad:
-            raise UsageError(f"--forms: {bad[0]!r} is not a single word")
+            raise UsageError(f"{{forms}}: {bad[0]!r} is not a single word", "forms")
         chosen[owner] = list(dict.fromkeys(chosen.get(owner, []) + listed))
     return chosen
 

@@ -363,15 +363,19 @@ def make_server(explorers: Explorers, host: str = "127.0.0.1", port: int = 8765)
     try:
         return LiveServer(host, port, explorers)
     except OverflowError:
-        raise UsageError(f"--port {port} is not a port (0 to 65535)") from None
+        raise UsageError(f"{{port}} {port} is not a port (0 to 65535)", "port") from None
     except socket.gaierror as exc:
-        raise DataError(f"--host {host}: {exc.strerror}") from None
+        raise DataError(f"{{host}} {host}: {exc.strerror}", "host") from None
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise DataError(f"{host}:{port} is in use (another ctxembed serve?): choose another --port") from None
+            raise DataError(
+                f"{host}:{port} is in use (another ctxembed serve?): choose another {{port}}", "port"
+            ) from None
         if exc.errno == errno.EACCES:
-            raise DataError(f"{host}:{port}: permission denied (ports below 1024 need root): use --port 8765") from None
-        raise DataError(f"--host {host} --port {port}: {exc.strerror or exc}") from None
+            raise DataError(
+                f"{host}:{port}: permission denied (ports below 1024 need root): use {{port}} 8765", "port"
+            ) from None
+        raise DataError(f"{{host}} {host} {{port}} {port}: {exc.strerror or exc}", "host", "port") from None
 
 
 def serve(

@@ -59,7 +59,9 @@ def training_settings(preset: str = "textbook", **overrides) -> Settings:
     chosen.update({k: v for k, v in overrides.items() if v is not None})
     settings = build_settings(preset, projection="random", **chosen)
     if settings.attention.normalization != "softmax":
-        raise UsageError("training needs --normalization softmax (the sum normaliser is not differentiated)")
+        raise UsageError(
+            "training needs {normalization} softmax (the sum normaliser is not differentiated)", "normalization"
+        )
     return settings
 
 
@@ -83,7 +85,9 @@ def initial_params(settings: Settings, d: int, fix_values: bool) -> list[LayerPa
     if d_model != d:
         raise UsageError(
             f"the last layer gives {d_model}-dimensional vectors, but the words it predicts have {d}: "
-            f"add --output-projection, or pass --d-out {d // a.heads} with {a.heads} heads"
+            f"add {{output_projection}}, or pass {{d_out}} {d // a.heads} with {a.heads} heads",
+            "output_projection",
+            "d_out",
         )
     if not fix_values:
         return params
@@ -91,8 +95,10 @@ def initial_params(settings: Settings, d: int, fix_values: bool) -> list[LayerPa
     for layer in params:
         if layer_in != a.heads * d_out:
             raise UsageError(
-                f"--fix-values keeps W_value = I, which needs --d-out {layer_in // a.heads} "
-                f"(the layer input {layer_in} split into {a.heads} heads)"
+                f"{{fix_values}} keeps W_value = I, which needs {{d_out}} {layer_in // a.heads} "
+                f"(the layer input {layer_in} split into {a.heads} heads)",
+                "fix_values",
+                "d_out",
             )
         identity = np.eye(layer_in)  # (d_l, d_l)
         heads = [
@@ -339,7 +345,7 @@ class Trainer:
                 batch = fill_batch(sentences, groups[position], rng, o.mask_rate, self.sampling, o.negatives)
                 loss, grads = batch_loss(model, batch, self.embeddings, self.key_bias)
                 if not math.isfinite(loss):
-                    raise DataError(f"the loss became {loss} at step {step}; try a smaller --lr")
+                    raise DataError(f"the loss became {loss} at step {step}; try a smaller {{lr}}", "lr")
                 if step == 0:
                     history["train"].append({"step": 0, "epoch": 0, "loss": loss})
                 clip_gradients(grads, o.clip)

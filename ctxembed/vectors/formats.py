@@ -324,7 +324,8 @@ def _check_binary_rest(path: Path, header: int, words: list[str], dim: int) -> N
     if beyond >= 2 + 4 * dim:
         raise DataError(
             f"{path}: the header announces {len(words):,} vectors but the file has more ({beyond:,} bytes "
-            "after them; fix the header's count, or pass --limit to keep only the first words)"
+            "after them; fix the header's count, or pass {limit} to keep only the first words)",
+            "limit",
         )
 
 
@@ -392,7 +393,8 @@ def _check_field_counts(path: Path, no_header: bool, limit: int | None) -> None:
                 if count is not None and seen == count and line.strip() and (limit is None or limit > count):
                     raise DataError(
                         f"{path}: line {number}: the header announces {count:,} words but the file has more "
-                        "(fix the header's count, or pass --limit to keep only the first words)"
+                        "(fix the header's count, or pass {limit} to keep only the first words)",
+                        "limit",
                     )
                 break
             values = line.rstrip().count(b" ")
@@ -600,7 +602,8 @@ def _load_native(path: Path, limit: int | None, trust: bool) -> LoadedVectors:
     if not trust:
         raise UsageError(
             f"{path}: gensim's native format is a pickle and loading it can run arbitrary code; "
-            "pass --trust if you trust this file"
+            "pass {trust} if you trust this file",
+            "trust",
         )
     from gensim.utils import SaveLoad  # gensim: foreign formats only
 

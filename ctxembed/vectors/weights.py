@@ -193,13 +193,15 @@ def check_vectors(path: str | PathLike, meta: dict, store) -> None:
     if trained.get("dim") != store.dim:
         raise DataError(
             f"{path} was trained on {trained.get('dim')}-dimensional vectors ({trained.get('name')}), "
-            f"but these vectors have {store.dim} dimensions; pass the same --vectors or train again"
+            f"but these vectors have {store.dim} dimensions; pass the same {{vectors}} or train again",
+            "vectors",
         )
     if trained.get("fingerprint") != vectors_fingerprint(store):
         name = store.meta.get("name", "these vectors")
         raise DataError(
             f"{path} was trained on other vectors ({trained.get('name')}), not {name}; "
-            "pass the same --vectors or train again"
+            "pass the same {vectors} or train again",
+            "vectors",
         )
 
 

@@ -42,7 +42,7 @@ def check_path(path: str | Path) -> str:
         suffix = ".html"
     if suffix not in FORMATS:
         shown = f"suffix {path.suffix!r}" if path.suffix else "no suffix"
-        raise UsageError(f"--save {path}: {shown}; use one of {', '.join(FORMATS)}")
+        raise UsageError(f"{{save}} {path}: {shown}; use one of {', '.join(FORMATS)}", "save")
     if suffix == ".png":
         require_matplotlib()
     check_output_path(path, "save")
@@ -83,7 +83,7 @@ def save_document(
         with atomic_file(path) as fh:
             fh.write(data)
     except OSError as exc:
-        raise DataError(f"--save {path}: cannot write ({exc.strerror or exc})") from None
+        raise DataError(f"{{save}} {path}: cannot write ({exc.strerror or exc})", "save") from None
 
 
 # ------------------------------------------------------------------------------ HTML

@@ -270,7 +270,7 @@ def model_view(doc: dict, view: View) -> tuple[str, list[str], list[str], np.nda
     if reading is not None and (reading.get("heads") is not None or not view.all_heads):
         weights = _floats(reading["heads"] if view.all_heads else reading["layers"])  # (L, h, T, T) or (L, T, T)
     elif reading is not None:
-        raise UsageError(f"{name} has one map per layer, not one per head: drop --all-heads")
+        raise UsageError(f"{name} has one map per layer, not one per head: drop {{all_heads}}", "all_heads")
     rows = [f"layer {layer}" for layer in range(layers)]
     if view.all_heads:
         return f"{name}, every layer and head", rows, [f"head {h}" for h in range(heads)], weights
@@ -288,7 +288,9 @@ def _reading_view(reading: dict, layer: int, view: View) -> tuple[str, list[tupl
             return f"{name}, layer {layer}, head {view.head}", [("", maps[view.head])]
         return f"{name}, layer {layer}, every head", [(f"head {h}", m) for h, m in enumerate(maps)]
     if per_head is None and (view.all_heads or view.head is not None):
-        raise UsageError(f"{name} has one map per layer, not one per head: drop --head and --all-heads")
+        raise UsageError(
+            f"{name} has one map per layer, not one per head: drop {{head}} and {{all_heads}}", "head", "all_heads"
+        )
     whole = {"mean": "mean of the heads", "rollout": "through the layers", "value-norm": "the heads added up"}
     return f"{name}, layer {layer} ({whole.get(name, 'the layer')})", [("", _floats(reading["layers"])[layer])]
 
