@@ -201,7 +201,9 @@ class Explorer:
     ) -> AttendResult:
         """:meth:`attend` with every step kept; its document carries ``explain``, the steps of ``layer``
         (default: the last) and ``head`` (default 0) with their numbers: ``attend --explain --json``.
-        ``word`` (``bank``, ``bank#2``, ``#5``) adds ``explain.neuron``: its q . k_j term by term."""
+        ``word`` (``bank``, ``bank#2``, ``#5``) adds ``explain.neuron``: its q . k_j term by term. Under a
+        subword model the steps' rows are its pieces with [CLS] and [SEP], and a word queries with its
+        first piece (the engine's ``layer_trace``)."""
         a = self.settings.attention
         check_view(a.layers, a.heads, layer, head)
         result = self.attend(text, trace=True, attention=attention)

@@ -13,7 +13,8 @@ the model reads inside. A subword model (WordPiece, BPE) splits each word into i
 the pieces, and aggregates them back to words inside its own engine (a word's vector from its
 pieces' vectors, a word's attention from its pieces' rows and columns), so that ``--word bank#2``
 and ``#8`` name the same word in every model, and every command, view and document reads
-(T, d) vectors and (L, h, T, T) weights over T words.
+(T, d) vectors and (L, h, T, T) weights over T words. Two views look below the words, at the units
+the model ran on, and say so: ``attention_parts`` (the readings) and ``layer_trace`` (``--explain``).
 
 Commands, reports and views depend on this contract, never on one engine: they ask the registry
 (:func:`ctxembed.engine.registry.open_engine`) for an engine by its model name, and no code outside
