@@ -369,8 +369,28 @@ def test_sentence_twins_are_none_without_a_repeat_and_twin_ids_with_one():
     x[1, 0] = x[0, 2]  # a copy in another sentence is no twin
     assert sentence_twins(x) is None
     x[2, 4] = x[2, 1]  # a copy within sentence 2
-    np.testing.assert_array_equal(sentence_twins(x), twin_ids(x))
+    x[2, 3] = 0  # a zero vector is no copy of another
+    x[0, 1] = x[0, 3] = 0
+    np.testing.assert_array_equal(same_ids(sentence_twins(x)), same_ids(twin_ids(x)))
     assert sentence_twins(x[:, :1]) is None  # one token has no copy
+
+
+def same_ids(ids: np.ndarray) -> np.ndarray:
+    """(S, T, T) which tokens of each sentence share an id: what the twin mask reads."""
+    return ids[:, :, None] == ids[:, None, :]
+
+
+def test_sentence_twins_partition_like_twin_ids_on_random_repeats():
+    rng = np.random.default_rng(8)
+    for T in (2, 3, 9, 40):
+        words = rng.standard_normal((6, 5)).astype(np.float32)  # a vocabulary of 6 words, one of them 0
+        words[5] = 0
+        x = words[rng.integers(0, 6, (7, T))]  # (S, T, d) sentences of repeated words
+        found = sentence_twins(x)
+        if found is None:
+            assert not (same_ids(twin_ids(x)) & ~np.eye(T, dtype=bool)).any()
+        else:
+            np.testing.assert_array_equal(same_ids(found), same_ids(twin_ids(x)))
 
 
 def test_a_hash_collision_only_costs_the_exact_pass(monkeypatch):
@@ -378,7 +398,7 @@ def test_a_hash_collision_only_costs_the_exact_pass(monkeypatch):
 
     monkeypatch.setattr(attention, "_hash_weights", lambda n: np.zeros(n, np.uint64))  # every row hashes alike
     x = np.random.default_rng(6).standard_normal((2, 4, 6))  # (B, T, d) float64, no repeat
-    np.testing.assert_array_equal(sentence_twins(x), twin_ids(x))  # the ids, all distinct: the same mask
+    np.testing.assert_array_equal(same_ids(sentence_twins(x)), same_ids(twin_ids(x)))  # all distinct
     assert sentence_twins(np.zeros((1, 3, 3), np.float32)) is not None  # zero vectors: their own ids
 
 

@@ -106,9 +106,9 @@ class Sentences:
     def word_rows(self, word: str) -> np.ndarray | None:
         """:meth:`index_of` of every sentence at once: (n,) int64 rows into each sentence's attended
         positions, -1 where it lacks ``word``; None for a position (``#8``), which index_of answers
-        alone. A match is judged once per distinct piece of the chunk, not once per token of each
-        sentence: the per-sentence search cost batch --word more than attention (profile of 4,096
-        Brown lines). A sentence outside the fast path (in ``prepared``) is answered by index_of."""
+        alone. A match is judged once per piece of the table (:meth:`TokenTable.matches`), not once
+        per token of each sentence: the per-sentence search cost batch --word more than attention
+        (profile of 4,096 Brown lines). A sentence outside the fast path (in ``prepared``) is answered by index_of."""
         cached = self._word_rows.get(word)
         if cached is not None or word in self._word_rows:
             return cached
@@ -119,10 +119,7 @@ class Sentences:
         wanted, number = wanted.lower(), number or 1
         table, pieces = self.table, self.pieces
         used = table.used[pieces]  # (P,)
-        distinct = np.unique(pieces[used])  # (u,) the attended pieces, each judged once
-        keys, texts = table.keys, table.text[distinct].tolist()  # one gather: object array items are slow singly
-        hit = [keys[p].lower() == wanted or t.lower() == wanted for p, t in zip(distinct.tolist(), texts, strict=True)]
-        matched = used & np.isin(pieces, distinct[np.array(hit, bool)])  # (P,) attended tokens that are the word
+        matched = used & table.matches(wanted)[pieces]  # (P,) attended tokens that are the word
         count = np.diff(np.append(self.piece_starts, len(pieces)))  # (n,) tokens per sentence
         owner = np.repeat(np.arange(len(self)), count)  # (P,) sentence of each piece
         used_before = np.cumsum(used) - used  # (P,) attended tokens before each piece
@@ -147,6 +144,9 @@ class ColumnGroup(GroupArrays):
 
     sentences: Sentences
     members: list[int]  # the B sentences of the group: indices into ``sentences``
+    # with arrays(word=...): the word's contextual vector in each sentence (B, d_out), zeros where
+    # a sentence lacks it; the group's other arrays are then not made (None)
+    word_vectors: np.ndarray | None = None
 
 
 def prepare_many(engine: Engine, texts: Sequence[str]) -> Sentences:
@@ -225,14 +225,19 @@ def prepare_many(engine: Engine, texts: Sequence[str]) -> Sentences:
     )
 
 
-def arrays(engine: Engine, sentences: Sentences, *, weights: bool = True, vectors: bool = True):
+def arrays(
+    engine: Engine, sentences: Sentences, *, weights: bool = True, vectors: bool = True, word: str | None = None
+):
     """Yield (indices into sentences, :class:`ColumnGroup`) group by group, in the order of
     :meth:`Engine.plan_groups` (shortest sentences first; a text in ``sentences.errors`` is in no
     group). ``vectors=False`` is for a caller that reads the weights alone: the last layer stops at
-    its weights, and no contextual vector is made. The static vectors of consecutive groups are
-    gathered from the store together, up to SLAB_FLOATS floats (see :func:`_slab_rows`)."""
+    its weights, and no contextual vector is made. ``word`` is for a caller that reads that word's
+    vector alone (weights and vectors False): each group's ``word_vectors`` (see :func:`_word_group`).
+    The static vectors of consecutive groups are gathered from the store together, up to
+    SLAB_FLOATS floats (see :func:`_slab_rows`)."""
     lengths = sentences.lengths
     groups = engine.plan_groups(lengths, weights=weights)
+    found = None if word is None else _word_positions(sentences, word)  # (n,) the word's row, -1: none
     for slab in _slabs(groups, lengths, engine.dim):
         static, bias = _slab_rows(engine, sentences, np.concatenate(slab))  # (n, d), (n,) or None
         first = 0  # where the group's rows begin in the slab
@@ -242,10 +247,51 @@ def arrays(engine: Engine, sentences: Sentences, *, weights: bool = True, vector
             first += B * T
             group_static = static[rows].reshape(B, T, -1)  # (B, T, d) a view
             group_bias = None if bias is None else bias[rows].reshape(B, T)  # (B, T)
-            group = engine.run_group(group_static, group_bias, weights=weights, vectors=vectors)
             chosen = members.tolist()
+            if found is not None:
+                word_vectors = _word_group(engine, group_static, group_bias, found[members])  # (B, d_out)
+                nothing = dict(inputs=None, contextual=None, weights=None, layer_inputs=[], top=None, steps=None)
+                yield (
+                    chosen,
+                    ColumnGroup(
+                        static=group_static, **nothing, sentences=sentences, members=chosen, word_vectors=word_vectors
+                    ),
+                )
+                continue
+            group = engine.run_group(group_static, group_bias, weights=weights, vectors=vectors)
             kept = {f.name: getattr(group, f.name) for f in fields(GroupArrays)}
             yield chosen, ColumnGroup(**kept, sentences=sentences, members=chosen)
+
+
+def _word_positions(sentences: Sentences, word: str) -> np.ndarray:
+    """(n,) each sentence's row of ``word`` among its attended tokens, -1 where it lacks the word
+    (or could not be prepared): :meth:`Sentences.word_rows`, or index_of one by one for a position."""
+    found = sentences.word_rows(word)
+    if found is not None:
+        return found
+    rows = np.full(len(sentences), -1, np.int64)
+    for i in np.flatnonzero(sentences.lengths > 0).tolist():
+        row = sentences.index_of(i, word)
+        rows[i] = -1 if row is None else row
+    return rows
+
+
+def _word_group(engine: Engine, static: np.ndarray, bias: np.ndarray | None, rows: np.ndarray) -> np.ndarray:
+    """The word's contextual vector in each of B sentences (B, d_out), zeros where ``rows`` (B,) is -1:
+    :meth:`Engine.run_rows` on the sentences that hold it (one softmax row each, nothing for the
+    others), or, where it cannot serve, the word's rows of :meth:`Engine.run_group`. The same
+    numbers either way (tests/test_batch_columnar.py)."""
+    holds = np.flatnonzero(rows >= 0)  # (S,)
+    found = np.zeros((len(rows), engine.out_dim), np.float32)  # (B, d_out)
+    if not len(holds):
+        return found
+    some = None if bias is None else bias[holds]  # (S, T)
+    vectors = engine.run_rows(static[holds], some, rows[holds])  # (S, d_out) or None
+    if vectors is None:
+        contextual = engine.run_group(static, bias, weights=False).contextual  # (B, T, d_out)
+        vectors = contextual[holds, rows[holds]]  # (S, d_out)
+    found[holds] = vectors
+    return found
 
 
 def _slabs(groups: list[np.ndarray], lengths: np.ndarray, dim: int):

@@ -265,7 +265,9 @@ def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict
         records[read[i]]["error"] = exc.render(engine.label)
     done = [False] * len(records)
     vectors = options["with_vectors"] or options["word"] is not None  # else the weights alone are read
-    for _, group in columns.arrays(engine, sentences, weights=options["weights"], vectors=vectors):
+    # the word's vector alone (no weights, no vectors): one softmax row per sentence that holds it
+    word_only = options["word"] if vectors and not (options["with_vectors"] or options["weights"]) else None
+    for _, group in columns.arrays(engine, sentences, weights=options["weights"], vectors=vectors, word=word_only):
         filled = fill_group(records, read, group, options)
         if encode is not None:
             for index in filled:
@@ -340,6 +342,7 @@ def fill_group(records: list[dict], read: list[int], group, options: dict) -> li
     indices = [read[i] for i in members]
     group = _rounded(group, options.get("digits"))
     weights = list(group.weights) if options["weights"] else None  # B views (L, h, T, T), each one block
+    word_vectors = group.word_vectors  # (B, d_out) or None: then the word's row of group.contextual
     word = options["word"]
     found = None if word is None else sentences.word_rows(word)  # (n,) every sentence's row, -1: none
     for b, (i, index) in enumerate(zip(members, indices, strict=True)):
@@ -356,11 +359,8 @@ def fill_group(records: list[dict], read: list[int], group, options: dict) -> li
             record["contextual"] = group.contextual[b]  # (T, d_out)
         if word is not None:
             row = sentences.index_of(i, word) if found is None else (int(found[i]) if found[i] >= 0 else None)
-            record["word"] = (
-                None
-                if row is None
-                else {"word": word, "position": attended[i][row], "contextual": group.contextual[b, row]}
-            )
+            vector = None if row is None else (group.contextual[b, row] if word_vectors is None else word_vectors[b])
+            record["word"] = None if row is None else {"word": word, "position": attended[i][row], "contextual": vector}
     return indices
 
 
@@ -373,7 +373,7 @@ def _rounded(group, digits: int | None):
         group,
         **{
             name: np.round(getattr(group, name), digits)  # same shape, float32
-            for name in ("weights", "static", "contextual")
+            for name in ("weights", "static", "contextual", "word_vectors")
             if getattr(group, name) is not None
         },
     )

@@ -27,6 +27,7 @@ weights and a zero context, never NaN. All arithmetic keeps the input dtype (flo
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,6 +64,7 @@ __all__ = [
     "layer_norm",
     "normalize",
     "project_heads",
+    "query_rows",
     "random_params",
     "scale_scores",
     "shared_projection",
@@ -322,28 +324,45 @@ def twin_ids(x: np.ndarray) -> np.ndarray:
 
 
 def sentence_twins(x: np.ndarray) -> np.ndarray | None:
-    """:func:`twin_ids` of static vectors (..., T, d), or None when no sentence holds two copies of one
-    vector: the twin mask then masks nothing, and the mask without it is the same, bit for bit.
+    """Twin ids of static vectors (..., T, d) as :func:`twin_ids` gives them, but judged within each
+    sentence: equal ids within a sentence exactly for copies of one vector (a zero vector is no copy),
+    which is all the twin mask reads; or None when no sentence holds two copies of one vector: the
+    twin mask then masks nothing, and the mask without it is the same, bit for bit.
 
-    Most sentences repeat no word, and ``twin_ids``' sort of whole rows as bytes cost batch more than
-    its attention did (profile of Brown lines). So each row is first hashed (its bytes read as
-    integers, weighted, summed with wrap-around: exact, so copies hash alike); only a sentence with two
-    equal hashes needs the ids. A collision of different vectors merely costs the exact pass."""
+    ``twin_ids`` sorts the whole rows as bytes, which cost batch more than its attention did (profile
+    of Brown lines). Here each row is hashed (its bytes read as integers, weighted, summed with
+    wrap-around: exact, so copies hash alike), each sentence's T hashes are sorted, and every
+    candidate copy is then checked byte for byte against its first; a collision of different
+    vectors falls back to ``twin_ids``."""
     x = np.asarray(x)
+    T = x.shape[-2]
     rows = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))  # (n, d)
-    if x.shape[-2] < 2:
+    if T < 2:
         return None  # one token: no copy to mask
-    width = rows.itemsize * rows.shape[1]
-    if width % 8:
+    if (rows.itemsize * rows.shape[1]) % 8:
         return twin_ids(x)
-    words = rows.view(np.uint64)  # (n, width / 8) a row's bytes as integers
-    hashes = (words * _hash_weights(words.shape[1])).sum(axis=1)  # (n,) uint64, wrapping
-    ordered = np.sort(hashes.reshape(-1, x.shape[-2]), axis=1)  # (S, T) each sentence's hashes in order
-    if not (ordered[:, 1:] == ordered[:, :-1]).any():
+    words = rows.view(np.uint64)  # (n, w) a row's bytes as integers
+    hashes = (words * _hash_weights(words.shape[1])).sum(axis=1).reshape(-1, T)  # (S, T) uint64, wrapping
+    order = np.argsort(hashes, axis=1, kind="stable")  # (S, T) positions by hash, in order within a hash
+    ordered = np.take_along_axis(hashes, order, axis=1)  # (S, T)
+    repeats = ordered[:, 1:] == ordered[:, :-1]  # (S, T - 1) a hash equal to the one before
+    if not repeats.any():
         return None
-    return twin_ids(x)
+    S = hashes.shape[0]
+    starts = np.where(np.concatenate([np.ones((S, 1), bool), ~repeats], axis=1), np.arange(T), 0)  # (S, T)
+    first = np.take_along_axis(order, np.maximum.accumulate(starts, axis=1), axis=1)  # (S, T) first of its hash
+    ids = np.empty_like(order)  # (S, T)
+    np.put_along_axis(ids, order, first, axis=1)  # each position: the first position with its hash
+    ids = (ids + np.arange(S)[:, None] * T).ravel()  # (n,) as rows of the flat (n, d)
+    copies = np.flatnonzero(ids != np.arange(len(ids)))  # (c,) rows whose hash came earlier in the sentence
+    if not (words[copies] == words[ids[copies]]).all():
+        return twin_ids(x)  # two different vectors with one hash
+    zero = copies[~rows[copies].any(axis=1)]  # copies of a zero vector (the first of them keeps its own id)
+    ids[zero] = zero  # each zero vector its own id
+    return ids.reshape(x.shape[:-1])  # (..., T)
 
 
+@functools.lru_cache(maxsize=8)
 def _hash_weights(n: int) -> np.ndarray:
     """(n,) odd uint64 multipliers for :func:`sentence_twins`' row hashes (fixed: Weyl sequence)."""
     return (np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
@@ -637,6 +656,66 @@ def encode(
         top = None if contextual is None else contextual[0]  # (T, d_model)
         return EncodeResult(top, one, [output[0] for output in layer_outputs], steps_of_one)
     return EncodeResult(contextual, weights, layer_outputs, traced if trace else None)
+
+
+def query_rows(
+    x: np.ndarray,
+    config: AttentionConfig,
+    layer: LayerParams,
+    rows: np.ndarray,
+    *,
+    key_bias: np.ndarray | None = None,
+    twins: np.ndarray | None = None,
+) -> np.ndarray:
+    """One layer's output at one query per sentence: x (S, T, d), rows (S,) -> (S, d_model), the
+    numbers :func:`encode` gives ``output[s, rows[s]]`` for a one-layer, non-causal config, bit for bit.
+
+    A caller that wants one token's vector needs one row of the weights: softmax(q_r Kᵀ / √d_k) V.
+    Bit for bit, because every step is the one encode takes, on the same shapes where shape matters:
+    the scores are the same (T, T) matrix products, then each sentence's row r goes through the
+    same element-wise steps and row reductions (scale, key bias, mask, softmax); its weights are
+    put in an otherwise zero (S, h, T, T) array, so the weighted sum is the same (T, T) x (T, d_v)
+    product, whose row r depends on row r alone. (A (1, T) product would not do: BLAS rounds a
+    one-row product differently.) What is saved is the masks and the softmax over T² numbers, and
+    everything after the weights for the other rows. tests/test_query_rows.py checks it against
+    encode, and batch's records against the full path."""
+    if config.causal:
+        raise ValueError("query_rows is for non-causal attention")
+    S, T, _ = x.shape
+    at = np.arange(S)  # (S,)
+    hidden, steering = input_positions(x, config)  # (S, T, d), (T, d) or None
+    if steering is None:
+        q, k, v = project_heads(hidden, layer, config.heads)  # (S, h, T, d_k), (S, h, T, d_k), (S, h, T, d_v)
+    else:
+        q, k, _ = project_heads(hidden + steering, layer, config.heads, values=False)  # (S, h, T, d_k) each
+        v = project_heads(hidden, layer, config.heads)[2]  # (S, h, T, d_v)
+    raw = q @ np.swapaxes(k, -1, -2)  # (S, h, T, d_k) x (S, h, d_k, T) -> (S, h, T, T): encode's products
+    picked = raw[at, :, rows][:, :, None, :]  # (S, h, 1, T) each sentence's query row
+    scaled = scale_scores(picked, q.shape[-1], scale=config.scale, temperature=config.temperature)  # (S, h, 1, T)
+    scores = add_key_bias(scaled, key_bias)  # (S, h, 1, T)
+    allowed = np.ones((S, 1, 1, T), dtype=bool)  # the query rows of build_mask's (S, 1, T, T)
+    if config.exclude_self:
+        allowed[at, 0, 0, rows] = False  # key j != query r
+    if twins is not None:
+        ids = np.asarray(twins).reshape(S, T)  # (S, T)
+        copies = ids == ids[at, rows][:, None]  # (S, T) keys with the query's id
+        copies[at, rows] = False  # a token is no twin of itself
+        allowed[:, 0, 0] &= ~copies
+    weights = normalize(scores, allowed, normalization=config.normalization)  # (S, h, 1, T)
+    spread = np.zeros(raw.shape, weights.dtype)  # (S, h, T, T) zero but for the query rows
+    spread[at, :, rows] = weights[:, :, 0]
+    context = spread @ v  # (S, h, T, T) x (S, h, T, d_v) -> (S, h, T, d_v): encode's products
+    merged = context.transpose(0, 2, 1, 3).reshape(S, T, -1)  # (S, T, h * d_v)
+    if layer.W_out is not None:
+        merged = merged @ layer.W_out.astype(x.dtype)  # (S, T, h*d_v) x (h*d_v, d_model): encode's products
+        if layer.b_out is not None:
+            merged = merged + layer.b_out.astype(x.dtype)  # (S, T, d_model) + (d_model,)
+    output = merged[at, rows]  # (S, d_model) from here on every step is row by row
+    if config.residual:
+        output = config.residual_scale * hidden[at, rows] + output  # (S, d)
+    if config.layer_norm:
+        output = layer_norm(output)  # (S, d')
+    return output
 
 
 def mean_over_heads(weights: np.ndarray) -> np.ndarray:

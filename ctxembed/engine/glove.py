@@ -31,6 +31,7 @@ from ctxembed.core.attention import (
     encode,
     identity_params,
     input_positions,
+    query_rows,
     sentence_twins,
     validate_params,
 )
@@ -351,6 +352,58 @@ class Engine:
                     "mix",
                 )
         return GroupArrays(static, inputs, contextual, kept, layer_inputs, top, result.steps)
+
+    @property
+    def runs_rows(self) -> bool:
+        """Whether :meth:`run_rows` can give one token's vector per sentence: one layer of identity
+        projections, not causal (what the default preset and the textbook ones are)."""
+        a = self.settings.attention
+        return a.layers == 1 and not a.causal and self.params is None
+
+    def run_rows(self, static: np.ndarray, bias: np.ndarray | None, rows: np.ndarray) -> np.ndarray | None:
+        """The contextual vector of one token per sentence, for a caller that wants nothing else
+        (batch --no-weights --word): static (B, T, d), key biases (B, T) or None, rows (B,) -> (B, d_out),
+        ``run_group(static, bias).contextual[b, rows[b]]`` bit for bit (:func:`query_rows`: the same
+        products, one row of the softmax). None when :meth:`runs_rows` is False, or when the group's
+        vectors are so large that run_group might refuse it: then run_group says why.
+
+        Bit for bit: tests/test_query_rows.py against encode, and tests/test_batch_columnar.py's
+        --word records against the full path's on Brown lines."""
+        if not self.runs_rows or not self._surely_in_range(static):
+            return None
+        config = self.settings.attention
+        inputs = self.project_inputs(static)  # (B, T, d) all-but-the-top: one product per sentence, as run_group
+        twins = sentence_twins(static) if config.exclude_twins else None  # (B, T) or None, as run_group
+        with np.errstate(all="ignore"):
+            top = query_rows(inputs, config, identity_params(config)[0], rows, key_bias=bias, twins=twins)  # (B, d)
+            if self.mix is None:
+                return top
+            h0 = inputs[np.arange(len(rows)), rows]  # (B, d) the word itself, as run_group's mix reads it
+            return self.mix.apply(np.stack([h0, top]))  # (2, B, d) -> (B, d)
+
+    def _surely_in_range(self, static: np.ndarray) -> bool:
+        """Whether run_group on these static vectors (B, T, d) surely passes its checks (every number
+        finite, the mix under MAX_MIXED), from a bound, so that run_rows, which computes one row,
+        gives no record where run_group would have refused the group. One identity layer: an input
+        is at most |x| + |mean| long (all-but-the-top projects), plus √d with positions; a score at
+        most its square over the divisor; a softmax row mixes values, so a context is no longer than
+        an input; residual, norm and the mix scale that."""
+        a, d = self.settings.attention, self.dim
+        largest = float(np.abs(static).max(initial=0.0)) * math.sqrt(d)  # >= every row's length (NaN: not finite)
+        if self.removal is not None:
+            largest += float(np.linalg.norm(self.removal.mean))
+        if a.positions:
+            largest += math.sqrt(d)
+        largest = largest * 1.01 + 1e-3  # room for float32 rounding
+        if not math.isfinite(largest) or largest**2 / (math.sqrt(d // a.heads) * a.temperature) > 1e36:
+            return False
+        out = largest * (1 + abs(a.residual_scale)) if a.residual else largest
+        if a.layer_norm:
+            out = math.sqrt(d)
+        if self.mix is not None:
+            unit = 1.0 if self.mix.normalize else max(largest, out)
+            out = self.mix.gamma * float(np.abs(self.mix.weights).sum()) * unit
+        return out < MAX_MIXED / 2
 
     @cached_property
     def _without_twins(self) -> AttentionConfig:

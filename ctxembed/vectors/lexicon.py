@@ -242,6 +242,19 @@ class TokenTable:
         self._unknown: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (u,) each
         self._blocks: list[np.ndarray] = []  # (k, d) float32 vectors not yet in _matrix
         self._matrix = np.zeros((0, store.dim), np.float32)
+        self._matches: dict[str, tuple[int, np.ndarray]] = {}  # word -> (pieces judged, (judged,) bool)
+
+    def matches(self, wanted: str) -> np.ndarray:
+        """(pieces,) bool: the pieces that are the lower-case word ``wanted``, by key or as written.
+        Each piece is judged once, the first time a chunk asks (batch --word asks every chunk)."""
+        judged, hit = self._matches.get(wanted, (0, np.zeros(0, bool)))
+        count = len(self.keys)
+        if count > judged:
+            keys, texts = self.keys[judged:count], self.text[judged:count].tolist()
+            new = [k.lower() == wanted or t.lower() == wanted for k, t in zip(keys, texts, strict=True)]
+            hit = np.concatenate([hit, np.array(new, bool)])  # (count,)
+            self._matches[wanted] = (count, hit)
+        return hit
 
     @property
     def full(self) -> bool:
