@@ -269,10 +269,6 @@ PRESET_CHANGES: dict[str, dict[str, Any]] = {
     # repeated-word suite data/twins.tsv +0.18 of margin (docs/attention.md, "Twins").
     "default": {"exclude_self": True, "exclude_twins": True, "abtt": 3, "sif": 1e-4, "mix": "0.2,0.8"},
 }
-# Rungs of the eval ladder besides the generated ones: the default before the layer mix.
-EXTRA_RUNGS: dict[str, dict[str, Any]] = {
-    "previous-default": {"exclude_self": True, "residual": True, "residual_scale": 1 / 9, "abtt": 3, "sif": 1e-4},
-}
 
 
 # What `ctxembed train` trains unless told otherwise (docs/training.md has the measurements):
@@ -529,99 +525,6 @@ def fit_to_vectors(
     if not changed:
         return settings, []
     return _make(settings.preset, values | changed), list(changed)
-
-
-def ingredients() -> dict[str, dict[str, Any]]:
-    """The default preset's ingredients, each as its differences from the textbook (its own settings)."""
-    found: dict[str, dict[str, Any]] = {}
-    default, textbook = PRESETS["default"].values(), PRESETS["textbook"].values()
-    for name, spec in SETTINGS.items():
-        if spec.ingredient and default[name] != textbook[name]:
-            found.setdefault(spec.ingredient, {})[name] = default[name]
-    return found
-
-
-def ladder() -> dict[str, dict | None]:
-    """The ingredient ladder, built from the default preset's ingredients: ``static`` (no attention),
-    ``textbook``, the textbook plus each ingredient alone, the default without each ingredient (named
-    by the ingredients it keeps), ``default``, and ``learned`` (the shipped trained projections).
-    Values are settings overriding the textbook."""
-    parts = ingredients()
-    rungs: dict[str, dict | None] = {"static": None, "textbook": {}}
-    for name, changes in parts.items():
-        rungs[f"textbook+{name}"] = dict(changes)
-    if len(parts) > 2:
-        for left_out in parts:
-            kept = [name for name in parts if name != left_out]
-            rungs["+".join(kept)] = {k: v for name in kept for k, v in parts[name].items()}
-    rungs.update(EXTRA_RUNGS)
-    rungs["default"] = {k: v for changes in parts.values() for k, v in changes.items()}
-    rungs["learned"] = dict(PRESET_CHANGES["learned"])  # projections trained by `ctxembed train`
-    return rungs
-
-
-def settings_schema() -> dict:
-    """The JSON Schema of the ``settings`` object of every document, generated from the declarations
-    (docs/schemas/common.schema.json carries it; scripts/settings_docs.py rewrites it)."""
-
-    def schema(spec: Setting) -> dict:
-        if spec.choices is not None:
-            found: dict[str, Any] = {"enum": list(spec.choices)}
-        else:
-            kind = {bool: "boolean", int: "integer", float: "number", str: "string"}[spec.kind]
-            found = {"type": [kind, "null"] if spec.optional else kind}
-        if spec.minimum is not None:
-            found["minimum"] = spec.minimum
-        if spec.maximum is not None:
-            found["maximum"] = spec.maximum
-        found["description"] = spec.help
-        return found
-
-    attention = declarations(AttentionConfig)
-    rest = declarations(Settings)
-    return {
-        "type": "object",
-        "required": ["preset", "attention", *rest],
-        "properties": {
-            "preset": {"type": "string", "description": "The preset the other settings change."},
-            "attention": {
-                "type": "object",
-                "required": list(attention),
-                "properties": {name: schema(spec) for name, spec in attention.items()},
-            },
-            **{name: schema(spec) for name, spec in rest.items()},
-        },
-    }
-
-
-def options_table() -> str:
-    """The README's table of the settings' options (Markdown), generated from the declarations."""
-
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
-
-    def flag(spec: Setting) -> str:
-        if spec.kind is bool:
-            return f"`{spec.option}/{spec.off_flag or '--no-' + spec.option[2:]}`"
-        value = "|".join(spec.choices) if spec.choices else spec.metavar or spec.kind.__name__.upper()
-        return f"`{spec.option} {value}`"
-
-    def shown(value: Any) -> str:
-        if isinstance(value, bool):
-            return "on" if value else "off"
-        return "–" if value is None else f"{value:.3g}" if isinstance(value, float) else str(value)
-
-    rows = [
-        "| option | meaning | limits | default preset |",
-        "|---|---|---|---|",
-        f"| {cell('`--preset ' + '|'.join(PRESET_NAMES) + '`')} | {cell(PRESET_HELP.split('  [')[0])} | | `default` |",
-    ]
-    default = PRESETS["default"].values()
-    for name, spec in SETTINGS.items():
-        rows.append(f"| {cell(flag(spec))} | {cell(spec.help)} | {spec.limits()} | {shown(default[name])} |")
-    for spec in declarations(ReadOptions).values():
-        rows.append(f"| {cell(flag(spec))} | {cell(spec.help)} | {spec.limits()} | {shown(spec.default)} |")
-    return "\n".join(rows)
 
 
 # Settings a weights file decides for itself: its projections are not random.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxembed.presets import PRESETS, build_settings, ladder
+from ctxembed.evaluation.ladder import ladder
+from ctxembed.presets import PRESETS, build_settings
 from ctxembed.vectors.weights import learned_weights_path, read_metadata
 from tests.cli_helpers import TOY, invoke, strict_json, succeeds
 

@@ -12,16 +12,8 @@ import pytest
 
 from ctxembed.declarations import AttentionConfig, ReadOptions, declarations
 from ctxembed.errors import SettingError, UsageError
-from ctxembed.presets import (
-    PRESET_CHANGES,
-    PRESETS,
-    SETTINGS,
-    Settings,
-    build_settings,
-    fit_to_vectors,
-    ingredients,
-    ladder,
-)
+from ctxembed.evaluation.ladder import ingredients, ladder
+from ctxembed.presets import PRESET_CHANGES, PRESETS, SETTINGS, Settings, build_settings, fit_to_vectors
 from tests.cli_helpers import fails, invoke, run_json
 
 FLOATS = [name for name, spec in SETTINGS.items() if spec.kind is float]

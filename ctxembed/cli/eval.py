@@ -10,7 +10,7 @@ import typer
 from ctxembed.cli import app, reports_errors, show
 from ctxembed.cli.options import JsonOpt, draws, with_attention_options
 from ctxembed.output import say
-from ctxembed.presets import ladder
+from ctxembed.evaluation.ladder import ladder
 
 # The library modules a command needs are imported inside it: see docs/architecture.md, "Why imports are lazy".
 

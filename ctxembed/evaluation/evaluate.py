@@ -25,7 +25,8 @@ import numpy as np
 from ctxembed.core.similarity import row_cosines
 from ctxembed.engine import ContextEngine, split_word
 from ctxembed.errors import DataError, UsageError
-from ctxembed.presets import PRESETS, Settings, build_settings, ladder
+from ctxembed.evaluation.ladder import ladder
+from ctxembed.presets import PRESETS, Settings, build_settings
 from ctxembed.senses.wsi import data_lines
 from ctxembed.vectors.shipped import shipped_path
 from ctxembed.vectors.store import VectorStore

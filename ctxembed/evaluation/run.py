@@ -1,7 +1,7 @@
 """The ``eval`` commands as library calls: each returns the document ``ctxembed eval ... --json`` prints.
 
 Each evaluates a list of configurations (:func:`sweep`): names of the ingredient ladder
-(:func:`ctxembed.presets.ladder`), or ``custom`` for the settings the caller gives. The Python
+(:func:`ctxembed.evaluation.ladder.ladder`), or ``custom`` for the settings the caller gives. The Python
 API reaches them through :class:`ctxembed.Explorer` (``ex.evaluate_wic(folder)``, ...).
 """
 
