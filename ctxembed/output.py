@@ -12,7 +12,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -195,6 +194,8 @@ def check_output_path(path: str | os.PathLike, setting: str) -> Path:
         raise DataError(f"{where}: no such folder {str(parent)!r}", setting)
     if not parent.is_dir():
         raise DataError(f"{where}: {str(parent)!r} is not a folder", setting)
+    import tempfile  # lazy: only commands that write a file (--out) need it
+
     try:
         fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=parent)
         os.close(fd)
@@ -211,6 +212,8 @@ def check_output_path(path: str | os.PathLike, setting: str) -> Path:
 def atomic_file(path: Path) -> Iterator:
     """Open a temporary file beside ``path`` for binary writing; on success it is synced and renamed
     to ``path`` (mode 0644), on any error removed, so no half-written file is ever left."""
+    import tempfile  # lazy: as in the check above
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

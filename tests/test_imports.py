@@ -43,6 +43,28 @@ def test_store_commands_do_not_import_gensim(args, isolated_env):
     assert line == ["MODULES" + " False" * 12], out.stderr
 
 
+TRAINED_PROBE = """
+import runpy, sys
+sys.argv = ["ctxembed", "attend", "we sat on the river bank", "--model", "minilm", "--json"]
+try:
+    runpy.run_module("ctxembed", run_name="__main__")
+except SystemExit as exit:
+    assert not exit.code, exit.code
+heavy = ("torch", "transformers", "sentence_transformers", "tokenizers", "gensim", "scipy", "sklearn", "matplotlib",
+         "pyarrow", "rich.progress", "zipfile", "hashlib", "tempfile")  # fmt: skip
+print("MODULES", *(name for name in heavy if name in sys.modules), file=sys.stderr)
+"""
+
+
+def test_the_trained_model_starts_without_torch_or_install_machinery(minilm_folder, isolated_env):
+    """attend --model minilm --json runs the NumPy encoder: torch, transformers and sentence-transformers
+    stay out even where they are installed, and so do the install's zip and hashing and the cache's
+    temporary files, which a start that only maps the converted model does not use."""
+    env = dict(os.environ, CTXEMBED_CACHE_DIR=str(isolated_env), PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-c", TRAINED_PROBE], capture_output=True, text=True, env=env, timeout=120)
+    assert [x for x in out.stderr.splitlines() if x.startswith("MODULES")] == ["MODULES"], out.stderr
+
+
 BLAS_PROBE = """
 import sys
 sys.argv = ["ctxembed", *{args!r}]

@@ -97,6 +97,20 @@ def test_a_vocabulary_without_the_special_tokens_is_refused():
         WordPiece({"[PAD]": 0, "[UNK]": 1, "[SEP]": 2})
 
 
+@pytest.mark.parametrize("end", ["\n", ""])
+def test_a_vocab_file_gives_each_line_its_line_number(tmp_path, end):
+    """Only "\n" ends a line: tokens holding other line-like characters stay whole, the file's last
+    newline is no token, and a repeated token keeps its last line."""
+    odd = ["a\x1cb", "c\u2028d", "e\x85f", "x"]
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join([*TOY, *odd]) + end, encoding="utf-8", newline="")
+    vocab = WordPiece.from_file(path)
+    assert vocab.vocab == {t: i for i, t in enumerate([*TOY, *odd])}
+    assert [vocab.text_of(i) for i in range(len(TOY) + len(odd))] == [*TOY, *odd]
+    path.write_text("\n".join([*TOY, "x", "y", "x"]) + end, encoding="utf-8")
+    assert WordPiece.from_file(path).vocab == {**{t: i for i, t in enumerate(TOY)}, "y": len(TOY) + 1, "x": len(TOY) + 2}
+
+
 def brown_lines():
     with gzip.open(REPO / "data" / "brown.txt.gz", "rt", encoding="utf-8") as f:
         return f.read().splitlines()

@@ -3,7 +3,6 @@ derived from a store (the unit rows neighbour search reads), keyed by their sour
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import zlib
@@ -30,6 +29,8 @@ def file_fingerprint(path: Path) -> dict:
 
 
 def cache_path(path: Path, limit: int | None) -> Path:
+    import hashlib  # lazy: a trained model's start opens no cached file, nor OpenSSL
+
     key = hashlib.sha256(f"{path.resolve()}\0{limit or 0}".encode()).hexdigest()[:16]
     stem = path.name.split(".")[0][:40] or "vectors"
     suffix = f"-limit{limit}" if limit else ""
@@ -42,6 +43,8 @@ def stats_cache_path(store: VectorStore, kind: str) -> Path | None:
         fingerprint = file_fingerprint(Path(store.path).resolve())
     except OSError:
         return None
+    import hashlib  # lazy: as in cache_path
+
     key = hashlib.sha256(json.dumps([fingerprint, len(store), kind]).encode()).hexdigest()[:16]
     return cache_dir() / f"stats-{kind}-{key}.npz"
 

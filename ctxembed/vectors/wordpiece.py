@@ -122,14 +122,19 @@ class WordPiece:
             raise ValueError(f"the vocabulary lacks {', '.join(missing)}")
         self.vocab = vocab
         self.unk_id, self.cls_id, self.sep_id, self.pad_id = (vocab[s] for s in ("[UNK]", "[CLS]", "[SEP]", "[PAD]"))
-        self._texts = sorted(vocab, key=vocab.__getitem__)
+        in_order = list(vocab.values()) == list(range(len(vocab)))  # a vocab.txt's: no sort needed
+        self._texts = list(vocab) if in_order else sorted(vocab, key=vocab.__getitem__)
         self._cache: dict[str, list[str]] = {}
 
     @classmethod
     def from_file(cls, path: str | PathLike) -> WordPiece:
-        """From a vocab.txt: one token a line, its id its line number."""
+        """From a vocab.txt: one token a line, its id its line number (a token repeated keeps its last)."""
         with open(path, encoding="utf-8") as f:
-            return cls({line.rstrip("\n"): number for number, line in enumerate(f)})
+            text = f.read()
+        lines = text.split("\n")  # not splitlines(): a token may hold \x1c, \u2028 ... and stay one token
+        if text.endswith("\n"):
+            lines.pop()  # the last line's end, not an empty token
+        return cls(dict(zip(lines, range(len(lines)))))
 
     def text_of(self, piece_id: int) -> str:
         return self._texts[piece_id]
