@@ -432,6 +432,11 @@ class EncoderLayerSteps(LayerSteps):
 
     attended: np.ndarray | None = None  # (B, T, D) LayerNorm(x + merged): the feed-forward's input
 
+    def sentence(self, b: int, n: int) -> EncoderLayerSteps:
+        """The steps of sentence ``b`` cut to its ``n`` pieces (the B axis dropped), the feed-forward's input too."""
+        cut = super().sentence(b, n)
+        return EncoderLayerSteps(**vars(cut), attended=None if self.attended is None else self.attended[b, :n])
+
 
 def trace_layer(
     weights: EncoderWeights, number: int, x: np.ndarray, key_bias: np.ndarray | None = None
@@ -462,10 +467,7 @@ def trace_layer(
         output.reshape(B, T, D),
         attended=attended.reshape(B, T, D),
     )
-    if not unbatched:
-        return traced
-    one = traced.sentence(0, T)  # the B axis dropped (LayerSteps' own cut)
-    return EncoderLayerSteps(**{f: getattr(one, f) for f in one.__dataclass_fields__}, attended=traced.attended[0])
+    return traced.sentence(0, T) if unbatched else traced
 
 
 def embed(weights: EncoderWeights, ids: np.ndarray) -> np.ndarray:
