@@ -182,13 +182,22 @@ class Explorer:
         check_run_cost(engine, [len(p.used) for p in prepared], trace=trace)
         return engine.run(prepared, trace=trace)
 
-    def attend(self, text: str | Prepared, *, trace: bool = False, attention: str = "raw") -> AttendResult:
+    def attend(
+        self,
+        text: str | Prepared,
+        *,
+        trace: bool = False,
+        attention: str = "raw",
+        top: int = 3,
+        with_vectors: bool = False,
+    ) -> AttendResult:
         """The attention weights of one sentence and its static and contextual vectors (``trace``: keep
         every step for :func:`ctxembed.report.explain_steps`). ``attention``: a reading to add beside the
-        raw weights, ``mean``, ``rollout`` or ``value-norm`` (see :mod:`ctxembed.core.readings`)."""
+        raw weights, ``mean``, ``rollout`` or ``value-norm`` (see :mod:`ctxembed.core.readings`). Its
+        document lists the ``top`` most-attended tokens per token, and the vectors if ``with_vectors``."""
         check_reading(attention)
         [result] = self.contextualize([text], trace=trace or attention == "value-norm")
-        return AttendResult(self, result, attention=attention)
+        return AttendResult(self, result, top=top, with_vectors=with_vectors, attention=attention)
 
     def explain(
         self,
@@ -198,6 +207,8 @@ class Explorer:
         head: int | None = None,
         attention: str = "raw",
         word: str | None = None,
+        top: int = 3,
+        with_vectors: bool = False,
     ) -> AttendResult:
         """:meth:`attend` with every step kept; its document carries ``explain``, the steps of ``layer``
         (default: the last) and ``head`` (default 0) with their numbers: ``attend --explain --json``.
@@ -206,7 +217,7 @@ class Explorer:
         first piece (the engine's ``layer_trace``)."""
         a = self.settings.attention
         check_view(a.layers, a.heads, layer, head)
-        result = self.attend(text, trace=True, attention=attention)
+        result = self.attend(text, trace=True, attention=attention, top=top, with_vectors=with_vectors)
         query = None if word is None else locate_word(result.result, word, "the sentence")[0]
         result.explained = (a.layers - 1 if layer is None else layer, head or 0, query)
         return result
@@ -294,7 +305,7 @@ class Explorer:
         the ``ctxembed.eval-pairs/2`` document; ``configs`` as in :meth:`evaluate_wic`."""
         from ctxembed.evaluation import run  # the eval commands only
 
-        return as_json(run.pairs(self.store, self.settings, self.vectors, path, configs=configs))
+        return as_json(run.pairs(self.store, self.settings, self.vectors, path, configs=configs, on_note=self._note))
 
     def evaluate_wsi(self, path: str | PathLike, *, configs: Sequence[str] | None = None, **clustering: Any) -> dict:
         """Word-sense induction against sense labels (a ``word, label, index, sentence`` TSV): the

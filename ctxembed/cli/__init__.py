@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import importlib
 import os
 import signal
 import sys
@@ -133,16 +134,17 @@ def say_warnings(doc: dict) -> None:
         say(f"warning: {line}")
 
 
-def show(doc: dict, json_out: bool, renderer: str) -> None:
-    """Print a document: as JSON, or laid out by ``ctxembed.views.render.<renderer>``; its warnings on
-    stderr either way."""
+def show(doc: dict, json_out: bool, renderer: str, **view) -> None:
+    """Print a document: as JSON, or laid out by the view ``renderer`` with the options ``view`` (a
+    function of :mod:`ctxembed.views.render`, or ``"module.function"`` of another ``ctxembed.views``
+    module); its warnings on stderr either way."""
     say_warnings(doc)
     if json_out:
         emit_json(doc)
         return
-    from ctxembed.views import render  # rich tables: --json never needs them
-
-    getattr(render, renderer)(stdout_console(), doc)
+    module, _, name = renderer.rpartition(".")
+    views = importlib.import_module(f"ctxembed.views.{module or 'render'}")  # rich tables: --json never needs them
+    getattr(views, name)(stdout_console(), doc, **view)
 
 
 STDIN_LIMIT = 4 << 20  # bytes: the batch line limit at the largest --max-tokens (4096 x 1 KiB)

@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ctxembed.budget import check_drawn
-from ctxembed.cli import app, read_sentence, read_stdin, reports_errors, say_warnings, show
+from ctxembed.cli import app, read_sentence, read_stdin, reports_errors, show
 from ctxembed.cli.options import (
     AttentionReadingOpt,
     DigitsOpt,
@@ -25,7 +24,7 @@ from ctxembed.cli.options import (
 )
 from ctxembed.declarations import check_view
 from ctxembed.errors import DataError, UsageError
-from ctxembed.output import emit_json, say, stdout_console
+from ctxembed.output import say
 
 # The library modules a command needs are imported inside it: see docs/architecture.md, "Why imports are lazy".
 
@@ -96,17 +95,13 @@ def attend(
     ex = explorer()
     a = ex.settings.attention
     check_view(a.layers, a.heads, layer, head)
-    if explain:
-        try:
-            result = ex.explain(text, layer=layer, head=head, attention=attention, word=focus)
-        except DataError as exc:  # the word is not in the sentence: as --focus says it below
-            if focus is None:
-                raise
-            raise DataError(f"--focus {exc.message}") from None
-    else:
-        result = ex.attend(text, attention=attention)
-    result.top, result.with_vectors = top, with_vectors
-    shown = a.layers - 1 if layer is None else layer
+    shape = {"attention": attention, "top": top, "with_vectors": with_vectors}
+    try:
+        result = ex.explain(text, layer=layer, head=head, word=focus, **shape) if explain else ex.attend(text, **shape)
+    except DataError as exc:  # the word to explain is not in the sentence: as --focus says it below
+        if not explain or focus is None:
+            raise
+        raise DataError(f"--focus {exc.message}") from None
     doc = result.document()
     focus_at = None
     if focus is not None:
@@ -115,19 +110,11 @@ def attend(
         except DataError as exc:  # a word not in the sentence is data, exit 1, as in every command
             raise DataError(f"--focus {exc.message}") from None
     save_all(doc, save, layer=layer, head=head, all_heads=all_heads, all_layers=all_layers)
-    say_warnings(doc)
-    if json_out:
-        emit_json(doc)
-        return
-    from ctxembed.views.render import render_attend  # rich tables: --json never needs them
-
-    if explain:
-        check_drawn(len(doc["explain"]["tokens"]))  # before anything is printed
-    console = stdout_console()
-    render_attend(
-        console,
+    show(
         doc,
-        layer=shown,
+        json_out,
+        "render_attend_explained",
+        layer=a.layers - 1 if layer is None else layer,
         head=head,
         all_heads=all_heads,
         all_layers=all_layers,
@@ -137,10 +124,6 @@ def attend(
         start=row_at_position(doc, start),
         scale_max=scale_max,
     )
-    if explain:
-        from ctxembed.views.render import render_explain  # rich tables: --json never needs them
-
-        render_explain(console, doc["explain"])
 
 
 @app.command(

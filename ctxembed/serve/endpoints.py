@@ -320,9 +320,7 @@ def _document(endpoint: str, own: dict[str, Any], explorer: Explorer) -> dict:
     sentence = _sized(explorer, own["sentence"])
     if endpoint == "explain":
         return explorer.explain(sentence, layer=own.get("layer"), head=own.get("head")).document()
-    result = explorer.attend(sentence)
-    result.top, result.with_vectors = own.get("top", 3), own.get("with_vectors", False)
-    return result.document()
+    return explorer.attend(sentence, top=own.get("top", 3), with_vectors=own.get("with_vectors", False)).document()
 
 
 def _side_by_side(own: dict, options: dict, explorers: Explorers) -> dict:

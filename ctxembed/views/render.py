@@ -424,6 +424,17 @@ def _vectors(console: Console, tokens: list[str], vectors) -> None:
         console.print(f"   {label:>{width}} {_vector_text(vector)}", overflow="fold")
 
 
+def render_attend_explained(console: Console, doc: dict, **view) -> None:
+    """:func:`render_attend` with ``view``'s options, then, for a document of ``attend --explain``, every
+    step (:func:`render_explain`); a step-by-step view past the budget is refused before anything is drawn."""
+    explained = doc.get("explain")
+    if explained is not None:
+        check_drawn(len(explained["tokens"]))
+    render_attend(console, doc, **view)
+    if explained is not None:
+        render_explain(console, explained)
+
+
 @terminal_view
 def render_explain(console: Console, steps: dict) -> None:
     """Every step of one layer and head, numbered 1 to 8 (9: the layer mix, when there is one), each
