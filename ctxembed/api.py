@@ -228,9 +228,7 @@ class Explorer:
         if len(sentences) < 2:
             raise UsageError(f"compare needs at least two sentences, got {len(sentences)}")
         results = self.contextualize(sentences)
-        doc = compare_document(results, word, self.settings, self.vectors)
-        doc["settings_summary"] = self.engine.summary()  # the model's own line (glove: the settings')
-        return CompareResult(doc)
+        return CompareResult(compare_document(results, word, self.engine, self.vectors))
 
     def neighbors(
         self, text: str, word: str, k: int = 10, *, include_context: bool = False, among: int | None = None
@@ -444,9 +442,8 @@ class AttendResult(_Shown):
 
     def document(self) -> dict:
         doc = attend_document(
-            self.result, self.explorer.settings, self.explorer.vectors, with_vectors=self.with_vectors, top=self.top
+            self.result, self.explorer.engine, self.explorer.vectors, with_vectors=self.with_vectors, top=self.top
         )
-        doc["settings_summary"] = self.explorer.engine.summary()  # the model's own line (glove: the settings')
         if self.attention != "raw":
             engine = self.explorer.engine
             doc["attention"] = attention_reading(self.result, self.attention, engine, doc["masked_keys"], top=self.top)

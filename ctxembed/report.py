@@ -17,6 +17,12 @@ from ctxembed.presets import Settings
 from ctxembed.vectors.search import nearest
 
 
+def settings_block(engine: ContextEngine) -> dict:
+    """A document's ``settings`` and ``settings_summary``: what computed it, as its engine describes
+    itself (:meth:`ContextEngine.describe`), so every document of one model carries the same block."""
+    return {"settings": engine.describe(), "settings_summary": engine.summary()}
+
+
 def token_records(result: Contextualized) -> list[dict]:
     """Every token of the sentence, in order: its text, position, vocabulary key, whether it has a
     vector and took part in attention, and where its vector came from (``source``)."""
@@ -64,15 +70,14 @@ def top_attended(weights: np.ndarray, result: Contextualized, top: int) -> list[
 
 
 def attend_document(
-    result: Contextualized, settings: Settings, vectors: dict, *, with_vectors: bool = False, top: int = 3
+    result: Contextualized, engine: ContextEngine, vectors: dict, *, with_vectors: bool = False, top: int = 3
 ) -> dict:
     summary = mean_over_heads(result.weights[-1])  # (h, T, T) -> (T, T) the last layer
-    a = settings.attention
+    a = engine.settings.attention
     doc = {
         "schema": "ctxembed.attend/5",
         "vectors": vectors,
-        "settings": settings.as_dict(),
-        "settings_summary": settings.summary(),
+        **settings_block(engine),
         "text": result.prepared.text,
         "tokens": token_records(result),
         "skipped": skipped_records(result),
@@ -222,7 +227,7 @@ def locate_word(result: Contextualized, word: str, where: str, *, listing: bool 
     raise DataError(f"{word!r} is not among the words of {where}" + (f" (in vocabulary: {used})" if listing else ""))
 
 
-def compare_document(results: list[Contextualized], word: str | None, settings: Settings, vectors: dict) -> dict:
+def compare_document(results: list[Contextualized], word: str | None, engine: ContextEngine, vectors: dict) -> dict:
     """A word's static and contextual cosines across sentences, and its cosines at each layer
     (``layers``: the attention input h0, then each layer's output; a subword model's word is the mean
     of its pieces there too, as in its read-out). ``word`` may name an occurrence
@@ -273,8 +278,7 @@ def compare_document(results: list[Contextualized], word: str | None, settings: 
     return {
         "schema": "ctxembed.compare/5",
         "vectors": vectors,
-        "settings": settings.as_dict(),
-        "settings_summary": settings.summary(),
+        **settings_block(engine),
         "sentences": sentences,
         "skipped": [skipped_records(r) for r in results],
         "word": given and given["word"],
@@ -342,8 +346,7 @@ def neighbors_document(
     return {
         "schema": "ctxembed.neighbors/3",
         "vectors": vectors,
-        "settings": engine.describe(),
-        "settings_summary": engine.summary(),
+        **settings_block(engine),
         "text": result.prepared.text,
         "word": token.key,
         "position": token.position,
@@ -462,7 +465,7 @@ def side_by_side_entry(
     contextual = first.contextual.astype(np.float64)  # (T, d_out)
     across = None
     if len(results) > 1:
-        entry = compare_document(results, word, engine.settings, vectors)["words"][0]
+        entry = compare_document(results, word, engine, vectors)["words"][0]
         across = {k: entry[k] for k in ("positions", "static_similarity", "contextual_similarity")}
     return {
         "model": model,

@@ -155,7 +155,8 @@ def shape(nested) -> tuple[int, ...]:
 
 
 def assert_attend_shapes(doc: dict) -> None:
-    attention = doc["settings"]["attention"]
+    settings = doc["settings"]  # the attention settings, or a trained model's description (layers, heads)
+    attention = settings.get("attention", settings)
     positions = doc["attended_positions"]
     T = len(positions)
     assert [t["position"] for t in doc["tokens"]] == list(range(len(doc["tokens"])))
@@ -202,7 +203,8 @@ def assert_compare_shapes(doc: dict) -> None:
             assert matrix.shape == (N, N)
             assert np.allclose(matrix, matrix.T)
         layers = np.array(entry["layers"])  # (L + 1, N, N): the attention input, then each layer
-        assert layers.shape == (doc["settings"]["attention"]["layers"] + 1, N, N)
+        settings = doc["settings"]  # the attention settings, or a trained model's description
+        assert layers.shape == (settings.get("attention", settings)["layers"] + 1, N, N)
         assert np.allclose(layers, layers.swapaxes(1, 2))
 
 

@@ -52,6 +52,15 @@ class PiecedSentence(Prepared):
     piece_texts: list[str] | None = None  # (P,)
     owner: np.ndarray | None = None  # (P,) row into used, -1 for the special pieces
 
+    def sources(self) -> list[str]:
+        """Per token: "vocabulary" for a word that is one piece of the model's vocabulary, "pieces" for
+        a word split into several (its vector the mean of theirs), "none" for a token that gives no piece."""
+        counts = np.bincount(self.owner[self.owner >= 0], minlength=len(self.used))  # (W,) pieces per word
+        found = ["none"] * len(self.texts)
+        for row, position in enumerate(self.used):
+            found[position] = "vocabulary" if counts[row] == 1 else "pieces"
+        return found
+
 
 @dataclass
 class PiecedResult(Contextualized):
@@ -107,6 +116,7 @@ class MiniLMEngine:
 
     def describe(self) -> dict[str, Any]:
         return {
+            "preset": self.settings.preset,  # the configuration's name: minilm, or eval's minilm@N
             "model": self.model,
             "upstream": "sentence-transformers/all-MiniLM-L6-v2",
             "layers": self.layers,

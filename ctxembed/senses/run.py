@@ -14,6 +14,7 @@ from ctxembed.engine import ContextEngine
 from ctxembed.errors import UsageError
 from ctxembed.presets import SenseOptions
 from ctxembed.progress import scanning
+from ctxembed.report import settings_block
 from ctxembed.senses.induce import find_senses, search_forms
 from ctxembed.senses.occurrences import open_corpus, parse_forms
 from ctxembed.vectors.shipped import shipped_path
@@ -66,8 +67,7 @@ def senses(
     doc = {
         "schema": found.pop("schema"),
         "vectors": vectors,
-        "settings": engine.describe(),
-        "settings_summary": engine.summary(),
+        **settings_block(engine),
         **found,
     }
     return doc, problems

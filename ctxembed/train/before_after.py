@@ -44,7 +44,7 @@ def before_and_after(
     documents = {}
     for name, engine in (("before", before), ("after", after)):
         result = engine.run([engine.prepare(text)])[0]
-        documents[name] = attend_document(result, engine.settings, vectors, top=top)
+        documents[name] = attend_document(result, engine, vectors, top=top)
     return {
         "schema": BEFORE_AFTER_SCHEMA,
         "weights_file": str(path),

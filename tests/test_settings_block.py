@@ -1,0 +1,77 @@
+"""Every document of one model carries the same ``settings`` block and ``settings_summary``: the one
+its engine describes itself with (report.settings_block), whichever command wrote it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli_helpers import run_json
+from tests.test_json_schema import assert_valid
+
+RIVER, MONEY = "we sat on the river bank", "I deposited money in the bank"
+
+
+def blocks(*model: str, corpus) -> dict[str, tuple[dict, str]]:
+    docs = {
+        "ctxembed.attend/5": run_json("attend", RIVER, *model, "--json"),
+        "ctxembed.compare/5": run_json("compare", RIVER, MONEY, "--word", "bank", *model, "--json"),
+        "ctxembed.neighbors/3": run_json("neighbors", MONEY, "--word", "bank", *model, "--json"),
+        "ctxembed.senses/2": run_json("senses", "bank", str(corpus), *model, "--json"),
+    }
+    for schema, doc in docs.items():
+        assert doc["schema"] == schema
+        assert_valid(doc, schema)
+    return {schema: (doc["settings"], doc["settings_summary"]) for schema, doc in docs.items()}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "banks.txt"
+    lines = [RIVER, MONEY, "the bank raised its rates", "fishermen lined the grassy bank", "she paid the bank"]
+    path.write_text("\n".join(lines * 4) + "\n")
+    return path
+
+
+def test_every_document_of_the_trained_model_carries_its_own_description(minilm_folder, corpus):
+    found = blocks("--model", "minilm", corpus=corpus)
+    settings, summary = found["ctxembed.neighbors/3"]
+    assert settings["model"] == "minilm" and settings["layers"] == 6 and settings["heads"] == 12
+    assert "attention" not in settings  # no textbook attention setting claims to describe a trained model
+    assert all(block == (settings, summary) for block in found.values()), found
+
+
+def test_every_document_of_the_glove_model_carries_the_attention_settings(corpus):
+    found = blocks(corpus=corpus)
+    settings, summary = found["ctxembed.attend/5"]
+    assert settings["preset"] == "default" and "attention" in settings
+    assert all(block == (settings, summary) for block in found.values()), found
+
+
+def test_the_parquet_file_of_batch_records_the_same_block(minilm_folder, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import json
+
+    from tests.cli_helpers import succeeds
+
+    out = tmp_path / "out.parquet"
+    succeeds("batch", "--model", "minilm", "--format", "parquet", "--out", out, input=RIVER + "\n")
+    recorded = json.loads(pq.read_metadata(out).metadata[b"ctxembed"])["settings"]
+    assert recorded == run_json("attend", RIVER, "--model", "minilm", "--json")["settings"]
+
+
+def test_a_word_split_into_wordpieces_says_pieces_not_vocabulary(minilm_folder):
+    doc = run_json("attend", "the unbelievable riverbank flooded", "--model", "minilm", "--json")
+    sources = {t["text"]: t["source"] for t in doc["tokens"]}
+    assert sources == {"the": "vocabulary", "unbelievable": "vocabulary", "riverbank": "pieces", "flooded": "vocabulary"}
+    assert doc["warnings"] == []  # pieces are the model's own vectors, not character n-gram guesses
+    assert_valid(doc, "ctxembed.attend/5")
+    compared = run_json("compare", "the riverbank", "a riverbank", "--word", "riverbank", "-m", "minilm", "--json")
+    assert compared["words"][0]["sources"] == ["pieces", "pieces"]
+
+
+def test_the_pieces_mark_and_its_legend_in_the_terminal(minilm_folder):
+    from tests.cli_helpers import succeeds
+
+    shown = succeeds("compare", "the riverbank", "a riverbank", "--word", "riverbank", "-m", "minilm").stdout
+    assert "'riverbank' vectors: S1 pieces, S2 pieces" in shown
+    assert "+ the mean of the word's wordpieces" in shown
