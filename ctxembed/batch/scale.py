@@ -89,7 +89,7 @@ def parquet_partition(part: Partition, folder: str, number: int, **keywords: Any
     import fsspec
     import pyarrow.parquet as pq  # the parquet extra: this writer only
 
-    from ctxembed.batch.columnar import DICTIONARY_COLUMNS, parquet_metadata
+    from ctxembed.batch.columnar import WRITER_OPTIONS, parquet_metadata
     from ctxembed.batch.embed import embed_columns, shared_engine
 
     path = f"{folder.rstrip('/')}/part.{number:05d}.parquet"
@@ -100,7 +100,7 @@ def parquet_partition(part: Partition, folder: str, number: int, **keywords: Any
                 engine = shared_engine(**{k: v for k, v in keywords.items() if k not in _RECORD_OPTIONS})
                 options = {k: keywords.get(k, d) for k, d in _RECORD_OPTIONS.items()} | {"digits": None}
                 schema = batch.schema.with_metadata(parquet_metadata(engine, options))
-                writer = pq.ParquetWriter(stream, schema, use_dictionary=DICTIONARY_COLUMNS)
+                writer = pq.ParquetWriter(stream, schema, **WRITER_OPTIONS)
             writer.write_batch(batch)
         if writer is not None:
             writer.close()
