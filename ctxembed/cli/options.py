@@ -1,9 +1,13 @@
-"""Command-line options generated from the setting declarations; nothing here names a setting.
+"""Command-line options generated from the declarations; nothing here names a setting or an option.
 
 :func:`with_attention_options` gives a command every declared setting as an option (grouped by
 help panel, choices as ``[softmax|sum]``, limits in the help), plus the preset and where the
 vectors come from. The command receives them as one ``explorer`` callable that builds a
 :class:`ctxembed.api.Explorer` when first called.
+
+:func:`declared` gives a command its options of the command-option table (:mod:`ctxembed.options`:
+``--top``, ``--word``, ``--json`` ...): a parameter whose default is :data:`OPTION` gets the table's
+flags, type, default, limits and help, with the command's own default where the table gives one.
 """
 
 from __future__ import annotations
@@ -16,138 +20,92 @@ from typing import Annotated, Any
 
 import typer
 
-from ctxembed.declarations import INPUT_PANEL, ReadOptions, Setting, declarations
+from ctxembed.declarations import ReadOptions, Setting, declarations
 from ctxembed.errors import CtxembedError, UsageError
-from ctxembed.output import COLOR_MODES, say, use_color
+from ctxembed.options import OPTIONS, CommandOption
+from ctxembed.output import say, use_color
 from ctxembed.presets import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
 
 # The library modules a command needs are imported inside it: see docs/architecture.md, "Why imports are lazy".
 
 Preset = enum.Enum("Preset", {name: name for name in PRESET_NAMES}, type=str)  # [default|textbook|notes]
 
-# Options that are not settings: where the vectors come from.
-VectorsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--vectors",
-        envvar="CTXEMBED_VECTORS",
-        help="A vector file (word2vec text/binary, GloVe, fastText .vec/.bin, .gz/.bz2, a ctxembed store), "
-        "a gensim-data name such as glove-wiki-gigaword-50, or notes-toy (the lecture notes' 3-d toy "
-        "vectors). Default: the shipped GloVe 6B 100d.",
-        show_default=False,
-        rich_help_panel=INPUT_PANEL,
-    ),
-]
-LimitOpt = Annotated[
-    int | None, typer.Option("--limit", min=1, help="Keep only the N most frequent words.", rich_help_panel=INPUT_PANEL)
-]
-TrustOpt = Annotated[
-    bool,
-    typer.Option(
-        "--trust", help="Allow gensim's native .kv/.model files, which are pickles.", rich_help_panel=INPUT_PANEL
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
-# The model behind the command: a name of the model registry (ctxembed.engine.registry.MODELS).
-ModelOpt = Annotated[
-    str,
-    typer.Option(
-        "--model",
-        "-m",
-        help="The model: glove (static vectors + the attention settings) or minilm (all-MiniLM-L6-v2, a trained "
-        "6-layer BERT; `ctxembed models install minilm` first). `ctxembed models list` shows what is installed.",
-        rich_help_panel=INPUT_PANEL,
-    ),
-]
-AttentionReadingOpt = Annotated[
-    str,
-    typer.Option(
-        "--attention",
-        help="What the maps show: raw (the weights), mean (each layer's heads averaged), rollout (Abnar & "
-        "Zuidema: the residual counted, multiplied through the layers) or value-norm (Kobayashi et al.: "
-        "||weight x value x W_out||, the size of what each token sends). See docs/attention.md.",
-        metavar="[raw|mean|rollout|value-norm]",
-        show_default="raw",
-    ),
-]
-SaveOpt = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--save",
-        help="Also write the result to PATH; the suffix picks the format: .svg, .html (interactive, offline), "
-        ".png (needs ctxembed[plot]) or .json. Repeatable.",
-        show_default=False,
-    ),
-]
+OPTION: Any = object()  # a command parameter's default: "declared in ctxembed.options.OPTIONS", see declared()
 
 
-ColorMode = enum.Enum("ColorMode", {name: name for name in COLOR_MODES}, type=str)  # [auto|always|never]
-ColorOpt = Annotated[
-    ColorMode,
-    typer.Option(
-        "--color",
-        help="Colour: auto (on a terminal, none under NO_COLOR), always (also in a pipe), never (no escape "
-        "sequences at all; heatmap cells carry glyphs instead).",
-        case_sensitive=False,
-    ),
-]
-ScaleMaxOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--scale-max",
-        min=0.001,
-        help="Shade attention on an absolute scale: this weight is full (1.0: a token that attends to one "
-        "token only). Default: the largest weight shown, so uniform attention looks full.",
-        show_default=False,
-    ),
-]
-
-# Output files of the commands that write data (batch). The formats are batch's: ctxembed.batch.columnar.FORMATS.
-OutputFormat = enum.Enum("OutputFormat", {name: name for name in ("jsonl", "parquet", "npz", "projector")}, type=str)
-FormatOpt = Annotated[
-    OutputFormat,
-    typer.Option(
-        "--format",
-        help="jsonl: a JSON record per line (stdout unless --out); parquet: a row per line (needs "
-        "ctxembed[parquet]); npz: one --word's vectors, lines and positions; projector: TensorBoard's "
-        "vectors.tsv + metadata.tsv for --word, in the --out folder.",
-        case_sensitive=False,
-    ),
-]
-OutOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--out",
-        "-o",
-        help="Write to this file (a folder for projector), made whole at the end: an interrupted run leaves none.",
-        show_default=False,
-    ),
-]
-DigitsOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--digits",
-        min=0,
-        max=9,
-        help="Round weights and vectors to N decimals (smaller, faster JSON). Default: every float32 "
-        "exactly, in its shortest form.",
-        show_default=False,
-    ),
-]
+def command_option(spec: CommandOption, command: str | None = None) -> tuple[Any, Any]:
+    """The typer annotation and default of a table option (``command``: with that command's own values):
+    flags, type, default, help, metavar and panel from :data:`ctxembed.options.OPTIONS`. Limits and
+    choices show in the help; :func:`declared` checks them with the table's own words."""
+    if command is not None:
+        spec = spec.of(command)
+    kind = spec.kind
+    if spec.repeatable:
+        kind = list[kind]
+    if spec.optional or spec.default is None:
+        kind = kind | None
+    text = spec.help + (f"  [{spec.limits()}]" if spec.limits() else "")
+    metavar = spec.metavar or (f"[{'|'.join(spec.choices)}]" if spec.choices else None)
+    declared_with = {"help": text, "show_default": spec.show_default}
+    if metavar:
+        declared_with["metavar"] = metavar
+    if spec.panel:
+        declared_with["rich_help_panel"] = spec.panel
+    if spec.argument:
+        return Annotated[kind, typer.Argument(**declared_with)], spec.default
+    if spec.envvar:
+        declared_with["envvar"] = spec.envvar
+    return Annotated[kind, typer.Option(*spec.own_flags, **declared_with)], spec.default
 
 
-def draws(command):
-    """Give a command that draws on the terminal the --color option (:data:`ColorOpt`); the consoles
-    it makes with :func:`ctxembed.output.stdout_console` follow it."""
+def _checked(spec: CommandOption, value: Any) -> Any:
+    if spec.choices and isinstance(value, str):  # --format JSONL as --format jsonl
+        value = value.lower()
+    return spec.check(value)
+
+
+def declared(command):
+    """Give each parameter of ``command`` whose default is :data:`OPTION` its option from the table
+    (:data:`ctxembed.options.OPTIONS`, with the command's own values, the command named by its
+    function's name); the values given are checked against the table before the command runs. The
+    command's ``table_options`` lists them (and those :func:`draws` and :func:`with_attention_options`
+    add): what docs/options.md and tests/test_option_table.py read."""
+    name = command.__name__
     signature = inspect.signature(command, eval_str=True)
-    color = inspect.Parameter("color", inspect.Parameter.KEYWORD_ONLY, annotation=ColorOpt, default=ColorMode("auto"))
+    specs = {p.name: OPTIONS[p.name].of(name) for p in signature.parameters.values() if p.default is OPTION}
+    parameters = []
+    for parameter in signature.parameters.values():
+        if parameter.name in specs:
+            annotation, default = command_option(specs[parameter.name])
+            parameter = parameter.replace(annotation=annotation, default=default)
+        parameters.append(parameter)
 
     @functools.wraps(command)
     def wrapper(**kwargs):
-        with use_color(getattr(kwargs.pop("color"), "value", "auto")):
+        for key, spec in specs.items():
+            kwargs[key] = _checked(spec, kwargs[key])
+        return command(**kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=parameters)
+    wrapper.table_options = {**getattr(command, "table_options", {}), **specs}
+    return wrapper
+
+
+def draws(command):
+    """Give a command that draws on the terminal the --color option (``color`` of the table); the
+    consoles it makes with :func:`ctxembed.output.stdout_console` follow it."""
+    signature = inspect.signature(command, eval_str=True)
+    spec = OPTIONS["color"]
+    annotation, default = command_option(spec)
+    color = inspect.Parameter("color", inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+
+    @functools.wraps(command)
+    def wrapper(**kwargs):
+        with use_color(_checked(spec, kwargs.pop("color"))):
             return command(**kwargs)
 
     wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), color])
+    wrapper.table_options = {**getattr(command, "table_options", {}), "color": spec}
     return wrapper
 
 
@@ -286,13 +244,13 @@ def _parameters() -> list[inspect.Parameter]:
     for name, spec in READ_OPTIONS.items():
         annotation, _ = option(spec)
         found.append(inspect.Parameter(name, keyword, annotation=annotation, default=None))
-    found += [
-        inspect.Parameter("vectors", keyword, annotation=VectorsOpt, default=None),
-        inspect.Parameter("limit", keyword, annotation=LimitOpt, default=None),
-        inspect.Parameter("trust", keyword, annotation=TrustOpt, default=False),
-        inspect.Parameter("model", keyword, annotation=ModelOpt, default="glove"),
-    ]
+    for name in _SOURCE:
+        annotation, default = command_option(OPTIONS[name])
+        found.append(inspect.Parameter(name, keyword, annotation=annotation, default=default))
     return found
+
+
+_SOURCE = ("vectors", "limit", "trust", "model")  # where the vectors come from: options of the table
 
 
 _PARAMETERS = _parameters()
@@ -308,10 +266,12 @@ def with_attention_options(command):
     @functools.wraps(command)
     def wrapper(**kwargs):
         options = {name: kwargs.pop(name) for name in _NAMES}
+        options |= {name: _checked(OPTIONS[name], options[name]) for name in _SOURCE}
         kwargs["explorer"] = functools.cache(lambda: build_explorer(options))
         return command(**kwargs)
 
     wrapper.__signature__ = signature.replace(parameters=own + _PARAMETERS)
+    wrapper.table_options = {**getattr(command, "table_options", {}), **{name: OPTIONS[name] for name in _SOURCE}}
     return wrapper
 
 

@@ -15,9 +15,9 @@ import typer
 from ctxembed.cli import app, reports_errors, show
 from ctxembed.cli.eval import ConfigOpt, eval_app
 from ctxembed.cli.options import (
-    JsonOpt,
-    SaveOpt,
+    OPTION,
     check_saves,
+    declared,
     draws,
     save_all,
     with_attention_options,
@@ -48,6 +48,7 @@ def split_arguments(arguments: list[str], corpus: str | None) -> tuple[list[str]
 @draws
 @with_attention_options
 @with_declared_options(SENSE_OPTIONS, into="options")
+@declared
 def senses(
     arguments: Annotated[
         list[str],
@@ -67,8 +68,8 @@ def senses(
         ),
     ] = None,
     exact: Annotated[bool, typer.Option("--exact", help="Only the word as given, no inflections.")] = False,
-    json_out: JsonOpt = False,
-    save: SaveOpt = None,
+    json_out: bool = OPTION,
+    save: list[Path] | None = OPTION,
     explorer=None,
     options=None,
 ) -> None:
@@ -113,13 +114,14 @@ def senses(
 @draws
 @with_attention_options
 @with_declared_options(_CLUSTERING, into="clustering")
+@declared
 def eval_wsi(
     path: Annotated[
         Path,
         typer.Argument(help="TSV: word, sense label, token index (from 0), space-tokenised sentence."),
     ],
     config: ConfigOpt = None,
-    json_out: JsonOpt = False,
+    json_out: bool = OPTION,
     explorer=None,
     clustering=None,
 ) -> None:

@@ -7,20 +7,21 @@ from typing import Annotated
 import typer
 
 from ctxembed.cli import app, reports_errors
-from ctxembed.cli.options import LimitOpt, TrustOpt, VectorsOpt
+from ctxembed.cli.options import OPTION, declared
 
 
 @app.command(epilog="Example: ctxembed serve --open   # needs: a person to type, and to stop it with Ctrl-C")
 @reports_errors
+@declared
 def serve(
-    vectors: VectorsOpt = None,
+    vectors: str | None = OPTION,
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port (0: any free one).")] = 8765,
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on; anything but loopback lets other machines in.")
     ] = "127.0.0.1",
     open_browser: Annotated[bool, typer.Option("--open", help="Open the page in the default browser.")] = False,
-    limit: LimitOpt = None,
-    trust: TrustOpt = False,
+    limit: int | None = OPTION,
+    trust: bool = OPTION,
 ) -> None:
     """A live page: type a sentence and watch attention change; compare, explain, neighbours.
 

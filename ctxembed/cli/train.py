@@ -9,13 +9,9 @@ import typer
 
 from ctxembed.cli import app, reports_errors
 from ctxembed.cli.options import (
-    JsonOpt,
-    LimitOpt,
-    ModelOpt,
-    SaveOpt,
-    TrustOpt,
-    VectorsOpt,
+    OPTION,
     check_saves,
+    declared,
     draws,
     save_all,
     with_declared_options,
@@ -40,9 +36,10 @@ _MODEL_SETTINGS = (
 @draws
 @with_setting_options(_MODEL_SETTINGS, TRAIN_DEFAULTS, panel=MODEL_PANEL)
 @with_declared_options(TRAIN_OPTIONS, into="options")
+@declared
 def train(
     corpus: Annotated[str, typer.Argument(help="Text, one sentence per line or running text; .gz; '-' for stdin.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the weights (.npz).")],
+    out: Path = OPTION,
     resume: Annotated[
         bool,
         typer.Option("--resume", help="Continue from the checkpoint Ctrl-C wrote.", rich_help_panel=TRAINING_PANEL),
@@ -53,12 +50,12 @@ def train(
             "--checkpoint", help="Checkpoint file (default: OUT with .checkpoint.npz).", rich_help_panel=TRAINING_PANEL
         ),
     ] = None,
-    vectors: VectorsOpt = None,
-    limit: LimitOpt = None,
-    trust: TrustOpt = False,
-    model: ModelOpt = "glove",
-    json_out: JsonOpt = False,
-    save: SaveOpt = None,
+    vectors: str | None = OPTION,
+    limit: int | None = OPTION,
+    trust: bool = OPTION,
+    model: str = OPTION,
+    json_out: bool = OPTION,
+    save: list[Path] | None = OPTION,
     settings=None,
     options=None,
 ) -> None:
@@ -88,19 +85,20 @@ def train(
 @app.command("before-after", epilog="Example: ctxembed before-after 'we sat on the river bank' --layer 0")
 @reports_errors
 @draws
+@declared
 def before_after(
-    sentence: Annotated[str | None, typer.Argument(help="The sentence ('-' or none: read stdin).")] = None,
+    sentence: str | None = OPTION,
     weights: Annotated[
         Path | None, typer.Option("--weights", help="Weights written by `ctxembed train` (default: the shipped ones).")
     ] = None,
-    layer: Annotated[int | None, typer.Option("--layer", min=0, help="Layer to show (default: the last).")] = None,
-    head: Annotated[int | None, typer.Option("--head", min=0, help="Head to show (default: mean of heads).")] = None,
-    top: Annotated[int, typer.Option("--top", min=1, help="Most-attended tokens listed per token.")] = 2,
-    vectors: VectorsOpt = None,
-    limit: LimitOpt = None,
-    trust: TrustOpt = False,
-    model: ModelOpt = "glove",
-    json_out: JsonOpt = False,
+    layer: int | None = OPTION,
+    head: int | None = OPTION,
+    top: int = OPTION,
+    vectors: str | None = OPTION,
+    limit: int | None = OPTION,
+    trust: bool = OPTION,
+    model: str = OPTION,
+    json_out: bool = OPTION,
 ) -> None:
     """One sentence's attention before training (the same model at its initial weights) and after, side by side."""
     from ctxembed.cli import read_sentence  # a circle: ctxembed.cli imports this module

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ctxembed.cli import app, reports_errors
-from ctxembed.cli.options import JsonOpt, LimitOpt, TrustOpt, draws
+from ctxembed.cli.options import OPTION, declared, draws
 from ctxembed.output import emit_json, say, stdout_console
 
 # The library modules a command needs are imported inside it: see docs/architecture.md, "Why imports are lazy".
@@ -20,10 +20,11 @@ app.add_typer(vectors_app, name="vectors")
 @vectors_app.command("info", epilog="Example: ctxembed vectors info glove.6B.300d.txt --json")
 @reports_errors
 @draws
+@declared
 def vectors_info(
     source: Annotated[str | None, typer.Argument(help="Vector file or gensim-data name (default: shipped).")] = None,
-    limit: LimitOpt = None,
-    json_out: JsonOpt = False,
+    limit: int | None = OPTION,
+    json_out: bool = OPTION,
 ) -> None:
     """Show a vector source's format, size, dimension, and cache state."""
     from ctxembed.vectors.sources import vectors_info as describe  # this command only: help never needs it
@@ -39,13 +40,14 @@ def vectors_info(
 
 @vectors_app.command("convert", epilog="Example: ctxembed vectors convert wiki-news-300d-1M.vec news.ctxv --quantize")
 @reports_errors
+@declared
 def vectors_convert(
     source: Annotated[str, typer.Argument(help="Vector file or gensim-data name.")],
     out: Annotated[Path, typer.Argument(help="Where to write the ctxembed store (.ctxv).")],
-    limit: LimitOpt = None,
-    trust: TrustOpt = False,
+    limit: int | None = OPTION,
+    trust: bool = OPTION,
     quantize: Annotated[bool, typer.Option("--quantize", help="Store int8 with one scale per row.")] = False,
-    json_out: JsonOpt = False,
+    json_out: bool = OPTION,
 ) -> None:
     """Convert any supported vector file into a ctxembed store that opens in milliseconds."""
     from ctxembed.vectors.sources import convert_vectors  # this command only: help never needs it

@@ -23,7 +23,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from ctxembed.declarations import ReadOptions, declarations
 from ctxembed.engine import Prepared
 from ctxembed.engine.registry import DEFAULT_MODEL, MODELS
 from ctxembed.errors import UsageError
+from ctxembed.options import OPTIONS, CommandOption
 from ctxembed.output import say
 from ctxembed.presets import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
 from ctxembed.vectors.cache import cache_dir
@@ -60,43 +60,25 @@ FILE_SETTINGS = ("weights_file",)  # settings that name a file: only the command
 READ_KEYS = ("oov", "max_tokens")
 
 
-@dataclass(frozen=True)
-class Key:
-    """A key of an endpoint besides the settings: its JSON type and limits."""
-
-    kind: type  # str, int, bool or list (of strings)
-    required: bool = False
-    minimum: int | None = None
-    maximum: int | None = None
-    help: str = ""
+def _keys(command: str, *names: str) -> dict[str, CommandOption]:
+    """An endpoint's keys: the options of the command it answers for, as the table declares them there."""
+    return {name: OPTIONS[name].of(command) for name in names}
 
 
-ENDPOINTS: dict[str, dict[str, Key]] = {
-    "attend": {
-        "sentence": Key(str, True, help="The sentence."),
-        "top": Key(int, minimum=1, maximum=50, help="Most-attended tokens listed per token (default 3)."),
-        "with_vectors": Key(bool, help="Add static and contextual vectors."),
-    },
-    "explain": {
-        "sentence": Key(str, True, help="The sentence."),
-        "layer": Key(int, minimum=0, help="Layer whose steps to show (default: the last)."),
-        "head": Key(int, minimum=0, help="Head whose steps to show (default 0)."),
-    },
-    "compare": {
-        "sentences": Key(list, True, help=f"Two to {MAX_SENTENCES} sentences."),
-        "word": Key(str, help="The word to compare (default: every shared word)."),
-    },
-    "side-by-side": {
-        "sentences": Key(list, True, help=f"One to {MAX_SENTENCES} sentences; the first one's attention is shown."),
-        "word": Key(str, True, help="The word to follow in every model."),
-    },
-    "neighbors": {
-        "sentence": Key(str, True, help="The sentence."),
-        "word": Key(str, True, help="The word whose neighbours to list."),
-        "k": Key(int, minimum=1, maximum=1000, help="How many neighbours (default 10)."),
-        "include_context": Key(bool, help="Keep the sentence's own words among the neighbours."),
-    },
+# Each endpoint takes the keys of its command (flags, types, limits, defaults: ctxembed.options.OPTIONS);
+# the page has no stdin, so the text is required.
+ENDPOINTS: dict[str, dict[str, CommandOption]] = {
+    "attend": _keys("attend", "sentence", "top", "with_vectors"),
+    "explain": _keys("attend", "sentence", "layer", "head"),
+    "compare": _keys("compare", "sentences", "word"),
+    "side-by-side": _keys("side_by_side", "sentences", "word"),
+    "neighbors": _keys("neighbors", "sentence", "word", "k", "include_context"),
 }
+TEXTS = ("sentence", "sentences")  # required here: the page has no stdin to read them from
+
+
+def _required(name: str, spec: CommandOption) -> bool:
+    return spec.required or name in TEXTS
 
 
 # ------------------------------------------------------------------------------ explorers
@@ -193,24 +175,16 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _check_key(name: str, key: Key, value: Any) -> Any:
-    if key.kind is list:
-        if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
-            raise UsageError(f"{name} must be a list of strings, not {_shown(value)}")
-        if len(value) > MAX_SENTENCES:
-            raise UsageError(f"{name}: {len(value)} sentences, more than the page's {MAX_SENTENCES}")
-        for text in value:
-            _check_key(name, Key(str), text)
-        return value
-    if isinstance(value, str) and len(value) > MAX_CHARS:
-        raise UsageError(f"{name} has {len(value):,} characters, more than the page takes ({MAX_CHARS:,})")
-    if key.kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise UsageError(f"{name} must be an integer, not {_shown(value)}")
-    if key.kind is not int and not isinstance(value, key.kind):
-        raise UsageError(f"{name} must be {'true or false' if key.kind is bool else 'a string'}, not {_shown(value)}")
-    low, high = key.minimum, key.maximum
-    if key.kind is int and ((low is not None and value < low) or (high is not None and value > high)):
-        raise UsageError(f"{name} must be an integer in [{low}, {high if high is not None else '...'}], not {value}")
+def _check_key(name: str, spec: CommandOption, value: Any) -> Any:
+    """A key's value checked by the table (its type and limits, named as the command line names them),
+    and its texts by the page's own limits."""
+    value = spec.check(value)
+    texts = value if isinstance(value, list) else [value]
+    if isinstance(value, list) and len(value) > MAX_SENTENCES:
+        raise UsageError(f"{name}: {len(value)} sentences, more than the page's {MAX_SENTENCES}")
+    for text in texts:
+        if isinstance(text, str) and len(text) > MAX_CHARS:
+            raise UsageError(f"{name} has {len(text):,} characters, more than the page takes ({MAX_CHARS:,})")
     return value
 
 
@@ -243,7 +217,7 @@ def split_body(endpoint: str, body: Any) -> tuple[dict[str, Any], dict[str, Any]
     if not isinstance(body, dict):
         raise UsageError(f"the request body must be a JSON object, not {type(body).__name__}")
     keys = ENDPOINTS[endpoint]
-    own: dict[str, Any] = {}
+    own: dict[str, Any] = {name: spec.default for name, spec in keys.items() if not _required(name, spec)}
     options: dict[str, Any] = {}
     for name, value in body.items():
         if value is None:
@@ -257,7 +231,7 @@ def split_body(endpoint: str, body: Any) -> tuple[dict[str, Any], dict[str, Any]
         else:
             known = ", ".join([*keys, "model", "preset", *(n for n in SETTINGS if n not in FILE_SETTINGS), *READ_KEYS])
             raise UsageError(f"unknown key {_shown(name)} for /api/{endpoint}; known: {known}")
-    missing = [name for name, key in keys.items() if key.required and name not in own]
+    missing = [name for name, spec in keys.items() if _required(name, spec) and name not in own]
     if missing:
         raise UsageError(f"/api/{endpoint} needs {' and '.join(missing)}")
     model = options.get("model", DEFAULT_MODEL)
@@ -312,15 +286,15 @@ def _light(own: dict[str, Any], options: dict[str, Any]) -> bool:
 
 def _document(endpoint: str, own: dict[str, Any], explorer: Explorer) -> dict:
     if endpoint == "compare":
-        return explorer.compare(own["sentences"], own.get("word")).document()
+        return explorer.compare(own["sentences"], own["word"]).document()
     if endpoint == "neighbors":
-        k = own.get("k", 10)
-        include = own.get("include_context", False)
-        return explorer.neighbors(own["sentence"], own["word"], k, include_context=include).document()
+        return explorer.neighbors(
+            own["sentence"], own["word"], own["k"], include_context=own["include_context"]
+        ).document()
     sentence = _sized(explorer, own["sentence"])
     if endpoint == "explain":
-        return explorer.explain(sentence, layer=own.get("layer"), head=own.get("head")).document()
-    return explorer.attend(sentence, top=own.get("top", 3), with_vectors=own.get("with_vectors", False)).document()
+        return explorer.explain(sentence, layer=own["layer"], head=own["head"]).document()
+    return explorer.attend(sentence, top=own["top"], with_vectors=own["with_vectors"]).document()
 
 
 def _side_by_side(own: dict, options: dict, explorers: Explorers) -> dict:
@@ -411,13 +385,15 @@ def registry(explorers: Explorers) -> dict:
         "endpoints": {
             name: {
                 key: {
-                    "kind": k.kind.__name__,
-                    "required": k.required,
-                    "minimum": k.minimum,
-                    "maximum": k.maximum,
-                    "help": k.help,
+                    "kind": "list" if spec.repeatable else spec.kind.__name__,
+                    "required": _required(key, spec),
+                    "minimum": spec.minimum,
+                    "maximum": spec.maximum,
+                    "default": None if spec.required else spec.default,
+                    "flag": None if spec.argument else spec.option,
+                    "help": spec.help,
                 }
-                for key, k in keys.items()
+                for key, spec in keys.items()
             }
             for name, keys in ENDPOINTS.items()
         },  # fmt: skip

@@ -9,8 +9,9 @@ from os import PathLike
 from pathlib import Path
 
 from ctxembed.engine import Engine
-from ctxembed.engine.registry import DEFAULT_MODEL, check_trainable
-from ctxembed.errors import DataError, UsageError
+from ctxembed.engine.registry import check_trainable
+from ctxembed.errors import DataError
+from ctxembed.options import OPTIONS, default
 from ctxembed.output import as_json, say
 from ctxembed.presets import SETTINGS, build_settings
 from ctxembed.report import attend_document
@@ -22,7 +23,12 @@ BEFORE_AFTER_SCHEMA = "ctxembed.before-after/1"
 
 
 def before_and_after(
-    store, text: str, weights_file: str | Path | None, *, source: str = "default", top: int = 2
+    store,
+    text: str,
+    weights_file: str | Path | None,
+    *,
+    source: str = "default",
+    top: int = default("top", "before_after"),
 ) -> dict:
     """One sentence through a trained model at its initial weights (rebuilt from the seed the file
     records) and at its trained weights: a ``ctxembed.before-after/1`` document holding two
@@ -62,19 +68,18 @@ def before_after(
     weights_file: str | PathLike | None = None,
     *,
     vectors: str | PathLike | None = None,
-    limit: int | None = None,
-    trust: bool = False,
-    top: int = 2,
+    limit: int | None = default("limit"),
+    trust: bool = default("trust"),
+    top: int = default("top", "before_after"),
     on_note: Callable[[str], None] | None = say,
-    model: str = DEFAULT_MODEL,
+    model: str = default("model"),
 ) -> dict:
     """``ctxembed before-after --json``: ``sentence``'s attention with a trained weights file (default:
     the shipped ``--preset learned`` one) at its initial and at its trained weights, as the
     ``ctxembed.before-after/1`` document; ``vectors``, ``limit``, ``trust`` as for an Explorer.
     ``model``: the model whose attention was trained, the default (glove); a pretrained model is refused."""
     check_trainable(model, "before-after")
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise UsageError(f"top must be an integer >= 1, not {top!r}")
+    OPTIONS["top"].check(top)
     store = open_vectors(vectors, limit=limit, trust=trust, on_convert=on_note or (lambda text: None))
     source = "default" if vectors is None else str(vectors)
     return as_json(before_and_after(store, sentence, weights_file, source=source, top=top))
