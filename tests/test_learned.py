@@ -93,3 +93,21 @@ def test_the_learned_rung_fits_only_the_shipped_vectors():
 
     assert fits_learned_weights(open_vectors(None))
     assert not fits_learned_weights(open_vectors(TOY))
+
+
+def test_before_after_refuses_a_layer_or_head_the_model_lacks_before_running_it(monkeypatch):
+    import pytest
+
+    from ctxembed.engine import Engine
+    from ctxembed.errors import UsageError
+    from ctxembed.train.before_after import before_after
+
+    def must_not_run(self, *args, **kwargs):
+        raise AssertionError("attention ran before the view was checked")
+
+    monkeypatch.setattr(Engine, "run", must_not_run)
+    layers = build_settings("learned").attention.layers
+    with pytest.raises(UsageError, match="layer"):
+        before_after(SENTENCE, layer=layers, on_note=None)
+    result = invoke("before-after", SENTENCE, "--head", "99")
+    assert result.exit_code == 2 and result.stdout == "" and result.stderr.startswith("ctxembed: error:")

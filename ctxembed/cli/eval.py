@@ -9,8 +9,8 @@ import typer
 
 from ctxembed.cli import app, reports_errors, show
 from ctxembed.cli.options import OPTION, declared, draws, with_attention_options
-from ctxembed.output import say
 from ctxembed.evaluation.ladder import ladder
+from ctxembed.output import say
 
 # The library modules a command needs are imported inside it: see docs/architecture.md, "Why imports are lazy".
 
@@ -42,11 +42,7 @@ def eval_wic(
     explorer=None,
 ) -> None:
     """Word-in-Context accuracy: same sense or not, by thresholding the cosine of the target's vectors."""
-    from ctxembed.evaluation import run  # the eval commands only
-
-    ex = explorer()
-    doc = run.wic(ex.store, ex.settings, ex.vectors, directory, tune_on=tune_on, configs=config, on_note=say)
-    show(doc, json_out, "render_eval_wic")
+    show(explorer().evaluate_wic(directory, tune_on=tune_on, configs=config), json_out, "render_eval_wic")
 
 
 @eval_app.command("senses", epilog="Example: ctxembed eval senses -c textbook -c default")
@@ -67,10 +63,7 @@ def eval_senses(
     explorer=None,
 ) -> None:
     """The share of ambiguous words whose same-sense pairs all beat their cross-sense pairs."""
-    from ctxembed.evaluation import run  # the eval commands only
-
-    ex = explorer()
-    show(run.senses(ex.store, ex.settings, ex.vectors, path, configs=config), json_out, "render_eval_senses")
+    show(explorer().evaluate_senses(path, configs=config), json_out, "render_eval_senses")
 
 
 @eval_app.command("pairs", epilog="Example: ctxembed eval pairs simlex999")
@@ -91,11 +84,7 @@ def eval_pairs(
     explorer=None,
 ) -> None:
     """Graded similarity: Spearman ρ in context (SCWS), or gensim's Pearson and Spearman for word pairs."""
-    from ctxembed.evaluation import run  # the eval commands only
-
-    ex = explorer()
-    doc = run.pairs(ex.store, ex.settings, ex.vectors, path, configs=config, on_note=say)
-    show(doc, json_out, "render_eval_pairs")
+    show(explorer().evaluate_pairs(path, configs=config), json_out, "render_eval_pairs")
 
 
 @eval_app.command("fit-mix", epilog="Example: ctxembed eval fit-mix WiC_dataset/ --out my-mix.json")
@@ -119,9 +108,6 @@ def eval_fit_mix(
 
     Only the mixing weights are learned, over the layers of the attention options given here (their
     own --mix is ignored): s = softmax(w) and γ maximise the likelihood of P(same) = σ(γ²·cos + b)."""
-    from ctxembed.evaluation import run  # the eval commands only
-
-    ex = explorer()
-    doc = run.fit_mix(ex.store, ex.settings, ex.vectors, sources, split=split, out=out, on_note=say)
+    doc = explorer().fit_mix(sources, split=split, out=out)
     show(doc, json_out, "render_mix_fit")
     say(f"wrote {doc['written']}: use it with --mix {'learned' if out is None else doc['written']}")

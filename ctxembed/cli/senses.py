@@ -23,7 +23,7 @@ from ctxembed.cli.options import (
     with_attention_options,
     with_declared_options,
 )
-from ctxembed.output import emit_json, say, stdout_console
+from ctxembed.output import say
 from ctxembed.presets import SENSE_OPTIONS
 
 # eval wsi clusters as senses does, with the clustering options only
@@ -96,12 +96,7 @@ def senses(
             vectors, rows = projector_points(doc, kept)
             for path in maps:
                 write_projector(path, vectors, PROJECTOR_HEADER, rows)
-        if json_out:
-            emit_json(doc)
-        else:
-            from ctxembed.views.render_senses import render_senses  # rich tables: --json never needs them
-
-            render_senses(stdout_console(), doc)
+        show(doc, json_out, "render_senses.render_senses")
     for problem in problems:
         say(f"ctxembed: error: {problem}")
     if problems:
@@ -127,16 +122,4 @@ def eval_wsi(
 ) -> None:
     """Word-sense induction: clusters of each word's occurrences against sense labels (ARI, V-measure,
     pair accuracy), beside the one-cluster and bag-of-words baselines."""
-    from ctxembed.evaluation import run  # eval wsi only
-
-    ex = explorer()
-    doc = run.wsi(
-        ex.store, ex.settings, ex.vectors, path, configs=config, max_tokens=ex.engine.max_tokens, on_note=say,
-        **clustering,
-    )  # fmt: skip
-    if json_out:
-        show(doc, True, "")
-        return
-    from ctxembed.views.render_senses import render_eval_wsi  # rich tables: --json never needs them
-
-    render_eval_wsi(stdout_console(), doc)
+    show(explorer().evaluate_wsi(path, configs=config, **clustering), json_out, "render_senses.render_eval_wsi")

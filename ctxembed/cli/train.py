@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ctxembed.cli import app, reports_errors
+from ctxembed.cli import app, reports_errors, show
 from ctxembed.cli.options import (
     OPTION,
     check_saves,
@@ -17,8 +17,7 @@ from ctxembed.cli.options import (
     with_declared_options,
     with_setting_options,
 )
-from ctxembed.declarations import check_view
-from ctxembed.output import emit_json, say, stdout_console
+from ctxembed.output import say
 from ctxembed.presets import MODEL_PANEL, TRAIN_DEFAULTS, TRAIN_OPTIONS, TRAINING_PANEL
 
 # The architecture trained: declared settings (flags, limits and help from their one declaration),
@@ -72,12 +71,7 @@ def train(
         model=model, **settings, **options,
     )  # fmt: skip
     save_all(report, save)  # the loss curves as a picture or page
-    if json_out:
-        emit_json(report)
-    else:
-        from ctxembed.views.render_train import render_train  # rich tables: --json never needs them
-
-        render_train(stdout_console(), report)
+    show(report, json_out, "render_train.render_train")
     if report["interrupted"]:
         raise typer.Exit(130)
 
@@ -105,12 +99,8 @@ def before_after(
     from ctxembed.train.before_after import before_after as compute  # before-after only
 
     text = read_sentence(sentence, "before-after")
-    doc = compute(text, weights, vectors=vectors, limit=limit, trust=trust, top=top, on_note=say, model=model)
-    a = doc["after"]["settings"]["attention"]
-    check_view(a["layers"], a["heads"], layer, head)
-    if json_out:
-        emit_json(doc)
-        return
-    from ctxembed.views.render_train import render_before_after  # rich tables: --json never needs them
-
-    render_before_after(stdout_console(), doc, layer=a["layers"] - 1 if layer is None else layer, head=head)
+    doc = compute(
+        text, weights, vectors=vectors, limit=limit, trust=trust, top=top, layer=layer, head=head, on_note=say,
+        model=model,
+    )  # fmt: skip
+    show(doc, json_out, "render_train.render_before_after", layer=layer, head=head)

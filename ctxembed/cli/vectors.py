@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ctxembed.cli import app, reports_errors
+from ctxembed.cli import app, reports_errors, show
 from ctxembed.cli.options import OPTION, declared, draws
-from ctxembed.output import emit_json, say, stdout_console
+from ctxembed.output import emit_json, say
 
 # The library modules a command needs are imported inside it: see docs/architecture.md, "Why imports are lazy".
 
@@ -30,12 +30,7 @@ def vectors_info(
     from ctxembed.vectors.sources import vectors_info as describe  # this command only: help never needs it
 
     info = describe(source, limit=limit)
-    if json_out:
-        emit_json(info)
-        return
-    from ctxembed.views.render import render_info  # rich tables: a drawn view only
-
-    render_info(stdout_console(), info)
+    show(info, json_out, "render_info")
 
 
 @vectors_app.command("convert", epilog="Example: ctxembed vectors convert wiki-news-300d-1M.vec news.ctxv --quantize")

@@ -8,6 +8,7 @@ from dataclasses import replace
 from os import PathLike
 from pathlib import Path
 
+from ctxembed.declarations import check_view
 from ctxembed.engine import Engine
 from ctxembed.engine.registry import check_trainable
 from ctxembed.errors import DataError
@@ -29,10 +30,14 @@ def before_and_after(
     *,
     source: str = "default",
     top: int = default("top", "before_after"),
+    layer: int | None = default("layer"),
+    head: int | None = default("head"),
 ) -> dict:
     """One sentence through a trained model at its initial weights (rebuilt from the seed the file
     records) and at its trained weights: a ``ctxembed.before-after/1`` document holding two
-    ``ctxembed.attend/5`` documents. ``weights_file`` None is the shipped ``--preset learned``."""
+    ``ctxembed.attend/5`` documents. ``weights_file`` None is the shipped ``--preset learned``.
+    ``layer`` and ``head``: the view the caller will show, refused before any attention is run when
+    the trained model has no such layer or head."""
     after_settings = (
         build_settings("learned") if weights_file is None else build_settings("default", weights_file=str(weights_file))
     )
@@ -40,6 +45,7 @@ def before_and_after(
     meta = read_metadata(path) if Path(path).is_file() else None
     if meta is None:
         raise DataError(f"{path}: not written by `ctxembed train`, so it records no initial weights to compare with")
+    check_view(after_settings.attention.layers, after_settings.attention.heads, layer, head)
     after = Engine(store, after_settings)
     trained = meta["settings"]
     flat = dict(trained["attention"]) | {k: v for k, v in trained.items() if k in SETTINGS}
@@ -71,15 +77,18 @@ def before_after(
     limit: int | None = default("limit"),
     trust: bool = default("trust"),
     top: int = default("top", "before_after"),
+    layer: int | None = default("layer"),
+    head: int | None = default("head"),
     on_note: Callable[[str], None] | None = say,
     model: str = default("model"),
 ) -> dict:
     """``ctxembed before-after --json``: ``sentence``'s attention with a trained weights file (default:
     the shipped ``--preset learned`` one) at its initial and at its trained weights, as the
     ``ctxembed.before-after/1`` document; ``vectors``, ``limit``, ``trust`` as for an Explorer.
-    ``model``: the model whose attention was trained, the default (glove); a pretrained model is refused."""
+    ``model``: the model whose attention was trained, the default (glove); a pretrained model is refused.
+    ``layer``, ``head``: the view to be shown, checked against the trained model before any work."""
     check_trainable(model, "before-after")
     OPTIONS["top"].check(top)
     store = open_vectors(vectors, limit=limit, trust=trust, on_convert=on_note or (lambda text: None))
     source = "default" if vectors is None else str(vectors)
-    return as_json(before_and_after(store, sentence, weights_file, source=source, top=top))
+    return as_json(before_and_after(store, sentence, weights_file, source=source, top=top, layer=layer, head=head))

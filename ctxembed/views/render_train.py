@@ -88,9 +88,12 @@ def _attention_of(doc: dict, layer: int, head: int | None) -> np.ndarray:
 
 
 @terminal_view
-def render_before_after(console: Console, doc: dict, *, layer: int, head: int | None) -> None:
-    """The two attention matrices side by side, then each token's most-attended words before and after."""
+def render_before_after(console: Console, doc: dict, *, layer: int | None = None, head: int | None = None) -> None:
+    """The two attention matrices side by side, then each token's most-attended words before and after
+    (``layer``: default the last; ``head``: default the mean of heads)."""
     before, after = doc["before"], doc["after"]
+    if layer is None:
+        layer = after["settings"]["attention"]["layers"] - 1
     labels = [before["tokens"][p]["text"] for p in [t["position"] for t in before["tokens"] if t["used"]]]
     losses = doc["losses"]
     console.print(Text.assemble(("weights", "bold"), f" {doc['weights_file']}"), highlight=False)
