@@ -17,17 +17,27 @@ import typer.main
 import ctxembed
 from ctxembed.api import AttendResult, Explorer, side_by_side
 from ctxembed.cli import app
+from ctxembed.declarations import ReadOptions, declarations
 from ctxembed.engine.registry import DEFAULT_MODEL
 from ctxembed.errors import SettingError
 from ctxembed.options import OPTIONS, REQUIRED
 from ctxembed.output import dumps
-from ctxembed.presets import flag
+from ctxembed.presets import SENSE_OPTIONS, SETTINGS, TRAIN_OPTIONS, flag
 from ctxembed.serve.endpoints import ENDPOINTS, Explorers, answer, registry, split_body
 from tests.cli_helpers import fails, invoke
 from tests.conftest import REPO
 
 CLI = REPO / "ctxembed" / "cli"
 TABLE_FLAGS = {f for spec in OPTIONS.values() for f in spec.all_flags}
+# the settings' flags are declared once too (declarations.py, presets.py), with their negatives
+SETTING_SPECS = [
+    *SETTINGS.values(),
+    *declarations(ReadOptions).values(),
+    *TRAIN_OPTIONS.values(),
+    *SENSE_OPTIONS.values(),
+]
+SETTING_FLAGS = {spec.option for spec in SETTING_SPECS} | {spec.off_flag for spec in SETTING_SPECS if spec.off_flag}
+DECLARED_FLAGS = TABLE_FLAGS | SETTING_FLAGS
 
 
 def commands() -> list[tuple[str, object]]:
@@ -49,19 +59,21 @@ COMMANDS = commands()
 
 
 def literal_flags(folder: Path) -> list[str]:
-    """``file:line flag`` of every flag of the table written out in a typer.Option/Argument of ``folder``."""
+    """``file:line flag`` of every declared flag (of the table, or a setting's) written out again in a
+    typer.Option/Argument of ``folder``."""
     found = []
     for path in sorted(folder.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and ast.unparse(node.func) in ("typer.Option", "typer.Argument"):
                 for arg in node.args:
                     if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                        found += [f"{path.name}:{node.lineno} {f}" for f in arg.value.split("/") if f in TABLE_FLAGS]
+                        found += [f"{path.name}:{node.lineno} {f}" for f in arg.value.split("/") if f in DECLARED_FLAGS]
     return found
 
 
 # ------------------------------------------------------------------------------ declared once
-def test_no_command_writes_a_flag_of_the_table_itself():
+def test_no_command_writes_a_declared_flag_itself():
+    """Not --top (the table's) nor --weights (a setting's): each is declared once and generated."""
     assert literal_flags(CLI) == []
 
 

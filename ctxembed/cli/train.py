@@ -13,12 +13,13 @@ from ctxembed.cli.options import (
     check_saves,
     declared,
     draws,
+    option,
     save_all,
     with_declared_options,
     with_setting_options,
 )
 from ctxembed.output import say
-from ctxembed.presets import MODEL_PANEL, TRAIN_DEFAULTS, TRAIN_OPTIONS, TRAINING_PANEL
+from ctxembed.presets import MODEL_PANEL, SETTINGS, TRAIN_DEFAULTS, TRAIN_OPTIONS, TRAINING_PANEL
 
 # The architecture trained: declared settings (flags, limits and help from their one declaration),
 # with training's own defaults (settings.TRAIN_DEFAULTS) shown in the help.
@@ -76,15 +77,17 @@ def train(
         raise typer.Exit(130)
 
 
+# before-after's --weights is the setting's (a file `ctxembed train` wrote), with the shipped one as default
+_WEIGHTS, _ = option(SETTINGS["weights_file"], shown_default="default: the shipped --preset learned weights")
+
+
 @app.command("before-after", epilog="Example: ctxembed before-after 'we sat on the river bank' --layer 0")
 @reports_errors
 @draws
 @declared
 def before_after(
     sentence: str | None = OPTION,
-    weights: Annotated[
-        Path | None, typer.Option("--weights", help="Weights written by `ctxembed train` (default: the shipped ones).")
-    ] = None,
+    weights: _WEIGHTS = None,
     layer: int | None = OPTION,
     head: int | None = OPTION,
     top: int = OPTION,
