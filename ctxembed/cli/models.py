@@ -6,9 +6,9 @@ from typing import Annotated
 
 import typer
 
-from ctxembed.cli import app, reports_errors
+from ctxembed.cli import app, reports_errors, show
 from ctxembed.cli.options import OPTION, declared
-from ctxembed.output import emit_json, say, stdout_console
+from ctxembed.output import say
 
 models_app = typer.Typer(help="Install and list trained models (--model).", no_args_is_help=True)
 app.add_typer(models_app, name="models")
@@ -28,11 +28,7 @@ def models_install(
     values, and convert it into ctxembed's models folder. The only command that uses the network."""
     from ctxembed.vectors.models import install
 
-    done = install(name, on_note=say)
-    if json_out:
-        emit_json(done)
-    else:
-        say(f"installed {done['model']} ({done['upstream']}, {done['licence']}) in {done['path']}")
+    show(install(name, on_note=say), json_out, "render_installed")
 
 
 @models_app.command("list", epilog="Example: ctxembed models list --json")
@@ -40,18 +36,6 @@ def models_install(
 @declared
 def models_list(json_out: bool = OPTION) -> None:
     """Show the installed models with their sizes and licences."""
-    from ctxembed.vectors.models import installed, models_dir
+    from ctxembed.vectors.models import models_document
 
-    found = installed()
-    if json_out:
-        emit_json({"schema": "ctxembed.models/1", "folder": str(models_dir()), "models": found})
-        return
-    console = stdout_console()
-    if not found:
-        say(f"no model installed in {models_dir()} (try `ctxembed models install minilm`)")
-    for m in found:
-        console.print(
-            f"{m['model']:<8} {m['bytes'] / 1e6:6.1f} MB  {m['licence']:<11} {m['upstream']}  {m['path']}",
-            markup=False,
-            highlight=False,
-        )
+    show(models_document(), json_out, "render_models")

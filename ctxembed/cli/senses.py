@@ -77,6 +77,7 @@ def senses(
 
     --save map.tsv (or a folder) writes the TensorBoard Projector pair: the occurrences' vectors, and
     their word, sense, label and sentence (docs/scale.md says how to open it)."""
+    from ctxembed.senses.run import found_senses  # senses only
     from ctxembed.senses.run import senses as find  # senses only
 
     words, corpus = split_arguments(arguments, corpus)
@@ -84,18 +85,11 @@ def senses(
     save = [path for path in save or [] if path not in maps]
     check_saves(save)
     ex = explorer()
-    kept: dict | None = {} if maps else None
-    doc, problems = find(ex.engine, ex.vectors, words, corpus, forms=forms or [], exact=exact, keep=kept, **options)
-    entries = doc["words"]
-    if any(e["k"] for e in entries):
+    doc, problems = find(
+        ex.engine, ex.vectors, words, corpus, forms=forms or [], exact=exact, projector=maps, **options
+    )
+    if found_senses(doc):  # a document without senses has nothing to show: the problems below say why
         save_all(doc, save)
-        if maps:
-            from ctxembed.output import write_projector
-            from ctxembed.senses.run import PROJECTOR_HEADER, projector_points
-
-            vectors, rows = projector_points(doc, kept)
-            for path in maps:
-                write_projector(path, vectors, PROJECTOR_HEADER, rows)
         show(doc, json_out, "render_senses.render_senses")
     for problem in problems:
         say(f"ctxembed: error: {problem}")

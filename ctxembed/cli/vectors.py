@@ -9,7 +9,6 @@ import typer
 
 from ctxembed.cli import app, reports_errors, show
 from ctxembed.cli.options import OPTION, declared, draws
-from ctxembed.output import emit_json, say
 
 # The library modules a command needs are imported inside it: see docs/architecture.md, "Why imports are lazy".
 
@@ -47,11 +46,4 @@ def vectors_convert(
     """Convert any supported vector file into a ctxembed store that opens in milliseconds."""
     from ctxembed.vectors.sources import convert_vectors  # this command only: help never needs it
 
-    result = convert_vectors(source, out, limit=limit, trust=trust, quantize=quantize)
-    if json_out:
-        emit_json(result)
-    else:
-        say(
-            f"wrote {out}: {result['words']:,} words x {result['dim']} dimensions "
-            f"({result['dtype']}, {result['bytes']:,} bytes)"
-        )
+    show(convert_vectors(source, out, limit=limit, trust=trust, quantize=quantize), json_out, "render_converted")

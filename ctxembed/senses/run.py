@@ -12,6 +12,7 @@ import numpy as np
 
 from ctxembed.engine import ContextEngine
 from ctxembed.errors import UsageError
+from ctxembed.output import write_projector
 from ctxembed.presets import SenseOptions
 from ctxembed.progress import scanning
 from ctxembed.report import settings_block
@@ -44,7 +45,7 @@ def senses(
     *,
     forms: Sequence[str] = (),
     exact: bool = False,
-    keep: dict | None = None,
+    projector: Sequence[str | PathLike] = (),
     **options: Any,
 ) -> tuple[dict, list[str]]:
     """Scan ``corpus`` (a text file, ``.gz``, ``"-"`` for stdin; default: the shipped Brown sample) once for
@@ -53,7 +54,8 @@ def senses(
 
     Returns the ``ctxembed.senses/2`` document and one message per word that could not be clustered
     (it does not occur, or has fewer usable occurrences than ``k``); such a word is still in the
-    document, without senses."""
+    document, without senses. ``projector``: paths (``.tsv``, or a folder) where the TensorBoard
+    Projector pair of the occurrences is written when some word has senses (:func:`found_senses`)."""
     chosen = SenseOptions(**{k: v for k, v in options.items() if v is not None})
     words = check_words(words)
     given = parse_forms(forms, words)
@@ -62,6 +64,7 @@ def senses(
     stream, shown_name = open_corpus(corpus_name)
     if corpus_name == str(default_corpus()):
         shown_name = "brown.txt.gz (the shipped example corpus)"
+    keep: dict | None = {} if projector else None  # the occurrences' vectors, for the Projector pair
     with stream, scanning(corpus_name) as progress:
         found, problems = find_senses(engine, word_forms, stream, shown_name, chosen, progress=progress, keep=keep)
     doc = {
@@ -70,7 +73,16 @@ def senses(
         **settings_block(engine),
         **found,
     }
+    if projector and found_senses(doc):
+        points, rows = projector_points(doc, keep)
+        for path in projector:
+            write_projector(path, points, PROJECTOR_HEADER, rows)
     return doc, problems
+
+
+def found_senses(doc: dict) -> bool:
+    """Whether some word of a senses document was clustered: whether it has anything to show."""
+    return any(entry["k"] for entry in doc["words"])
 
 
 PROJECTOR_HEADER = ("word", "sense", "label", "line", "form", "sentence")

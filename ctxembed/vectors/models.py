@@ -270,6 +270,11 @@ def describe(name: str) -> dict:
     }
 
 
+def models_document() -> dict:
+    """``ctxembed models list --json``: the models folder and every installed model (:func:`installed`)."""
+    return {"schema": "ctxembed.models/1", "folder": str(models_dir()), "models": installed()}
+
+
 def installed() -> list[dict]:
     """Every installed model (those whose folder has its record), by name."""
     root = models_dir()

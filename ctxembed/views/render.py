@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ctxembed.budget import check_drawn
-from ctxembed.output import terminal_view
+from ctxembed.output import say, terminal_view
 from ctxembed.views.figures import (
     View,
     attention_masks,
@@ -29,6 +29,29 @@ from ctxembed.views.figures import (
 )
 from ctxembed.views.layout import choose_layout, draw, heat_level, legend_lines, model_lines, wrap_parts
 from ctxembed.views.palette import heat_style, map_colour, masked_colour, mode_of
+
+
+def render_converted(console: Console, doc: dict) -> None:
+    """``vectors convert``: what was written, one line on stderr (a note: stdout stays empty)."""
+    size = f"{doc['words']:,} words x {doc['dim']} dimensions ({doc['dtype']}, {doc['bytes']:,} bytes)"
+    say(f"wrote {doc['out']}: {size}")
+
+
+def render_installed(console: Console, doc: dict) -> None:
+    """``models install``: the model installed, one line on stderr (a note: stdout stays empty)."""
+    say(f"installed {doc['model']} ({doc['upstream']}, {doc['licence']}) in {doc['path']}")
+
+
+def render_models(console: Console, doc: dict) -> None:
+    """``models list``: a line per installed model; with none, a note on stderr saying how to install one."""
+    if not doc["models"]:
+        say(f"no model installed in {doc['folder']} (try `ctxembed models install minilm`)")
+    for m in doc["models"]:
+        console.print(
+            f"{m['model']:<8} {m['bytes'] / 1e6:6.1f} MB  {m['licence']:<11} {m['upstream']}  {m['path']}",
+            markup=False,
+            highlight=False,
+        )
 
 
 @terminal_view
