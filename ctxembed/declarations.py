@@ -400,3 +400,6 @@ class ReadOptions:
 
 
 DEFAULT_MAX_TOKENS = ReadOptions.max_tokens
+# The shipped trained projections (scripts/build_learned_weights.py): the learned preset names them by
+# this file name, and ctxembed.vectors.weights finds the file among the shipped data.
+LEARNED_WEIGHTS_FILE = "learned-brown-2x4.npz"

@@ -35,6 +35,7 @@ from typing import Any
 from ctxembed.core.mix import check_spec
 from ctxembed.declarations import (
     INGREDIENT_PANEL,
+    LEARNED_WEIGHTS_FILE,
     PROJECTION_PANEL,
     AttentionConfig,
     Projection,
@@ -46,7 +47,6 @@ from ctxembed.declarations import (
 )
 from ctxembed.errors import SettingError
 from ctxembed.options import OPTIONS
-from ctxembed.vectors.weights import describe_weights, learned_weights_path, trained_settings
 
 
 def _projection(v: Mapping[str, Any]) -> str:
@@ -56,10 +56,6 @@ def _projection(v: Mapping[str, Any]) -> str:
     elif kind == "file":
         kind += f"({v['weights_file']})"
     return f"projection {kind}"
-
-
-def _weights_explained(path: str) -> str:
-    return describe_weights(path)
 
 
 @dataclass(frozen=True)
@@ -105,7 +101,7 @@ class Settings:
         optional=True,
         panel=PROJECTION_PANEL,
         requires=("projection", "file"),
-        explain=lambda v: _weights_explained(v["weights_file"]) if v["weights_file"] else None,
+        explain="W_query, W_key, W_value (and any W_out) are read from {weights_file}",
     )
     output_projection: bool = setting(
         bool,
@@ -463,11 +459,12 @@ SENSE_OPTIONS: dict[str, Setting] = declarations(SenseOptions)
 
 
 def _learned_changes() -> dict[str, Any]:
-    """The shipped weights, trained by scripts/build_learned_weights.py with the training defaults. A
-    trained file's recorded settings are the ones that count (:func:`build_settings` reads them); a test
-    checks they agree."""
+    """The shipped weights, trained by scripts/build_learned_weights.py with the training defaults, named
+    by their file's name: the engine layer finds the file among the shipped data. A trained file's
+    recorded settings are the ones that count (the engine layer reads them, see :func:`build_settings`);
+    a test checks they agree."""
     trained = {k: v for k, v in TRAIN_DEFAULTS.items() if k != "output_projection"}  # the file holds W_out
-    return trained | {"projection": "file", "weights_file": str(learned_weights_path())}
+    return trained | {"projection": "file", "weights_file": LEARNED_WEIGHTS_FILE}
 
 
 PRESET_CHANGES["learned"] = _learned_changes()
@@ -480,12 +477,15 @@ PRESET_HELP = (
 )
 
 
-def build_settings(preset: str = "default", **overrides: Any) -> Settings:
+def build_settings(preset: str = "default", *, recorded: Mapping[str, Any] | None = None, **overrides: Any) -> Settings:
     """A preset with some settings overridden by name; ``None`` leaves the preset's choice.
 
     A setting given here that only means something with another (``seed`` with the random
     projection) is an error when that other setting says otherwise; ``weights_file`` alone
-    switches an identity preset to the file projection.
+    switches an identity preset to the file projection. ``recorded``: the settings the weights file
+    (given, or the preset's) was trained with, as ``ctxembed train`` records them; they replace the
+    preset's, and settings given still win. This module reads no file: the engine layer reads them
+    (:func:`ctxembed.engine.glove.resolve_settings`, what the API and the commands call).
     """
     preset = getattr(preset, "value", preset)
     if preset not in PRESETS:
@@ -496,8 +496,8 @@ def build_settings(preset: str = "default", **overrides: Any) -> Settings:
         raise SettingError(f"unknown setting(s): {', '.join(unknown)}; known: {', '.join(SETTINGS)}")
     chosen = {k: SETTINGS[k].check(v) for k, v in chosen.items()}
     values = PRESETS[preset].values()
-    if weights_file := chosen.get("weights_file") or values["weights_file"]:
-        values |= _trained_values(weights_file)
+    if recorded is not None:
+        values |= _trained_values(recorded, chosen.get("weights_file") or values["weights_file"])
     values |= chosen
     if chosen.get("weights_file") and "projection" not in chosen and values["projection"] == "identity":
         values["projection"] = "file"
@@ -533,12 +533,9 @@ def fit_to_vectors(
 _FILE_DECIDES = {"projection", "weights_file", "seed", "d_out", "output_projection"}
 
 
-def _trained_values(weights_file: str) -> dict[str, Any]:
+def _trained_values(trained: Mapping[str, Any], weights_file: str) -> dict[str, Any]:
     """A weights file written by ``ctxembed train`` carries its architecture: its recorded settings
     replace the preset's, so ``--weights FILE`` needs no other flag (flags given still override)."""
-    trained = trained_settings(weights_file)
-    if trained is None:
-        return {}
     flat = dict(trained.get("attention", {})) | {k: v for k, v in trained.items() if k != "attention"}
     values = {k: v for k, v in flat.items() if k in SETTINGS and k not in _FILE_DECIDES}
     # a setting the file does not record was not there when it was trained: it ran at its default

@@ -23,7 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "views": {"output"},
     "vectors": {"core", "output", "progress"},
-    "presets": {"core", "vectors"},
+    "presets": {"core"},
     "engine": {"core", "vectors", "presets", "output", "progress"},
     "report": {"core", "vectors", "presets", "engine"},
     "batch": {"core", "vectors", "presets", "engine", "report", "output", "progress"},

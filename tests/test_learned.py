@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ctxembed.engine.glove import resolve_settings
 from ctxembed.evaluation.ladder import ladder
 from ctxembed.presets import PRESETS, build_settings
-from ctxembed.vectors.weights import learned_weights_path, read_metadata
+from ctxembed.vectors.weights import learned_weights_path, read_metadata, weights_path
 from tests.cli_helpers import TOY, invoke, strict_json, succeeds
 
 SENTENCE = "we sat on the river bank and watched the boats"
@@ -35,13 +36,18 @@ def test_learned_attention_differs_from_default():
 
 
 def test_weights_flag_takes_the_architecture_from_the_file():
-    settings = build_settings("default", weights_file=str(learned_weights_path()))
+    path = str(learned_weights_path())
+    settings = resolve_settings("default", weights_file=path)
     assert settings.attention == PRESETS["learned"].attention
     # the ingredients and the read-out the file was trained with, not the default preset's (mix 0.2,0.8)
     assert (settings.abtt, settings.sif, settings.mix, settings.mix_norm) == (3, 1e-4, "0.5,0.5", True)
     assert settings.attention.position_mode == "query-key"
-    assert settings.values() == PRESETS["learned"].values()  # nothing of the default preset leaks in (e.g. mix)
-    assert build_settings("default", weights_file=str(learned_weights_path()), heads=4).attention.heads == 4
+    # nothing of the default preset leaks in (e.g. mix); the preset names the shipped file, found here
+    assert settings.values() == PRESETS["learned"].values() | {"weights_file": path}
+    assert weights_path(PRESETS["learned"].weights_file) == path
+    assert resolve_settings("default", weights_file=path, heads=4).attention.heads == 4
+    # the presets read no file: without the recorded settings, the default preset's own remain
+    assert build_settings("default", weights_file=path).mix == PRESETS["default"].mix
 
 
 def test_before_after_shows_initial_and_trained_attention():
@@ -78,7 +84,7 @@ def test_before_after_needs_a_trained_file(tmp_path):
 def test_explain_names_the_learned_matrices():
     doc = strict_json(succeeds("attend", "the bank was closed", "--preset", "learned", "--explain", "--json").stdout)
     assert "W_query" in doc["explain"]["projections"] and "learned by `ctxembed train`" in doc["explain"]["projections"]
-    assert any("learned by" in line for line in build_settings("learned").explain())
+    assert any("read from learned-brown-2x4.npz" in line for line in build_settings("learned").explain())
 
 
 def test_the_eval_ladder_has_the_learned_rung():

@@ -29,6 +29,7 @@ _EXPORTS = {
     "Model": "registry",
     "open_engine": "registry",
     "Engine": "glove",
+    "resolve_settings": "glove",
     "GroupArrays": "glove",
     "DEFAULT_MAX_TOKENS": "glove",
 }

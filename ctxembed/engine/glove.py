@@ -54,7 +54,13 @@ from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.sources import open_vectors
 from ctxembed.vectors.statistics import statistics
 from ctxembed.vectors.store import VectorStore
-from ctxembed.vectors.weights import check_trained_weights, describe_weights, load_projections
+from ctxembed.vectors.weights import (
+    check_trained_weights,
+    describe_weights,
+    load_projections,
+    trained_settings,
+    weights_path,
+)
 
 # Floats one group of sentences holds at once in each of its arrays (512 KB of float32): a group's
 # (B, T, d) vectors stay in a core's cache between steps, and the memory of a chunk's attention is
@@ -124,6 +130,8 @@ class Engine:
         label: Callable[[str], str] = str,
     ):
         options = ReadOptions(oov=oov, max_tokens=max_tokens)
+        if settings.weights_file and weights_path(settings.weights_file) != settings.weights_file:
+            settings = replace(settings, weights_file=weights_path(settings.weights_file))  # the shipped file
         self.store = store
         self.settings = settings
         self.oov = options.oov
@@ -450,7 +458,7 @@ def open_glove(
     Settings are checked before any file is read; preset ingredients the vectors are too small for
     are turned off with a note to ``on_note`` (default: stderr), as are notes about a conversion."""
     note = on_note or say
-    requested = build_settings(preset, **settings)
+    requested = resolve_settings(preset, **settings)
     store = open_vectors(None if vectors is None else str(vectors), limit=limit, trust=trust, on_convert=note)
     given = frozenset(name for name, value in settings.items() if value is not None)
     fitted, turned_off = fit_to_vectors(requested, store.dim, len(store), keep=given)
@@ -462,6 +470,20 @@ def open_glove(
             f"({store.dim} dimensions, {len(store):,} words)"
         )
     return Engine(store, fitted, oov=oov, max_tokens=max_tokens, label=label)
+
+
+def resolve_settings(preset: str = "default", **overrides: Any) -> Settings:
+    """:func:`ctxembed.presets.build_settings` with its weights file read: the settings the file (given,
+    or the preset's) records, when ``ctxembed train`` wrote it, replace the preset's, so ``--weights
+    FILE`` needs no other flag; settings given still win."""
+    settings = build_settings(preset, **overrides)
+    if not settings.weights_file:
+        return settings
+    path = weights_path(settings.weights_file)  # the learned preset names its shipped file: where it is
+    recorded = trained_settings(path)
+    if recorded is not None:
+        settings = build_settings(preset, recorded=recorded, **overrides)
+    return settings if path == settings.weights_file else replace(settings, weights_file=path)
 
 
 def projections_text(settings: Settings) -> str | None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxembed.core.similarity import row_cosines
-from ctxembed.engine import ContextEngine, split_word
+from ctxembed.engine import ContextEngine, resolve_settings, split_word
 from ctxembed.errors import DataError, UsageError
 from ctxembed.evaluation.ladder import ladder
 from ctxembed.presets import PRESETS, Settings, build_settings
@@ -70,7 +70,7 @@ def named_settings(name: str, custom: Settings | None = None) -> Settings | None
     if changes is None:
         return None
     if name in PRESETS:
-        return PRESETS[name]
+        return resolve_settings(name)  # the learned preset's file found, and its recorded settings read
     return replace(build_settings("textbook", **changes), preset=name)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ctxembed.declarations import check_view
 from ctxembed.engine import Engine
+from ctxembed.engine.glove import resolve_settings
 from ctxembed.engine.registry import check_trainable
 from ctxembed.errors import DataError
 from ctxembed.options import OPTIONS, default
@@ -38,9 +39,8 @@ def before_and_after(
     ``ctxembed.attend/5`` documents. ``weights_file`` None is the shipped ``--preset learned``.
     ``layer`` and ``head``: the view the caller will show, refused before any attention is run when
     the trained model has no such layer or head."""
-    after_settings = (
-        build_settings("learned") if weights_file is None else build_settings("default", weights_file=str(weights_file))
-    )
+    given = {} if weights_file is None else {"weights_file": str(weights_file)}
+    after_settings = resolve_settings("default" if given else "learned", **given)
     path = after_settings.weights_file
     meta = read_metadata(path) if Path(path).is_file() else None
     if meta is None:

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxembed.core.projections import HEAD_ARRAYS, LAYER_ARRAYS, HeadProjection, LayerParams, validate_params
-from ctxembed.declarations import AttentionConfig
+from ctxembed.declarations import LEARNED_WEIGHTS_FILE, AttentionConfig
 from ctxembed.errors import DataError
 from ctxembed.output import atomic_file
 from ctxembed.vectors.shipped import shipped_path
@@ -50,12 +50,20 @@ WEIGHTS_SCHEMA = "ctxembed.weights/1"
 FINGERPRINT_WORDS = 1000
 
 
-LEARNED_FILE = "learned-brown-2x4.npz"  # the shipped weights (scripts/build_learned_weights.py)
+LEARNED_FILE = LEARNED_WEIGHTS_FILE  # the shipped weights (scripts/build_learned_weights.py)
 
 
 def learned_weights_path() -> Path:
     """The shipped learned weights: inside the installed package, or data/ in a source checkout."""
     return shipped_path(LEARNED_FILE)
+
+
+def weights_path(weights_file: str) -> str:
+    """The file a ``weights_file`` setting names: a path as given, or, for the shipped weights' file name
+    (what the learned preset declares) when no such file is here, the shipped file's path."""
+    if weights_file == LEARNED_FILE and not Path(weights_file).exists():
+        return str(learned_weights_path())
+    return weights_file
 
 
 def trained_settings(path: str | PathLike) -> dict | None:
