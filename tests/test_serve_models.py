@@ -71,6 +71,10 @@ def test_explain_under_minilm_answers_the_commands_document(server, minilm_folde
     assert status == 200
     assert (doc["explain"]["layer"], doc["explain"]["head"], doc["explain"]["level"]) == (2, 3, "pieces")
     assert doc == run_json("attend", SENTENCE, "--explain", "--layer", "2", "--head", "3", "--model", "minilm", "--json")
+    status, doc = post(server, "explain", {"sentence": SENTENCE, "model": "minilm", "word": "bank"})
+    assert status == 200 and doc["explain"]["neuron"]["word"] == "bank"
+    line = one_line_error(server, "explain", {"sentence": SENTENCE, "model": "minilm", "word": "river"}, 422)
+    assert "'river' is not among the words of the sentence" in line
 
 
 def test_an_unknown_model_is_400_in_one_line(server):

@@ -100,6 +100,14 @@ def test_compare_neighbours_and_explain_under_minilm(minilm_folder, page, server
     for step in ("1. inputs x", "q = x W_q + b_q", "6. weights", "8. a = ", "9. output = feed-forward"):
         assert step in text
     assert the_command(page) == ["attend", SENTENCE, "--explain", "--layer", "2", "--head", "3", "--model", "minilm"]
+    # the neuron view of a typed word: its q . k_j term by term, and --word in the command line
+    before = draws(page)
+    page.locator("#explain-word").fill("bank")
+    settled(page, before, "window.ctxembedLive.lastBody.word === 'bank'")
+    assert "'bank': q . k_j = sum over its 32 dimensions" in page.locator("#view pre.terminal").text_content()
+    command = the_command(page)
+    assert command == ["attend", SENTENCE, "--explain", "--layer", "2", "--head", "3", "--word", "bank", "--model", "minilm"]
+    assert run_json(*command, "--json")["explain"]["neuron"]["token"] == "bank"
     screenshot(page, "live-minilm-explain.png", tmp_path)
 
 

@@ -69,7 +69,7 @@ def _keys(command: str, *names: str) -> dict[str, CommandOption]:
 # the page has no stdin, so the text is required.
 ENDPOINTS: dict[str, dict[str, CommandOption]] = {
     "attend": _keys("attend", "sentence", "top", "with_vectors"),
-    "explain": _keys("attend", "sentence", "layer", "head"),
+    "explain": _keys("attend", "sentence", "layer", "head", "word"),  # word: the neuron view's query
     "compare": _keys("compare", "sentences", "word"),
     "side-by-side": _keys("side_by_side", "sentences", "word"),
     "neighbors": _keys("neighbors", "sentence", "word", "k", "include_context"),
@@ -293,7 +293,7 @@ def _document(endpoint: str, own: dict[str, Any], explorer: Explorer) -> dict:
         ).document()
     sentence = _sized(explorer, own["sentence"])
     if endpoint == "explain":
-        return explorer.explain(sentence, layer=own["layer"], head=own["head"]).document()
+        return explorer.explain(sentence, layer=own["layer"], head=own["head"], word=own["word"]).document()
     return explorer.attend(sentence, top=own["top"], with_vectors=own["with_vectors"]).document()
 
 

@@ -266,6 +266,8 @@
       var layer = +$("explain-layer").value, head = +$("explain-head").value;
       if (layer !== (shape() || { layers: 1 }).layers - 1) body.layer = layer;
       if (head !== 0) body.head = head;
+      var query = $("explain-word").value.trim();  /* the neuron view: that word's q . k_j term by term */
+      if (query) body.word = query;
     }
     if (view === "neighbors") {
       body.word = chosenToken;
@@ -464,6 +466,7 @@
   $("sentences").addEventListener("input", function () { schedule(250); });
   $("word").addEventListener("input", function () { schedule(250); });
   $("k").addEventListener("input", function () { schedule(250); });
+  $("explain-word").addEventListener("input", function () { schedule(250); });
   $("explain-layer").addEventListener("change", function () { this.chosen = true; schedule(0); });
   $("view").addEventListener("change", function (event) {  /* the attend drawing's layer or head */
     if (tab === "attend" && live.lastBody && /\b(layer|head)\b/.test(event.target.className))
