@@ -263,7 +263,7 @@ def parquet_batch(records: list[dict], options: dict, engine):
 def _ipc_bytes(batch):
     """The batch as an Arrow IPC stream, in a pyarrow Buffer: the pipe and the sink read it in place
     (the buffer protocol), with no copy into a ``bytes``."""
-    import pyarrow as pa
+    import pyarrow as pa  # the parquet extra: loaded for --format parquet alone
 
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
@@ -316,7 +316,7 @@ class ParquetSink:
         self.writer = pq.ParquetWriter(str(self.file.temp), schema, **WRITER_OPTIONS)
 
     def write(self, parts: list) -> None:
-        import pyarrow as pa
+        import pyarrow as pa  # the parquet extra: loaded for --format parquet alone
 
         data = parts[0] if len(parts) == 1 else b"".join(parts)
         with pa.ipc.open_stream(data) as reader, _writing(self.file.path):

@@ -437,7 +437,7 @@ def safe_records(engine: Engine, block: list, options: dict, *, make=None, error
 
 def columnar_work(engine: Engine, block: list, options: dict) -> Encoded:
     """A chunk as the columns of ``options["format"]`` (see :mod:`ctxembed.batch.columnar`)."""
-    from ctxembed.batch.columnar import column_block, error_dict, record_dicts
+    from ctxembed.batch.columnar import column_block, error_dict, record_dicts  # the columnar formats only
 
     records = safe_records(engine, block, options, make=record_dicts, error=error_dict)
     return column_block(engine, records, options)
@@ -449,7 +449,7 @@ def _lost_maker(engine: Engine, options: dict):
         return None
 
     def lost(block: list, reason: str) -> Encoded:
-        from ctxembed.batch.columnar import column_block, lost_block
+        from ctxembed.batch.columnar import column_block, lost_block  # the columnar formats only
 
         return column_block(engine, lost_block(block, reason), options)
 

@@ -87,7 +87,7 @@ def embed_columns(
     """:func:`embed_lines` a chunk at a time, as one ``pyarrow.RecordBatch`` per chunk: the columns of
     ``ctxembed batch --format parquet`` (see :mod:`ctxembed.batch.columnar`), a row per line, in order.
     Needs pyarrow (``ctxembed[parquet]``)."""
-    from ctxembed.batch.columnar import parquet_batch
+    from ctxembed.batch.columnar import parquet_batch  # the columnar formats only
 
     engine, options, blocks = _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word)
     for block in blocks:
@@ -100,7 +100,7 @@ def word_arrays(
     """One word's contextual vectors across ``lines``, as NumPy arrays (what ``--format npz`` holds):
     ``vectors`` (n, d_out) float32, ``line`` (n,) and ``position`` (n,) int64, ``text`` (n,) str, for
     the n lines that hold ``word`` (its first occurrence; ``bank#2``: its second), in order."""
-    from ctxembed.batch.columnar import word_rows
+    from ctxembed.batch.columnar import word_rows  # the columnar formats only
 
     engine, options, blocks = _chunks(lines, start, chunk, explorer, keywords, False, False, word)
     parts = [word_rows(_record_dicts(engine, block, options)) for block in blocks]
@@ -115,7 +115,7 @@ def word_arrays(
 
 def _record_dicts(engine: Engine, block: list, options: dict) -> list[dict]:
     """A chunk's records as dicts (arrays copied out of their groups), bad lines as error records."""
-    from ctxembed.batch.columnar import error_dict, record_dicts
+    from ctxembed.batch.columnar import error_dict, record_dicts  # the columnar formats only
 
     return safe_records(engine, block, options, make=record_dicts, error=error_dict)
 

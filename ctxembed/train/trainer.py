@@ -309,7 +309,7 @@ class Trainer:
         BLAS runs on one thread: the products are small (a few hundred tokens x d), so threads cost
         more than they give, and one thread adds the same numbers in the same order on every machine.
         """
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits  # training only, once a run starts
 
         with threadpool_limits(limits=1, user_api="blas"):
             return self._run(resume, on_step, on_epoch, stop)

