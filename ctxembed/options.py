@@ -256,6 +256,9 @@ _DECLARED: dict[str, CommandOption] = {
             },
         },
     ),
+    # batch's unit of work: a worker's task and a Parquet row group; memory stays one chunk's (docs/scale.md)
+    "chunk": CommandOption(int, 1024, "Sentences per attention batch.", minimum=1, maximum=100_000, metavar="N"),
+    "workers": CommandOption(int, 0, "Processes (0: one per usable core).", minimum=0, metavar="N"),
     "digits": CommandOption(
         int, None,
         "Round weights and vectors to N decimals (smaller, faster JSON). Default: every float32 exactly, in "

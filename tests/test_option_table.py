@@ -16,6 +16,8 @@ import typer.main
 
 import ctxembed
 from ctxembed.api import AttendResult, Explorer, side_by_side
+from ctxembed.batch.driver import run_batch
+from ctxembed.batch.embed import embed_columns, word_arrays
 from ctxembed.cli import app
 from ctxembed.declarations import ReadOptions, declarations
 from ctxembed.engine.registry import DEFAULT_MODEL
@@ -142,6 +144,9 @@ def _api_functions():
     yield "train", ctxembed.train_weights
     yield "embed_lines", ctxembed.embed_lines
     yield "embed_chunks", ctxembed.embed_chunks
+    yield "embed_columns", embed_columns
+    yield "word_arrays", word_arrays
+    yield "batch", run_batch
     yield "vectors_info", ctxembed.vectors_info
     yield "vectors_convert", ctxembed.convert_vectors
 

@@ -42,6 +42,7 @@ from ctxembed.batch.pool import WorkerPool, write_all
 from ctxembed.batch.records import Encoded, LongLine, Tally, encoded_records, error_record
 from ctxembed.engine import Engine, split_word
 from ctxembed.errors import CtxembedError, DataError
+from ctxembed.options import default
 from ctxembed.output import say
 from ctxembed.progress import Lines, enabled
 from ctxembed.vectors.corpus import not_text, open_file
@@ -279,14 +280,14 @@ def run_batch(
     engine: Engine,
     source: str,
     *,
-    with_vectors: bool = False,
+    with_vectors: bool = default("with_vectors"),
     weights: bool = True,
-    word: str | None = None,
-    chunk: int = 1024,
-    workers: int = 0,
-    fmt: str = "jsonl",
-    out: str | None = None,
-    digits: int | None = None,
+    word: str | None = default("word"),
+    chunk: int = default("chunk"),
+    workers: int = default("workers"),
+    fmt: str = default("output_format"),
+    out: str | None = default("out"),
+    digits: int | None = default("digits"),
 ) -> int:
     """Stream ``source`` (a path or "-") to stdout, or to ``out`` in ``fmt`` (see
     :mod:`ctxembed.batch.columnar`); return the number of lines read."""

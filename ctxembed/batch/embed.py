@@ -44,6 +44,7 @@ from ctxembed.batch.driver import line_limit, safe_process, safe_records
 from ctxembed.batch.records import LongLine, chunk_records
 from ctxembed.engine import Engine, open_engine
 from ctxembed.errors import UsageError
+from ctxembed.options import OPTIONS, default
 
 
 def embed_lines(
@@ -51,10 +52,10 @@ def embed_lines(
     *,
     start: int = 1,
     weights: bool = True,
-    with_vectors: bool = False,
+    with_vectors: bool = default("with_vectors"),
     word: str | None = None,
     encoded: bool = False,
-    chunk: int = 1024,
+    chunk: int = default("chunk"),
     explorer=None,
     **keywords: Any,
 ) -> Iterator[dict | bytes]:
@@ -78,9 +79,9 @@ def embed_columns(
     *,
     start: int = 1,
     weights: bool = True,
-    with_vectors: bool = False,
+    with_vectors: bool = default("with_vectors"),
     word: str | None = None,
-    chunk: int = 1024,
+    chunk: int = default("chunk"),
     explorer=None,
     **keywords: Any,
 ) -> Iterator:
@@ -95,7 +96,13 @@ def embed_columns(
 
 
 def word_arrays(
-    lines: Iterable[str | bytes], word: str, *, start: int = 1, chunk: int = 1024, explorer=None, **keywords: Any
+    lines: Iterable[str | bytes],
+    word: str,
+    *,
+    start: int = 1,
+    chunk: int = default("chunk"),
+    explorer=None,
+    **keywords: Any,
 ) -> dict:
     """One word's contextual vectors across ``lines``, as NumPy arrays (what ``--format npz`` holds):
     ``vectors`` (n, d_out) float32, ``line`` (n,) and ``position`` (n,) int64, ``text`` (n,) str, for
@@ -125,9 +132,9 @@ def embed_chunks(
     *,
     start: int = 1,
     weights: bool = True,
-    with_vectors: bool = False,
+    with_vectors: bool = default("with_vectors"),
     word: str | None = None,
-    chunk: int = 1024,
+    chunk: int = default("chunk"),
     explorer=None,
     **keywords: Any,
 ) -> Iterator[bytes]:
@@ -146,8 +153,7 @@ def _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word
         raise UsageError(f"give explorer= or settings, not both ({', '.join(sorted(keywords))})")
     if isinstance(start, bool) or not isinstance(start, int) or start < 0:
         raise UsageError(f"start must be a line number >= 0, not {start!r}")
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1 <= chunk <= 100_000:
-        raise UsageError(f"chunk must be an integer in [1, 100000], not {chunk!r}")
+    OPTIONS["chunk"].check(chunk)
     engine = explorer.engine if explorer is not None else shared_engine(**keywords)
     engine.lexicon.prepare_bulk()  # bulk lookups for the run, as batch does for big input
     options = {"with_vectors": with_vectors, "weights": weights, "word": word, "digits": None, "format": "jsonl"}
