@@ -14,7 +14,6 @@ from ctxembed.core.similarity import cosine, cosine_matrix
 from ctxembed.engine import ContextEngine, Contextualized, Engine, LayerTrace, locate, split_word
 from ctxembed.errors import DataError, UsageError, counted
 from ctxembed.options import NEIGHBOURS_AMONG
-from ctxembed.presets import Settings
 from ctxembed.vectors.search import nearest
 
 

@@ -34,13 +34,13 @@ def test_glove_layers_are_the_cosines_of_the_input_and_of_each_layer_output():
     layers = np.array(doc["layers"])
     assert layers.shape == (4, 4, 4)  # (L + 1, N, N)
     # layer 0: the attention input (after all-but-the-top); the vectors of one word are the same there
-    assert layers[0] == pytest.approx(by_hand([r.inputs[i] for r, i in zip(results, rows)]), abs=1e-6)
+    assert layers[0] == pytest.approx(by_hand([r.inputs[i] for r, i in zip(results, rows, strict=True)]), abs=1e-6)
     assert layers[0] == pytest.approx(np.ones((4, 4)), abs=1e-6)
     # layers 1 and 2 feed the next layer; layer 3 is the last output, before the default preset's mix
     for layer in (1, 2):
-        expected = by_hand([r.layer_inputs[layer][i] for r, i in zip(results, rows)])
+        expected = by_hand([r.layer_inputs[layer][i] for r, i in zip(results, rows, strict=True)])
         assert layers[layer] == pytest.approx(expected, abs=1e-6)
-    last = by_hand([r.last_layer[i] for r, i in zip(results, rows)])
+    last = by_hand([r.last_layer[i] for r, i in zip(results, rows, strict=True)])
     assert layers[3] == pytest.approx(last, abs=1e-6)
     assert not np.allclose(layers[3], doc["contextual_similarity"], atol=1e-3)  # the read-out mixes h0 in
     assert np.abs(layers[1] - layers[3]).max() > 1e-3  # the layers differ from each other

@@ -62,7 +62,9 @@ def test_the_parquet_file_of_batch_records_the_same_block(minilm_folder, tmp_pat
 def test_a_word_split_into_wordpieces_says_pieces_not_vocabulary(minilm_folder):
     doc = run_json("attend", "the unbelievable riverbank flooded", "--model", "minilm", "--json")
     sources = {t["text"]: t["source"] for t in doc["tokens"]}
-    assert sources == {"the": "vocabulary", "unbelievable": "vocabulary", "riverbank": "pieces", "flooded": "vocabulary"}
+    assert sources == {
+        "the": "vocabulary", "unbelievable": "vocabulary", "riverbank": "pieces", "flooded": "vocabulary"
+    }  # fmt: skip
     assert doc["warnings"] == []  # pieces are the model's own vectors, not character n-gram guesses
     assert_valid(doc, "ctxembed.attend/5")
     compared = run_json("compare", "the riverbank", "a riverbank", "--word", "riverbank", "-m", "minilm", "--json")
@@ -75,3 +77,26 @@ def test_the_pieces_mark_and_its_legend_in_the_terminal(minilm_folder):
     shown = succeeds("compare", "the riverbank", "a riverbank", "--word", "riverbank", "-m", "minilm").stdout
     assert "'riverbank' vectors: S1 pieces, S2 pieces" in shown
     assert "+ the mean of the word's wordpieces" in shown
+
+
+def test_an_eval_row_of_the_trained_model_carries_the_same_block(minilm_folder):
+    from tests.conftest import FIXTURES
+
+    doc = run_json("eval", "pairs", FIXTURES / "scws_tiny.txt", "--model", "minilm", "-c", "minilm", "-c", "minilm@3",
+                   "--json")  # fmt: skip
+    assert_valid(doc, "ctxembed.eval-pairs/2")
+    rows = {row["name"]: row["settings"] for row in doc["configs"]}
+    assert rows["minilm"] == run_json("attend", RIVER, "--model", "minilm", "--json")["settings"]
+    assert rows["minilm@3"]["preset"] == "minilm@3" and rows["minilm@3"]["readout"] != rows["minilm"]["readout"]
+
+
+def test_the_trained_models_summary_names_its_read_out_and_fits_80_columns(minilm_folder):
+    from ctxembed.engine.minilm import MiniLMEngine
+    from ctxembed.evaluation.evaluate import model_settings, named_settings
+    from tests.cli_helpers import invoke
+
+    at_layer_3 = MiniLMEngine(settings=named_settings("minilm@3", model_settings("minilm")))
+    assert "read-out 1·h3 |" in at_layer_3.summary()  # not the default's mean
+    assert "read-out mean of h0..h6 |" in MiniLMEngine().summary()
+    shown = invoke("neighbors", MONEY, "--word", "bank", "-m", "minilm", env={"COLUMNS": "80"}).stdout
+    assert "(rows renormalised over the words)" in shown  # each part on a line of its own, never cut inside a word

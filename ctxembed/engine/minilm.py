@@ -102,6 +102,8 @@ class MiniLMEngine:
         self.settings: Settings = replace(base, attention=attention)
         # the read-out: the settings' mix when they name one (eval's NAME@N), else the mean of h0 ... hL
         self.mix = resolve_mix(base.mix, self.layers) if base.mix else None
+        # the read-out in a summary: the settings' own mix as its formula (1·h3), else the mean, named short
+        self.readout = f"mean of h0..h{self.layers}" if self.mix is None else self.mix.formula()
         self.mix = self.mix or LayerMix(
             np.full(self.layers + 1, 1 / (self.layers + 1)), 1.0, "mean of the hidden states"
         )
@@ -130,7 +132,9 @@ class MiniLMEngine:
 
     def summary(self) -> str:
         shape = f"{self.layers} layers x {self.heads} heads"
-        return f"model minilm (all-MiniLM-L6-v2, {shape}) | read-out mean of h0..h{self.layers} | {HIDDEN}"
+        # each part fits an 80-column line after the views' "settings " prefix (they break between parts)
+        hidden = "[CLS], [SEP] hidden (rows renormalised over the words)"
+        return f"model minilm (all-MiniLM-L6-v2, {shape}) | read-out {self.readout} | {hidden}"
 
     # ------------------------------------------------------------------ sentence -> words and pieces
 

@@ -97,6 +97,13 @@ def open_for(store: VectorStore, settings: Settings, max_tokens: int):
     return engine_for(settings, store, max_tokens=max_tokens)
 
 
+def described(store: VectorStore, settings: Settings | None) -> dict | None:
+    """A configuration's ``settings`` in an eval document: the block its engine describes itself with,
+    as every document of that model carries it (:func:`ctxembed.report.settings_block`); None for
+    static vectors, which no engine computes."""
+    return None if settings is None else open_for(store, settings, max_tokens=4096).describe()
+
+
 @dataclass
 class Occurrence:
     """A target word in a pre-tokenised sentence."""

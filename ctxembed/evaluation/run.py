@@ -18,6 +18,7 @@ from ctxembed.errors import UsageError, counted
 from ctxembed.evaluation.evaluate import (
     LADDER,
     default_senses_path,
+    described,
     evaluate_scws,
     evaluate_senses,
     evaluate_wic,
@@ -77,9 +78,7 @@ def sweep(
         for name in chosen:
             progress.describe(f"evaluating {name}")
             settings = configured[name]
-            rows.append(
-                {"name": name, "settings": settings.as_dict() if settings else None, **evaluate(name, settings)}
-            )
+            rows.append({"name": name, "settings": described(store, settings), **evaluate(name, settings)})
             progress.done()
     return rows
 
