@@ -6,15 +6,20 @@ docs/json.md). Numbers stay NumPy here; :mod:`ctxembed.output` makes them JSON-s
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ctxembed.core.attention import build_mask, masked_keys, mean_over_heads, twin_ids
 from ctxembed.core.readings import READINGS, rollout, score_terms, value_norm
 from ctxembed.core.similarity import cosine, cosine_matrix
-from ctxembed.engine import ContextEngine, Contextualized, Engine, LayerTrace, locate, split_word
+from ctxembed.engine import Contextualized, locate, split_word
 from ctxembed.errors import DataError, UsageError, counted
 from ctxembed.options import NEIGHBOURS_AMONG
 from ctxembed.vectors.search import nearest
+
+if TYPE_CHECKING:  # annotations only: a trained model's document does not load the glove engine
+    from ctxembed.engine import ContextEngine, Engine, LayerTrace
 
 
 def settings_block(engine: ContextEngine) -> dict:
