@@ -164,7 +164,9 @@ class MiniLMEngine:
         single = {
             row: [p.text for p, o in zip(pieces, owner[1:-1], strict=True) if o == row] for row in range(len(used))
         }
-        rows = [self.store.index.get(single[r][0], -1) if len(single[r]) == 1 else -1 for r in range(len(used))]
+        # find: a binary search of the store's sorted words, so one sentence does not build the word -> row dict
+        found = [self.store.find(single[r][0]) if len(single[r]) == 1 else None for r in range(len(used))]
+        rows = [-1 if row is None else row for row in found]
         texts = [t.text for t in tokens]
         keys = [t.key for t in tokens]
         in_vocab = [t.position in row_of for t in tokens]
