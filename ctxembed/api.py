@@ -406,7 +406,7 @@ class AttendResult(_Shown):
     top: int = default("top")
     with_vectors: bool = default("with_vectors")
     explained: tuple[int, int, int | None] | None = None  # (layer, head, query row or None) --explain shows
-    attention: str = "raw"  # the reading the document carries beside the raw weights (core.readings)
+    attention: str = default("attention")  # the reading the document carries beside the raw weights (core.readings)
 
     @property
     def tokens(self) -> list[dict]:

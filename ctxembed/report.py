@@ -15,7 +15,7 @@ from ctxembed.core.readings import READINGS, rollout, score_terms, value_norm
 from ctxembed.core.similarity import cosine, cosine_matrix
 from ctxembed.engine import Contextualized, locate, split_word
 from ctxembed.errors import DataError, UsageError, counted
-from ctxembed.options import NEIGHBOURS_AMONG
+from ctxembed.options import NEIGHBOURS_AMONG, default
 from ctxembed.vectors.search import nearest
 
 if TYPE_CHECKING:  # annotations only: a trained model's document does not load the glove engine
@@ -75,7 +75,12 @@ def top_attended(weights: np.ndarray, result: Contextualized, top: int) -> list[
 
 
 def attend_document(
-    result: Contextualized, engine: ContextEngine, vectors: dict, *, with_vectors: bool = False, top: int = 3
+    result: Contextualized,
+    engine: ContextEngine,
+    vectors: dict,
+    *,
+    with_vectors: bool = default("with_vectors"),
+    top: int = default("top"),
 ) -> dict:
     summary = mean_over_heads(result.weights[-1])  # (h, T, T) -> (T, T) the last layer
     a = engine.settings.attention
@@ -127,7 +132,12 @@ def check_reading(reading: str, *, head: int | None = None, all_heads: bool = Fa
 
 
 def attention_reading(
-    result: Contextualized, reading: str, engine: ContextEngine, masked: list[list[int]], *, top: int = 3
+    result: Contextualized,
+    reading: str,
+    engine: ContextEngine,
+    masked: list[list[int]],
+    *,
+    top: int = default("top"),
 ) -> dict:
     """The ``attention`` object of an attend document: ``reading`` of the result's attention.
 
@@ -311,7 +321,7 @@ def neighbors_document(
     k: int,
     vectors: dict,
     *,
-    include_context: bool = False,
+    include_context: bool = default("include_context"),
     among: int | None = NEIGHBOURS_AMONG,
 ) -> dict:
     """Nearest words of a word's static and contextual vectors. The sentence's own words are left

@@ -161,6 +161,50 @@ def test_the_apis_defaults_are_the_tables(name, function):
             assert param.default == (None if expected is REQUIRED else expected), (name, param.name)
 
 
+# Keywords that are always a command option where the library takes them (a `k` or `layer` may be another
+# thing's: a store's most_similar(k), a senses' k); in the layers the commands call, never a literal default
+ALWAYS_OPTIONS = ("top", "among", "chunk", "workers", "with_vectors", "include_context", "attention")
+COMMAND_LAYERS = ["api.py", "report.py", "batch", "train", "serve"]
+
+
+def literal_defaults(paths: list[Path]) -> list[str]:
+    """``file:line name=value`` of every literal default given to a keyword of :data:`ALWAYS_OPTIONS`
+    (a function's parameter or a dataclass field) in ``paths``."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            pairs = []
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                positional = node.args.posonlyargs + node.args.args
+                defaulted = positional[len(positional) - len(node.args.defaults) :]
+                pairs += zip(defaulted, node.args.defaults, strict=True)
+                keywords = zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True)
+                pairs += [(arg, d) for arg, d in keywords if d is not None]
+                pairs = [(arg.arg, d) for arg, d in pairs]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                pairs = [(node.target.id, node.value)]
+            found += [
+                f"{path.name}:{d.lineno} {name}={d.value!r}"
+                for name, d in pairs
+                if name in ALWAYS_OPTIONS and isinstance(d, ast.Constant)
+            ]
+    return found
+
+
+def test_the_library_takes_the_options_defaults_from_the_table():
+    package = REPO / "ctxembed"
+    paths = [package / name for name in COMMAND_LAYERS if name.endswith(".py")]
+    paths += [p for name in COMMAND_LAYERS if not name.endswith(".py") for p in sorted((package / name).rglob("*.py"))]
+    assert len(paths) > 10 and literal_defaults(paths) == []
+
+
+def test_a_literal_default_is_found(tmp_path):
+    """The scan above can fail: `top: int = 3` written in a signature or a dataclass is caught."""
+    planted = tmp_path / "planted.py"
+    planted.write_text("def attend(text, *, top: int = 3):\n    pass\n\n\nclass R:\n    with_vectors: bool = False\n")
+    assert literal_defaults([planted]) == ["planted.py:1 top=3", "planted.py:6 with_vectors=False"]
+
+
 def test_the_default_model_is_the_registrys():
     assert OPTIONS["model"].default == DEFAULT_MODEL
 
