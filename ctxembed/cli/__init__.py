@@ -252,9 +252,10 @@ def check_arguments(arguments: list[str]) -> None:
 
 
 def _build_only(argv: list[str]) -> None:
-    """Typer builds every command's click options at each start (~2 ms a command, most of them with
-    ~35 attention options); a run that names its command builds only that one. Help, completion,
-    --version and unknown names keep the whole tree."""
+    """Typer builds every command's click options at each start, and most commands carry every
+    attention option: a run that names its command builds only that one (the cold-start rows of
+    ``make bench`` measure what it saves). Help, completion, --version and unknown names keep the
+    whole tree."""
     if len(argv) < 2 or any(key.endswith("_COMPLETE") for key in os.environ):
         return
     name = argv[1]
