@@ -168,3 +168,20 @@ def test_a_killed_run_leaves_no_file_at_out(tmp_path):
         assert proc.returncode != 0 and not out.exists()
         if sig == signal.SIGTERM:  # a run that can clean up leaves nothing behind
             assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+
+
+def test_columnar_formats_take_larger_chunks_by_default(tmp_path):
+    """A Parquet row group is a chunk: 4,096 lines unless --chunk says otherwise (JSON lines: 1,024),
+    and the rows are the same whatever the chunk."""
+    from ctxembed.batch.driver import COLUMNAR_CHUNK
+
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"the river bank\n" * (COLUMNAR_CHUNK + 100))
+    default, small = tmp_path / "default.parquet", tmp_path / "small.parquet"
+    args = ("--preset", "textbook", "--no-weights", "--word", "bank", "--format", "parquet")
+    succeeds("batch", source, *args, "--out", default)
+    succeeds("batch", source, *args, "--chunk", "1024", "--out", small)
+    groups = pq.ParquetFile(default).metadata
+    assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [COLUMNAR_CHUNK, 100]
+    assert pq.ParquetFile(small).metadata.num_row_groups == 5
+    assert pq.read_table(default).equals(pq.read_table(small))
