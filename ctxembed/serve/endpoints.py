@@ -237,8 +237,11 @@ def split_body(endpoint: str, body: Any) -> tuple[dict[str, Any], dict[str, Any]
     model = options.get("model", DEFAULT_MODEL)
     given = [name for name in options if name != "model"]
     if not MODELS[model].settings and given:  # so one explorer serves every request for it (docs/serve.md)
-        shown = ", ".join("preset" if n == "preset" else flag(n) for n in given)
-        raise UsageError(f"--model {model} is a trained model: the page runs it as trained, with no {shown}")
+        shown = ", ".join("preset" if n == "preset" else "{" + n + "}" for n in given)
+        named = [n for n in given if n != "preset"]
+        raise UsageError(
+            f"{{model}} {model} is a trained model: the page runs it as trained, with no {shown}", "model", *named
+        )
     return own, options
 
 
