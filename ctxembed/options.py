@@ -180,7 +180,7 @@ _DECLARED: dict[str, CommandOption] = {
         str, None, f"The word ({_WORD_FORMS}).", flags=("--word", "-w"), optional=True, show_default=False,
         commands={
             "attend": {
-                "flags": ("--focus", "--word", "-w"),
+                "flags": ("--word", "-w", "--focus"),
                 "help": f"Show one token's row and column whole: a word (its first occurrence; {_WORD_FORMS}).",
             },
             "compare": {"help": f"The word to compare (default: every shared word; {_WORD_FORMS}, in every sentence)."},

@@ -191,22 +191,30 @@
     text = String(text);
     return /^[A-Za-z0-9_.,:\/=+@%-]+$/.test(text) ? text : "'" + text.replace(/'/g, "'\\''") + "'";
   }
+  /* a command option's flag (--layer, -k ...): the option table's, as /api/settings gives each endpoint key */
+  function flagOf(name) {
+    for (var endpoint in registry.endpoints) {
+      var key = registry.endpoints[endpoint][name];
+      if (key && key.flag) return key.flag;
+    }
+    return "--" + name.replace(/_/g, "-");
+  }
   function commandLine(view, body) {
     var parts = ["ctxembed", view === "explain" ? "attend" : view];
     if (view === "compare" || view === "side-by-side") body.sentences.forEach(function (s) { parts.push(quote(s)); });
     else parts.push(quote(body.sentence));
     if (view === "explain") {
       parts.push("--explain");
-      if (body.layer !== undefined) parts.push("--layer", body.layer);
-      if (body.head !== undefined) parts.push("--head", body.head);
+      if (body.layer !== undefined) parts.push(flagOf("layer"), body.layer);
+      if (body.head !== undefined) parts.push(flagOf("head"), body.head);
     }
     if (view === "attend") {  /* the layer and head the drawing shows (its own selectors) */
       var shown = attendShown();
-      if (shown.layer !== null) parts.push("--layer", shown.layer);
-      if (shown.head !== null) parts.push("--head", shown.head);
+      if (shown.layer !== null) parts.push(flagOf("layer"), shown.layer);
+      if (shown.head !== null) parts.push(flagOf("head"), shown.head);
     }
-    if (body.word !== undefined) parts.push("--word", quote(body.word));
-    if (body.k !== undefined) parts.push("-k", body.k);
+    if (body.word !== undefined) parts.push(flagOf("word"), quote(body.word));
+    if (body.k !== undefined) parts.push(flagOf("k"), body.k);
     registry.vectors_options.forEach(function (p) { parts.push(quote(p)); });
     if (body.model) parts.push("--model", quote(body.model));
     if (body.preset) parts.push("--preset", body.preset);
