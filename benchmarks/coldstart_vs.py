@@ -1,15 +1,18 @@
-"""Cold start of `compare` at another commit against this tree, in one run, interleaved.
+"""Cold start of `compare` (or another command) at another commit against this tree, in one run, interleaved.
 
     .venv/bin/python benchmarks/coldstart_vs.py ac4c3f3        # the baseline's code against the working tree
+    .venv/bin/python benchmarks/coldstart_vs.py 9391cc5 --runs 15 -- attend x --json   # another command
 
 Each tree gets its own warm cache folder and bytecode cache; the runs alternate in both orders,
-so the machine's load falls on both sides alike. Prints the median, min and max of each.
+so the machine's load falls on both sides alike. Prints the median, min and max of each, and the
+median CPU time (user + sys): on a shared machine wall time is noisy, CPU time much less.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -68,21 +71,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("commit", help=f"the other side, e.g. {COLD_START_BASELINE} (the cold-start baseline)")
     parser.add_argument("--runs", type=int, default=21)
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)  # after --: the ctxembed arguments (default: compare)
+    args = parser.parse_args(argv[:cut])
+    given = argv[cut + 1 :]
+    command = ["-m", "ctxembed", *given] if given else ARGS
+    cpu: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         envs = side_by_side(args.commit, Path(tmp))
 
         def once(env: dict) -> float:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            subprocess.run([sys.executable, *ARGS], env=env, cwd=tmp, check=True, capture_output=True)
-            return time.perf_counter() - start
+            subprocess.run([sys.executable, *command], env=env, cwd=tmp, check=True, capture_output=True)
+            wall = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            cpu.setdefault(env["PYTHONPATH"], []).append(used)
+            return wall
 
         for env in envs.values():  # warm-up
             once(env)
+        cpu.clear()  # the warm-up runs are not counted
         times = alternate(envs, args.runs, once)
     for name, samples in times.items():
         ms = [1000 * s for s in samples]
-        print(f"{name}: median {statistics.median(ms):.0f} ms (min {min(ms):.0f}, max {max(ms):.0f}), {len(ms)} runs")
+        used = 1000 * statistics.median(cpu[envs[name]["PYTHONPATH"]])
+        print(
+            f"{name}: median {statistics.median(ms):.0f} ms (min {min(ms):.0f}, max {max(ms):.0f}), "
+            f"CPU (user + sys) median {used:.0f} ms, {len(ms)} runs"
+        )
 
 
 if __name__ == "__main__":
