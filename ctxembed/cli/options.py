@@ -37,8 +37,12 @@ def command_option(spec: CommandOption, command: str | None = None) -> tuple[Any
     """The typer annotation and default of a table option (``command``: with that command's own values):
     flags, type, default, help, metavar and panel from :data:`ctxembed.options.OPTIONS`. Limits and
     choices show in the help; :func:`declared` checks them with the table's own words."""
-    if command is not None:
-        spec = spec.of(command)
+    return _generated(spec.name, command if command in spec.commands else None)
+
+
+@functools.cache  # every command builds its options at `import ctxembed.cli`: --json's once, not 16 times
+def _generated(name: str, command: str | None) -> tuple[Any, Any]:
+    spec = OPTIONS[name].of(command) if command else OPTIONS[name]
     kind = spec.kind
     if spec.repeatable:
         kind = list[kind]
@@ -76,7 +80,7 @@ def declared(command):
     parameters = []
     for parameter in signature.parameters.values():
         if parameter.name in specs:
-            annotation, default = command_option(specs[parameter.name])
+            annotation, default = command_option(OPTIONS[parameter.name], name)
             parameter = parameter.replace(annotation=annotation, default=default)
         parameters.append(parameter)
 
