@@ -157,8 +157,9 @@ def batch_loss(
     if key_bias is not None:
         bias = np.where(batch.masked, 0, key_bias[batch.ids]).astype(inputs.dtype)  # (B, T) [MASK] hides its word
     params = model.params
-    forward = encode(inputs, settings.attention, params, token_mask=batch.real, key_bias=bias, trace=True)
-    hidden = forward.contextual  # (B, T, d); forward.steps keeps what the backward pass needs
+    # with gradients, the trace keeps every step the backward pass reads (forward.steps)
+    forward = encode(inputs, settings.attention, params, token_mask=batch.real, key_bias=bias, trace=gradients)
+    hidden = forward.contextual  # (B, T, d)
     targets = batch.ids[batch.masked]  # (M,)
     accidental = targets[:, None] == batch.negatives[None, :]  # (M, K)
     loss, d_predicted, d_log_scale, d_true_bias, d_negative_bias = backprop.sampled_softmax_loss(
