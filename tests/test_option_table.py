@@ -278,6 +278,15 @@ def help_text(*command: str) -> str:
     return " ".join(invoke(*command, "--help").stdout.split())  # unwrapped
 
 
+@pytest.mark.parametrize(("typed", "command"), COMMANDS, ids=[typed for typed, _ in COMMANDS])
+def test_every_commands_help_shows_its_table_options(typed, command):
+    shown = help_text(*typed.split())
+    for key in getattr(command.callback, "table_options", {}):
+        spec = OPTIONS[key].of(command.callback.__name__)
+        assert (key.upper() if spec.argument else spec.option) in shown, (typed, key)
+        assert " ".join(spec.help.split()[:6]) in shown, (typed, key)
+
+
 def test_help_shows_the_tables_limits_and_each_commands_default():
     assert "--top <int> Most-attended tokens listed per token. [1<=x<=50] [default: 3]" in help_text("attend")
     assert "--top <int> Most-attended tokens listed per token. [1<=x<=50] [default: 2]" in help_text("before-after")
