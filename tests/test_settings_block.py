@@ -100,3 +100,24 @@ def test_the_trained_models_summary_names_its_read_out_and_fits_80_columns(minil
     assert "read-out mean of h0..h6 |" in MiniLMEngine().summary()
     shown = invoke("neighbors", MONEY, "--word", "bank", "-m", "minilm", env={"COLUMNS": "80"}).stdout
     assert "(rows renormalised over the words)" in shown  # each part on a line of its own, never cut inside a word
+
+
+def test_a_word_read_as_unk_says_unknown(minilm_folder):
+    doc = run_json("attend", "I love 🦜 at the bank", "--model", "minilm", "--json")
+    assert [t["source"] for t in doc["tokens"]] == ["vocabulary", "vocabulary", "unknown", "vocabulary", "vocabulary",
+                                                    "vocabulary"]  # fmt: skip
+    assert_valid(doc, "ctxembed.attend/5")
+
+
+def test_the_mix_fit_document_of_the_trained_model_carries_its_block(minilm_folder, tmp_path):
+    from tests.conftest import FIXTURES
+
+    out = tmp_path / "mix.json"
+    from tests.cli_helpers import invoke, strict_json
+
+    result = invoke("eval", "fit-mix", FIXTURES / "scws_tiny.txt", "--model", "minilm", "--out", out, "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = strict_json(result.stdout)
+    assert_valid(doc, "ctxembed.mix-fit/1")
+    attend = run_json("attend", RIVER, "--model", "minilm", "--json")
+    assert (doc["settings"], doc["settings_summary"]) == (attend["settings"], attend["settings_summary"])

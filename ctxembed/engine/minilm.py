@@ -41,6 +41,7 @@ from ctxembed.vectors.wordpiece import WordPiece, pieces_to_words
 
 GROUP_PIECES = 4096  # pieces a padded group holds at most (B * T): its (L, B, H, T, T) weights stay small
 HIDDEN = "[CLS] and [SEP] hidden: each word's attention renormalised over the words"
+UNKNOWN = "[UNK]"  # the piece of a word the vocabulary cannot spell
 
 
 @dataclass(slots=True)
@@ -54,11 +55,13 @@ class PiecedSentence(Prepared):
 
     def sources(self) -> list[str]:
         """Per token: "vocabulary" for a word that is one piece of the model's vocabulary, "pieces" for
-        a word split into several (its vector the mean of theirs), "none" for a token that gives no piece."""
+        a word split into several (its vector the mean of theirs), "unknown" for a word read as [UNK],
+        "none" for a token that gives no piece."""
         counts = np.bincount(self.owner[self.owner >= 0], minlength=len(self.used))  # (W,) pieces per word
+        unknown = {int(o) for o, text in zip(self.owner, self.piece_texts, strict=True) if text == UNKNOWN}
         found = ["none"] * len(self.texts)
         for row, position in enumerate(self.used):
-            found[position] = "vocabulary" if counts[row] == 1 else "pieces"
+            found[position] = "unknown" if row in unknown else "vocabulary" if counts[row] == 1 else "pieces"
         return found
 
 

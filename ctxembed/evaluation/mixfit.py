@@ -15,7 +15,8 @@ import numpy as np
 from ctxembed.core import mix as mixing
 from ctxembed.core.mix import LayerMix
 from ctxembed.errors import DataError, UsageError
-from ctxembed.evaluation.evaluate import is_scws, read_scws, read_wic, spearman, target_layers
+from ctxembed.evaluation.evaluate import is_scws, open_for, read_scws, read_wic, spearman, target_layers
+from ctxembed.report import settings_block
 from ctxembed.vectors.mixfiles import MIX_SCHEMA
 
 SCWS_SCALE = 10.0  # SCWS ratings run from 0 to 10; fitting reads rating / 10 as a soft label
@@ -96,8 +97,7 @@ def fit_document(store, settings, sources: list[LabelledPairs], vectors: dict) -
     return {
         "schema": MIX_SCHEMA,
         "vectors": vectors,
-        "settings": settings.as_dict(),
-        "settings_summary": settings.summary(),
+        **settings_block(open_for(store, settings, max_tokens=4096)),  # as every document of the model has it
         "layers": layers,
         "weights": [float(w) for w in fitted.weights],
         "logits": [float(w) for w in fitted.logits],

@@ -39,8 +39,9 @@ MAX_PIECES = 1 << 21  # a table this full is replaced by an empty one (a few hun
 # Where a token's vector came from: a vocabulary row (the source's own vector, or one the store marks
 # as estimated, see VectorStore.row_sources), character n-grams (subwords), or nowhere (skipped, or
 # the zero vector of --oov zero).
-# "pieces": a subword model's word split into several wordpieces, its vector the mean of theirs
-TOKEN_SOURCES = ("vocabulary", "estimated", "subword", "none", "pieces")
+# "pieces": a subword model's word split into several wordpieces, its vector the mean of theirs;
+# "unknown": a word the subword model reads as its [UNK] piece (one vector for every such word)
+TOKEN_SOURCES = ("vocabulary", "estimated", "subword", "none", "pieces", "unknown")
 _AS_TOKEN_SOURCE = np.array([TOKEN_SOURCES.index(name) for name in ROW_SOURCES])  # ROW_SOURCES -> TOKEN_SOURCES
 
 

@@ -297,12 +297,13 @@ def _reading_view(reading: dict, layer: int, view: View) -> tuple[str, list[tupl
 
 # How every view marks a token whose vector is not the vocabulary's own (documents' "source"), and
 # the legend that says so; a document from before sources were recorded has none.
-SOURCE_MARKS = {"vocabulary": "", "estimated": "°", "subword": "*", "none": "∅", "pieces": "+"}
+SOURCE_MARKS = {"vocabulary": "", "estimated": "°", "subword": "*", "none": "∅", "pieces": "+", "unknown": "?"}
 SOURCE_LEGEND = {
     "estimated": "° vector estimated (from a smaller model's vector of the word)",
     "subword": "* vector built from character n-grams (the word is not in the vocabulary)",
     "none": "∅ no vector (skipped, or a zero vector with --oov zero)",
     "pieces": "+ the mean of the word's wordpieces (the model's vocabulary splits it)",
+    "unknown": "? read as [UNK]: the model's vocabulary cannot spell the word (one vector for all such words)",
 }
 
 
@@ -314,7 +315,7 @@ def marked(text: str, source: str | None) -> str:
 def source_notes(sources) -> list[str]:
     """The legend lines of the marks among ``sources``."""
     present = set(sources)
-    return [SOURCE_LEGEND[s] for s in ("estimated", "subword", "none", "pieces") if s in present]
+    return [SOURCE_LEGEND[s] for s in ("estimated", "subword", "none", "pieces", "unknown") if s in present]
 
 
 def token_labels(doc: dict) -> tuple[list[str], list[int]]:

@@ -45,7 +45,7 @@ window.ctxembedView = function (root, given, givenView) {
   function attention() {
     var weights = doc.weights;  /* [layer][head][query][key] */
     var L = weights.length, H = weights[0].length;
-    var tokens = doc.attended_positions.map(function (p) { return doc.tokens[p].text + ({ estimated: "\u00b0", subword: "*", none: "\u2205", pieces: "+" }[doc.tokens[p].source] || ""); });
+    var tokens = doc.attended_positions.map(function (p) { return doc.tokens[p].text + ({ estimated: "\u00b0", subword: "*", none: "\u2205", pieces: "+", unknown: "?" }[doc.tokens[p].source] || ""); });
     var T = tokens.length;
     var state = {
       layer: view.layer === null || view.layer === undefined ? L - 1 : view.layer,
@@ -90,7 +90,8 @@ window.ctxembedView = function (root, given, givenView) {
       "hover a token to see its weights; click to pin (left: what it attends to, right: what attends to it)" +
       (T * T > 4000 ? "; a sentence this long gets lines for the hovered or pinned token only" : "")));
     var legend = { estimated: "\u00b0 vector estimated", subword: "* vector built from character n-grams",
-      none: "\u2205 no vector (zero vector, --oov zero)", pieces: "+ the mean of the word's wordpieces" };
+      none: "\u2205 no vector (zero vector, --oov zero)", pieces: "+ the mean of the word's wordpieces",
+      unknown: "? read as [UNK]: the model cannot spell the word" };
     var marks = Object.keys(legend).filter(function (s) {
       return doc.attended_positions.some(function (p) { return doc.tokens[p].source === s; });
     });
