@@ -409,12 +409,33 @@ def compare_figure(doc: dict, view: View) -> Figure:
                     symmetric=True,
                 )
             )
+        if entry.get("layers") is not None:  # ctxembed.compare/5: the cosines at each layer
+            panels.append(_layers_heatmap(entry, labels))
     return Figure(
         "static against contextual cosine",
         _settings_lines(doc),
         panels,
         notes=[f"{label}: {sentence}" for label, sentence in zip(labels, doc["sentences"], strict=True)],
         columns=2,
+    )
+
+
+def _layers_heatmap(entry: dict, labels: list[str]) -> Heatmap:
+    """The word's cosine for each pair of sentences (columns) at each layer and at the read-out (rows)."""
+    matrices = [*_floats(entry["layers"]), _floats(entry["contextual_similarity"])]  # L + 2 of (N, N)
+    pairs = [(i, j) for i in range(len(labels)) for j in range(i + 1, len(labels))]
+    return Heatmap(
+        f"cosine of {entry['word']!r} at each layer",
+        [f"layer {layer}" for layer in range(len(matrices) - 1)] + ["read-out"],
+        [f"{labels[i]}-{labels[j]}" for i, j in pairs],
+        np.array([[m[i][j] for i, j in pairs] for m in matrices]),  # (L + 2, pairs)
+        low=-1.0,
+        high=1.0,
+        diverging=True,
+        digits=3,
+        label=f"cosine of {entry['word']!r}",
+        x_label="sentence pair",
+        y_label="layer (0: the input to layer 1)",
     )
 
 
