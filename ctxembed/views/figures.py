@@ -394,16 +394,12 @@ def compare_figure(doc: dict, view: View) -> Figure:
     for entry in doc["words"]:
         for kind in ("static", "contextual"):
             panels.append(
-                Heatmap(
+                _cosine_map(
                     f"{kind} cosine: {entry['word']!r}",
                     labels,
                     labels,
                     _floats(entry[f"{kind}_similarity"]),
-                    low=-1.0,
-                    high=1.0,
-                    diverging=True,
-                    digits=3,
-                    label=f"{kind} cosine of {entry['word']!r}",
+                    f"{kind} cosine of {entry['word']!r}",
                     x_label="sentence",
                     y_label="sentence",
                     symmetric=True,
@@ -424,19 +420,20 @@ def _layers_heatmap(entry: dict, labels: list[str]) -> Heatmap:
     """The word's cosine for each pair of sentences (columns) at each layer and at the read-out (rows)."""
     matrices = [*_floats(entry["layers"]), _floats(entry["contextual_similarity"])]  # L + 2 of (N, N)
     pairs = [(i, j) for i in range(len(labels)) for j in range(i + 1, len(labels))]
-    return Heatmap(
+    return _cosine_map(
         f"cosine of {entry['word']!r} at each layer",
         [f"layer {layer}" for layer in range(len(matrices) - 1)] + ["read-out"],
         [f"{labels[i]}-{labels[j]}" for i, j in pairs],
         np.array([[m[i][j] for i, j in pairs] for m in matrices]),  # (L + 2, pairs)
-        low=-1.0,
-        high=1.0,
-        diverging=True,
-        digits=3,
-        label=f"cosine of {entry['word']!r}",
+        f"cosine of {entry['word']!r}",
         x_label="sentence pair",
         y_label="layer (0: the input to layer 1)",
     )
+
+
+def _cosine_map(title: str, rows: list[str], columns: list[str], values, label: str, **axes) -> Heatmap:
+    """A heatmap of cosines: one scale from -1 to 1 centred on 0, three digits in each cell."""
+    return Heatmap(title, rows, columns, values, low=-1.0, high=1.0, diverging=True, digits=3, label=label, **axes)
 
 
 @figure_for("ctxembed.neighbors/3")
