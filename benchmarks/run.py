@@ -926,7 +926,7 @@ def big_parquet_job() -> Report:
     output: peak RSS of the largest process (wait4's ru_maxrss: the parent or a worker) and the summed
     PSS of all of them, sampled once a second. Weights are left out because their file would be ~15 GB
     (about 530 float32 a line); the memory bound is the same design (a row group per chunk, one chunk in
-    flight per worker). About 10 minutes on an idle 2-core machine."""
+    flight per worker). Estimated 5-10 minutes on an idle 2-core machine; hours on a loaded one."""
     import gzip
 
     with gzip.open(REPO / "data" / "brown.txt.gz", "rb") as fh:
