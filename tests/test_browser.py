@@ -142,7 +142,8 @@ def test_compare_page_reads_out_a_cell(browser, tmp_path):
     doc = run_json(*args, "--word", "bank", "--json")
     page = open_page(browser, path)
     cells = page.locator("g.cell")
-    assert cells.count() == 2 * 9  # static and contextual, 3 x 3
+    pairs = 3  # S1-S2, S1-S3, S2-S3, at each layer (the input, layer 1) and at the read-out
+    assert cells.count() == 2 * 9 + pairs * (len(doc["layers"]) + 1)  # static and contextual 3 x 3, then per layer
     target = cells.nth(9 + 1)  # contextual, S1 against S2
     target.hover()
     readout = page.locator(".readout").text_content()
