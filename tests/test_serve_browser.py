@@ -132,7 +132,12 @@ def test_compare_the_bank_sentences_and_read_the_values(page, server, tmp_path):
     doc = run_json(*command, "--json")
     n = len(doc["sentences"])
     cells = page.locator("#view g.cell")
-    assert cells.count() == 2 * n * n  # static and contextual, side by side
+    pairs = n * (n - 1) // 2
+    rows = len(doc["layers"]) + 1  # each layer (0: the input) and the read-out
+    assert cells.count() == 2 * n * n + rows * pairs  # static and contextual, side by side, then per layer
+    cells.nth(2 * n * n + pairs + 1).hover()  # layer 1, S1 against S3
+    at_layer = page.locator("#view .readout").text_content()
+    assert at_layer.rsplit(": ", 1)[1] == f"{doc['layers'][1][0][2]:.3f}"
     cells.nth(n * n + 2).hover()  # contextual, S1 against S3: the river bank against the money bank
     readout = page.locator("#view .readout").text_content()
     assert readout.startswith("contextual cosine of 'bank', S1 and S3: ")  # a symmetric cosine: no arrow
