@@ -485,7 +485,7 @@ def build_settings(preset: str = "default", *, recorded: Mapping[str, Any] | Non
     switches an identity preset to the file projection. ``recorded``: the settings the weights file
     (given, or the preset's) was trained with, as ``ctxembed train`` records them; they replace the
     preset's, and settings given still win. This module reads no file: the engine layer reads them
-    (:func:`ctxembed.engine.glove.resolve_settings`, what the API and the commands call).
+    (:func:`ctxembed.engine.projections.resolve_settings`, what the API and the commands call).
     """
     preset = getattr(preset, "value", preset)
     if preset not in PRESETS:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxembed.engine.glove import resolve_settings
+from ctxembed.engine.projections import resolve_settings
 from ctxembed.evaluation.ladder import ladder
 from ctxembed.presets import PRESETS, build_settings
 from ctxembed.vectors.weights import learned_weights_path, read_metadata, weights_path

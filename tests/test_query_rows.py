@@ -98,6 +98,7 @@ def test_batch_word_alone_gives_the_full_paths_vectors(preset, word):
 
 def test_batch_word_alone_takes_the_full_path_when_a_bound_fails(monkeypatch):
     from ctxembed.batch.embed import embed_lines
+    from ctxembed.engine import glove
     from ctxembed.engine.glove import Engine
 
     calls = {"rows": 0}
@@ -111,7 +112,7 @@ def test_batch_word_alone_takes_the_full_path_when_a_bound_fails(monkeypatch):
     lines = brown_lines(300)
     fast = list(embed_lines(lines, weights=False, word="the"))
     assert calls["rows"] > 0
-    monkeypatch.setattr(Engine, "_surely_in_range", lambda self, static: False)  # as for a store of huge vectors
+    monkeypatch.setattr(glove, "_surely_in_range", lambda engine, static: False)  # as for a store of huge vectors
     bounded = list(embed_lines(lines, weights=False, word="the"))
     assert_same_words(fast, bounded)
 

@@ -111,7 +111,7 @@ def test_cli_writes_weights_that_attend_uses_directly(tmp_path):
     assert np.shape(doc["weights"])[:2] == (2, 2)
     # the same vectors through the training forward: attend computes what training optimised
     from ctxembed.engine import Engine
-    from ctxembed.engine.glove import resolve_settings
+    from ctxembed.engine.projections import resolve_settings
 
     store = open_vectors(None)
     engine = Engine(store, resolve_settings("default", weights_file=str(out)))
@@ -164,7 +164,7 @@ def test_epochs_zero_writes_the_initial_weights(tmp_path):
     report = strict_json(result.stdout)
     assert report["steps"] == 0 and [e["step"] for e in report["held_out"]] == [0] and report["train"] == []
     from ctxembed.core.projections import random_params
-    from ctxembed.engine.glove import resolve_settings
+    from ctxembed.engine.projections import resolve_settings
 
     settings = resolve_settings("default", weights_file=str(out))
     initial = random_params(100, 25, settings.attention, seed=0, output_projection=True)

@@ -4,6 +4,7 @@
 - ``sentence.py``  :class:`Prepared`, :class:`Contextualized`, and how a command names a word (bank#2)
 - ``registry.py``  :data:`MODELS`, model name -> engine, and :func:`open_engine` (model="glove")
 - ``glove.py``     the first engine: static word vectors -> attention layers (the model "glove")
+- ``projections.py`` what settings make of a store: a weights file's settings, the projections, all-but-the-top
 
 ``from ctxembed.engine import open_engine`` (or any name of ``_EXPORTS``) works: the module that
 defines the name is imported when the name is first asked for, so importing one module of this
@@ -29,7 +30,7 @@ _EXPORTS = {
     "Model": "registry",
     "open_engine": "registry",
     "Engine": "glove",
-    "resolve_settings": "glove",
+    "resolve_settings": "projections",
     "GroupArrays": "glove",
     "DEFAULT_MAX_TOKENS": "glove",
 }

@@ -24,8 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxembed.budget import WEIGHTS_BUDGET, attention_weights, check_projections
-from ctxembed.core.abtt import TopRemoval
+from ctxembed.budget import WEIGHTS_BUDGET, attention_weights
 from ctxembed.core.attention import (
     LayerSteps,
     encode,
@@ -36,9 +35,10 @@ from ctxembed.core.attention import (
     validate_params,
 )
 from ctxembed.core.mix import LayerMix
-from ctxembed.core.projections import LayerParams, random_params
+from ctxembed.core.projections import LayerParams
 from ctxembed.core.readings import sent_vectors
 from ctxembed.declarations import DEFAULT_MAX_TOKENS, AttentionConfig, ReadOptions
+from ctxembed.engine.projections import projection_params, projections_text, resolve_settings, top_removal
 from ctxembed.engine.sentence import (
     NO_STEPS,
     AttentionParts,
@@ -48,17 +48,13 @@ from ctxembed.engine.sentence import (
 )
 from ctxembed.errors import DataError, SettingError
 from ctxembed.output import say
-from ctxembed.presets import SETTINGS, Settings, build_settings, fit_to_vectors
+from ctxembed.presets import Settings, fit_to_vectors
 from ctxembed.vectors.lexicon import Lexicon, too_many_tokens
 from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.sources import open_vectors
-from ctxembed.vectors.statistics import statistics
 from ctxembed.vectors.store import VectorStore
 from ctxembed.vectors.weights import (
     check_trained_weights,
-    describe_weights,
-    load_projections,
-    trained_settings,
     weights_path,
 )
 
@@ -341,7 +337,7 @@ class Engine:
         checked = result.contextual if vectors else inputs
         finite = np.isfinite(checked).all() and (result.weights is None or np.isfinite(result.weights).all())
         if not finite:
-            stage = self._bad_stage(inputs, config, twins, bias)
+            stage = _bad_stage(inputs, config, self.params, twins, bias)
             raise DataError(f"the computation gave NaN or infinite values at {stage}")
         kept = None if not weights else np.ascontiguousarray(result.weights.swapaxes(0, 1))  # (B, L, h, T, T)
         if not vectors:
@@ -377,7 +373,7 @@ class Engine:
 
         Bit for bit: tests/test_query_rows.py against encode, and tests/test_batch_columnar.py's
         --word records against the full path's on Brown lines."""
-        if not self.runs_rows or not self._surely_in_range(static):
+        if not self.runs_rows or not _surely_in_range(self, static):
             return None
         config = self.settings.attention
         inputs = self.project_inputs(static)  # (B, T, d) all-but-the-top: one product per sentence, as run_group
@@ -389,56 +385,62 @@ class Engine:
             h0 = inputs[np.arange(len(rows)), rows]  # (B, d) the word itself, as run_group's mix reads it
             return self.mix.apply(np.stack([h0, top]))  # (2, B, d) -> (B, d)
 
-    def _surely_in_range(self, static: np.ndarray) -> bool:
-        """Whether run_group on these static vectors (B, T, d) surely passes its checks (every number
-        finite, the mix under MAX_MIXED), from a bound, so that run_rows, which computes one row,
-        gives no record where run_group would have refused the group. One identity layer: an input
-        is at most |x| + |mean| long (all-but-the-top projects), plus √d with positions; a score at
-        most its square over the divisor; a softmax row mixes values, so a context is no longer than
-        an input; residual, norm and the mix scale that."""
-        a, d = self.settings.attention, self.dim
-        largest = float(np.abs(static).max(initial=0.0)) * math.sqrt(d)  # >= every row's length (NaN: not finite)
-        if self.removal is not None:
-            largest += float(np.linalg.norm(self.removal.mean))
-        if a.positions:
-            largest += math.sqrt(d)
-        largest = largest * 1.01 + 1e-3  # room for float32 rounding
-        if not math.isfinite(largest) or largest**2 / (math.sqrt(d // a.heads) * a.temperature) > 1e36:
-            return False
-        out = largest * (1 + abs(a.residual_scale)) if a.residual else largest
-        if a.layer_norm:
-            out = math.sqrt(d)
-        if self.mix is not None:
-            unit = 1.0 if self.mix.normalize else max(largest, out)
-            out = self.mix.gamma * float(np.abs(self.mix.weights).sum()) * unit
-        return out < MAX_MIXED / 2
-
     @cached_property
     def _without_twins(self) -> AttentionConfig:
         """The attention settings with the twin mask off: for groups where no sentence repeats a vector."""
         return replace(self.settings.attention, exclude_twins=False)
 
-    def _bad_stage(
-        self, inputs: np.ndarray, config: AttentionConfig, twins: np.ndarray | None, bias: np.ndarray | None
-    ) -> str:
-        """The first step whose numbers are not all finite (only run after a failure): re-run traced."""
-        if not np.isfinite(inputs).all():
-            return "the input vectors (after all-but-the-top)"
-        with np.errstate(all="ignore"):
-            traced = encode(inputs, config, self.params, key_bias=bias, twins=twins, trace=True)
-        for number, layer in enumerate(traced.steps):
-            a = layer.attention
-            for name, array in (
-                ("the queries, keys and values", (layer.q, layer.k, layer.v)),
-                ("the attention scores", (a.scores,)),
-                ("the attention weights (normalisation)", (a.weights,)),
-                ("the weighted sum of values", (a.context,)),
-                ("the merged heads (output projection)", (layer.merged,)),
-                ("the layer output (residual, layer norm)", (layer.output,)),
-            ):
-                if any(_non_finite(x, masked=name == "the attention scores") for x in array):
-                    return f"{name} of layer {number}"
-        return "the contextual vectors"
+
+def _surely_in_range(engine: Engine, static: np.ndarray) -> bool:
+    """Whether run_group on these static vectors (B, T, d) surely passes its checks (every number
+    finite, the mix under MAX_MIXED), from a bound, so that run_rows, which computes one row,
+    gives no record where run_group would have refused the group. One identity layer: an input
+    is at most |x| + |mean| long (all-but-the-top projects), plus √d with positions; a score at
+    most its square over the divisor; a softmax row mixes values, so a context is no longer than
+    an input; residual, norm and the mix scale that."""
+    a, d = engine.settings.attention, engine.dim
+    largest = float(np.abs(static).max(initial=0.0)) * math.sqrt(d)  # >= every row's length (NaN: not finite)
+    if engine.removal is not None:
+        largest += float(np.linalg.norm(engine.removal.mean))
+    if a.positions:
+        largest += math.sqrt(d)
+    largest = largest * 1.01 + 1e-3  # room for float32 rounding
+    if not math.isfinite(largest) or largest**2 / (math.sqrt(d // a.heads) * a.temperature) > 1e36:
+        return False
+    out = largest * (1 + abs(a.residual_scale)) if a.residual else largest
+    if a.layer_norm:
+        out = math.sqrt(d)
+    if engine.mix is not None:
+        unit = 1.0 if engine.mix.normalize else max(largest, out)
+        out = engine.mix.gamma * float(np.abs(engine.mix.weights).sum()) * unit
+    return out < MAX_MIXED / 2
+
+
+def _bad_stage(
+    inputs: np.ndarray,
+    config: AttentionConfig,
+    params: list[LayerParams] | None,
+    twins: np.ndarray | None,
+    bias: np.ndarray | None,
+) -> str:
+    """The first step whose numbers are not all finite (only run after a failure): re-run traced."""
+    if not np.isfinite(inputs).all():
+        return "the input vectors (after all-but-the-top)"
+    with np.errstate(all="ignore"):
+        traced = encode(inputs, config, params, key_bias=bias, twins=twins, trace=True)
+    for number, layer in enumerate(traced.steps):
+        a = layer.attention
+        for name, array in (
+            ("the queries, keys and values", (layer.q, layer.k, layer.v)),
+            ("the attention scores", (a.scores,)),
+            ("the attention weights (normalisation)", (a.weights,)),
+            ("the weighted sum of values", (a.context,)),
+            ("the merged heads (output projection)", (layer.merged,)),
+            ("the layer output (residual, layer norm)", (layer.output,)),
+        ):
+            if any(_non_finite(x, masked=name == "the attention scores") for x in array):
+                return f"{name} of layer {number}"
+    return "the contextual vectors"
 
 
 def open_glove(
@@ -470,71 +472,3 @@ def open_glove(
             f"({store.dim} dimensions, {len(store):,} words)"
         )
     return Engine(store, fitted, oov=oov, max_tokens=max_tokens, label=label)
-
-
-def resolve_settings(preset: str = "default", **overrides: Any) -> Settings:
-    """:func:`ctxembed.presets.build_settings` with its weights file read: the settings the file (given,
-    or the preset's) records, when ``ctxembed train`` wrote it, replace the preset's, so ``--weights
-    FILE`` needs no other flag; settings given still win."""
-    settings = build_settings(preset, **overrides)
-    if not settings.weights_file:
-        return settings
-    path = weights_path(settings.weights_file)  # the learned preset names its shipped file: where it is
-    recorded = trained_settings(path)
-    if recorded is not None:
-        settings = build_settings(preset, recorded=recorded, **overrides)
-    return settings if path == settings.weights_file else replace(settings, weights_file=path)
-
-
-def projections_text(settings: Settings) -> str | None:
-    """Where W_query, W_key, W_value come from, when not the identity; a trained file names what it learned."""
-    if settings.projection == "random":
-        return f"W_query, W_key, W_value are random (Xavier uniform, seed {settings.seed}), not trained"
-    if settings.projection == "file":
-        return describe_weights(settings.weights_file)
-    return None
-
-
-def projection_params(settings: Settings, d_in: int) -> list[LayerParams] | None:
-    """The query/key/value projections ``settings`` ask for on d_in-dimensional vectors:
-    None for the identity, Xavier matrices from the seed, or the arrays of a weights file."""
-    a = settings.attention
-    if settings.projection == "identity":
-        return None
-    if settings.projection == "random":
-        check_projections(d_in, settings.head_size(d_in), a.heads, a.layers, settings.output_projection)
-        return random_projections(settings, d_in)
-    try:
-        return load_projections(settings.weights_file, d_in, a)
-    except FileNotFoundError:
-        raise DataError(f"{settings.weights_file}: no such file") from None
-    except (ValueError, OSError) as exc:
-        raise DataError(f"{settings.weights_file}: {exc}") from None
-
-
-def random_projections(settings: Settings, d_in: int) -> list[LayerParams]:
-    """Xavier matrices from ``settings.seed`` for d_in-dimensional vectors, each head of size
-    ``settings.head_size(d_in)``: what ``--projection random`` draws, and where training starts."""
-    a = settings.attention
-    d_out = settings.head_size(d_in)
-    if d_out < 1:
-        raise SettingError(
-            f"{{heads}} {a.heads} leave no dimensions per head of the {d_in}; give {{d_out}}", "heads", "d_out"
-        )
-    try:
-        return random_params(d_in, d_out, a, seed=settings.seed, output_projection=settings.output_projection)
-    except ValueError as exc:
-        raise SettingError(str(exc)) from None
-
-
-def top_removal(store: VectorStore, settings: Settings) -> TopRemoval | None:
-    """All-but-the-top removal of ``settings.abtt`` directions, or None when it is off."""
-    if not settings.abtt:
-        return None
-    if not SETTINGS["abtt"].fits(settings.abtt, store.dim, len(store)):  # the rule fit_to_vectors applies
-        raise SettingError(
-            f"{{abtt}} {settings.abtt} needs vectors of more than {settings.abtt} dimensions and at least 2 words "
-            f"(these have {store.dim} and {len(store)})",
-            "abtt",
-        )
-    return TopRemoval.from_statistics(statistics(store, min(settings.abtt_words, len(store))), settings.abtt)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ctxembed.declarations import check_view
 from ctxembed.engine import Engine
-from ctxembed.engine.glove import resolve_settings
+from ctxembed.engine.projections import resolve_settings
 from ctxembed.engine.registry import check_trainable
 from ctxembed.errors import DataError
 from ctxembed.options import OPTIONS, default

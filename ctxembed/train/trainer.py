@@ -37,7 +37,7 @@ import numpy as np
 from ctxembed.core.attention import encode
 from ctxembed.core.projections import LayerParams, validate_params
 from ctxembed.engine import Engine
-from ctxembed.engine.glove import random_projections
+from ctxembed.engine.projections import random_projections
 from ctxembed.errors import DataError, UsageError, counted
 from ctxembed.presets import TRAIN_DEFAULTS, Settings, TrainOptions, build_settings
 from ctxembed.train import backprop
