@@ -378,3 +378,18 @@ def test_workers_auto_starts_one_per_usable_core_for_big_input(engine, monkeypat
     counts.clear()
     assert len(run_lines(engine, b"the river bank\n" * 3, chunk=4, workers=0)) == 3
     assert counts == []  # small input: no workers at all
+
+
+def test_the_json_lines_work_goes_through_tally_records_the_seam_the_bench_bounds_replace(engine, monkeypatch):
+    """benchmarks/whatif.py's bounds ("records free", "driver only") hand the driver ready-made records by
+    replacing Tally.records; a driver that made its JSON lines some other way would leave those bounds
+    measuring the real run (it did, after the driver moved to Tally: the bound sat at the JSONL rate)."""
+    from ctxembed.batch import records as batch_records
+
+    def ready(self, engine, chunk, options):
+        return [b'{"line": %d, "ready": true}\n' % number for number, _ in chunk]
+
+    monkeypatch.setattr(batch_records.Tally, "records", ready)
+    for workers in (1, 2):
+        got = run_lines(engine, b"\n".join([b"the river bank"] * 9), chunk=4, workers=workers)
+        assert got == [{"line": n, "ready": True} for n in range(1, 10)]
