@@ -85,6 +85,24 @@ def test_parquet_rows_equal_the_json_records(corpus, tmp_path, workers):
     assert [p.name for p in tmp_path.iterdir()] == ["out.parquet"]  # no temporary file left
 
 
+def test_parquet_compresses_text_not_floats_and_keeps_a_dictionary_of_tokens(corpus, tmp_path):
+    """The writer's per-column options reach the columns they name: Parquet keys them by leaf path
+    (``tokens.list.element``), and a name that matches no leaf is silently ignored."""
+    from ctxembed.batch.columnar import COMPRESSED_COLUMNS, DICTIONARY_COLUMNS
+
+    out = tmp_path / "out.parquet"
+    args = ("--with-vectors", "--word", "bank", "--format", "parquet", "--out", out)
+    succeeds("batch", corpus, "--preset", "textbook", *args)
+    group = pq.ParquetFile(out).metadata.row_group(0)
+    chunks = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+    assert set(COMPRESSED_COLUMNS + DICTIONARY_COLUMNS) <= set(chunks)  # every name is a real column
+    floats = ["weights.list.element", "static.list.element.list.element", "word_vector.list.element"]
+    assert all(chunks[name].compression == "UNCOMPRESSED" for name in floats)
+    assert all(chunks[name].compression == "SNAPPY" for name in COMPRESSED_COLUMNS)
+    assert all("RLE_DICTIONARY" in chunks[name].encodings for name in DICTIONARY_COLUMNS)
+    assert "RLE_DICTIONARY" not in chunks["weights.list.element"].encodings
+
+
 def test_npz_holds_the_words_vectors_lines_and_positions(corpus, tmp_path):
     out = tmp_path / "the.npz"
     succeeds("batch", corpus, "--preset", "textbook", "--no-weights", "--word", "the", "--format", "npz", "--out", out)

@@ -393,3 +393,28 @@ def test_the_json_lines_work_goes_through_tally_records_the_seam_the_bench_bound
     for workers in (1, 2):
         got = run_lines(engine, b"\n".join([b"the river bank"] * 9), chunk=4, workers=workers)
         assert got == [{"line": n, "ready": True} for n in range(1, 10)]
+
+
+def test_result_buffers_are_reused_once_written_and_never_while_read():
+    """The parent reads each result into a buffer that a written result gave back: the same pages,
+    no page faults. A result someone still reads (a view exported) keeps its buffer; one merely kept
+    is released, so it cannot show a later result's bytes."""
+    import numpy as np
+
+    from ctxembed.batch.pool import WorkerPool
+
+    pool = WorkerPool(lambda chunk: None, 1)
+    first = pool._lend(1000)
+    first[:] = b"a" * 1000
+    buffer = first.obj
+    pool._give_back([first])
+    with pytest.raises(ValueError):  # released
+        bytes(first)
+    second = pool._lend(800)
+    assert second.obj is buffer and len(second) == 800
+    held = np.frombuffer(second, np.uint8)  # a writer still reading it
+    pool._give_back([second])
+    third = pool._lend(800)
+    assert third.obj is not buffer and bytes(held) == b"a" * 800
+    pool._give_back([third])
+    assert len(pool._lend(10_000)) == 10_000  # larger than any spare: a new buffer

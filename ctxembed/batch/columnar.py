@@ -49,17 +49,30 @@ from ctxembed.output import PROJECTOR_HEADER, metadata_tsv, vectors_tsv
 FORMATS = OPTIONS["output_format"].choices  # jsonl, parquet, npz, projector
 PARQUET_SCHEMA = "ctxembed.batch.parquet/1"
 NPZ_SCHEMA = "ctxembed.batch.npz/1"
-# Parquet's dictionary encoding, for the columns whose values repeat (a token, a source name): tried on
-# the float columns too (pyarrow's default), it cost 4x the whole write (240 against 49 µs a Brown line
-# with weights) and saved nothing, since attention weights rarely repeat.
-DICTIONARY_COLUMNS = ["tokens", "sources"]
+
+
+def leaf(name: str, lists: int = 1) -> str:
+    """The Parquet path of a column's values: ``tokens`` -> ``tokens.list.element``. The writer's
+    per-column options are keyed by these paths; a bare list column's name matches nothing."""
+    return name + ".list.element" * lists
+
+
 # The Parquet writer's options, here and for Dask's parts. The parent process writes every row group, so
-# its CPU time is batch's: write_batch_size is how many values it turns into levels and pages at a time
-# (pyarrow's default, 1,024, is a few hundred calls a chunk for the weights' list column), and min/max
-# statistics are kept only for the columns a reader filters row groups on (a weight's min and max select
-# nothing). Measured 5-20% less of the parent's CPU time than pyarrow's defaults, on a loaded machine
-# (benchmarks/probes/parquet_writer.py); Snappy stays (no compression was 40% faster, the file 40% larger).
+# its CPU time is batch's (benchmarks/probes/parquet_writer.py measures each choice, docs/performance.md):
+# - Snappy for the text, the token lists and the small number lists (attended_positions shrinks 8x), and
+#   no compression for the float columns: the weights shrank 17% for half the writer's time, a vector 1%;
+# - a dictionary for tokens and sources, whose values repeat (on the floats, pyarrow's default, it cost
+#   4x the whole write and saved nothing);
+# - write_batch_size: how many values the writer turns into levels and pages at a time (pyarrow's 1,024
+#   is a few hundred calls a chunk for the weights' list column);
+# - min/max statistics only for the columns a reader filters row groups on.
+COMPRESSED_COLUMNS = [
+    "line", "id", "text", "error", "word_position",
+    *map(leaf, ["tokens", "sources", "in_vocab", "attended_positions", "weights_shape"]),
+]  # fmt: skip
+DICTIONARY_COLUMNS = [leaf("tokens"), leaf("sources")]
 WRITER_OPTIONS = {
+    "compression": dict.fromkeys(COMPRESSED_COLUMNS, "snappy"),  # a column not named here: none
     "use_dictionary": DICTIONARY_COLUMNS,
     "write_batch_size": 1 << 17,
     "write_statistics": ["line", "id", "text", "error", "word_position"],

@@ -4,7 +4,8 @@ forever on dead workers), each fed one chunk at a time over a pair of pipes.
 A frame on a pipe is the payload's length (8 bytes, little-endian), then the payload: a pickled chunk
 to a worker. Back come the records' length and three counts (records, errors, records lacking the
 word; 8 bytes each), then the encoded records: the parent adds the counts up and never scans the
-records, and passes on the pieces it read them in (neither side joins them into one copy). Workers
+records. It reads them straight into one buffer (no pieces to join), and a buffer whose result has been
+written serves a later result: the parent's memory is not handed back and faulted in again per chunk. Workers
 ignore SIGINT (the parent decides), die silently on SIGTERM and exit when their task pipe closes. A
 worker that dies has its chunk redone once by a fresh worker; a second death reports the chunk's
 lines as error records.
@@ -33,8 +34,8 @@ class _Worker:
         self.pid, self.tasks, self.results = pid, tasks, results
         self.job: tuple[int, list, int] | None = None  # (sequence number, chunk, attempt)
         self.head = b""  # the result's head (length and counts), as it arrives
-        self.body: list[bytes] | None = None  # the result's pieces as read, once its length is known
-        self.size = self.got = 0  # bytes of the result, and received so far
+        self.body: memoryview | None = None  # the result's bytes, read into a buffer once their length is known
+        self.got = 0  # bytes of the result received so far
 
 
 class WorkerPool:
@@ -49,6 +50,9 @@ class WorkerPool:
         self.done: dict[int, Encoded] = {}
         self.queue: list[tuple[int, list, int]] = []  # chunks to (re)send: (seq, chunk, attempt)
         self.retired: list[int] = []  # workers let go at the end of the input, to reap
+        self.spare: list[bytearray] = []  # buffers of results already written, to read later ones into
+        self.lent: dict[int, bytearray] = {}  # id of a result's view -> the buffer under it
+        self.largest = 0  # bytes of the largest result so far
 
     def run(self, first: list, lines, size: int) -> Iterator[Encoded]:
         """The results of ``first`` and of every later chunk of ``size`` lines ``lines`` (a
@@ -74,7 +78,9 @@ class WorkerPool:
                 if worker.job is None and self.queue:
                     self._send(worker, self.queue.pop(0))
             while next_out in self.done:
-                yield self.done.pop(next_out)
+                result = self.done.pop(next_out)
+                yield result  # the caller writes it before it asks for the next one
+                self._give_back(result.parts)
                 next_out += 1
             if lines.eof and not lines.lines and not self.queue:
                 self._retire_idle()
@@ -128,7 +134,7 @@ class WorkerPool:
 
     def _send(self, worker: _Worker, job: tuple[int, list, int]) -> None:
         worker.job = job
-        worker.head, worker.body, worker.size, worker.got = b"", None, 0, 0
+        worker.head, worker.body, worker.got = b"", None, 0
         payload = pickle.dumps(job[1], protocol=pickle.HIGHEST_PROTOCOL)
         try:
             write_frame(worker.tasks, [payload])
@@ -136,8 +142,8 @@ class WorkerPool:
             pass
 
     def _receive(self, worker: _Worker) -> None:
-        """Read what a worker has sent: its result's head, then a piece of the records (at most a
-        pipeful: fresh bytes, never zero-filled first, and small enough for malloc to reuse)."""
+        """Read what a worker has sent: its result's head, then as much of the records as the pipe holds,
+        into the result's buffer."""
         if worker.body is None:
             data = os.read(worker.results, _RESULT_HEAD.size - len(worker.head))
             if not data:
@@ -146,18 +152,44 @@ class WorkerPool:
             worker.head += data
             if len(worker.head) < _RESULT_HEAD.size:
                 return
-            worker.body, worker.size = [], _RESULT_HEAD.unpack(worker.head)[0]
-        if worker.got < worker.size:
-            data = os.read(worker.results, min(worker.size - worker.got, _PIPE_BYTES))
-            if not data:
+            worker.body = self._lend(_RESULT_HEAD.unpack(worker.head)[0])
+        if worker.got < len(worker.body):
+            count = os.readv(worker.results, [worker.body[worker.got :]])
+            if not count:
                 self._lost(worker)
                 return
-            worker.body.append(data)
-            worker.got += len(data)
-        if worker.got == worker.size:
-            self.done[worker.job[0]] = Encoded(worker.body, *_RESULT_HEAD.unpack(worker.head)[1:])
-            worker.head, worker.body, worker.size, worker.got = b"", None, 0, 0
+            worker.got += count
+        if worker.got == len(worker.body):
+            self.done[worker.job[0]] = Encoded([worker.body], *_RESULT_HEAD.unpack(worker.head)[1:])
+            worker.head, worker.body, worker.got = b"", None, 0
             worker.job = None
+
+    def _lend(self, size: int) -> memoryview:
+        """``size`` bytes to read a result into: the front of a spare buffer (its pages are this process's
+        already: no page faults, no zeroing), else of a new one with room for a larger result than any
+        so far (chunks' results vary by a third)."""
+        self.largest = max(self.largest, size)
+        buffer = max(self.spare, key=len, default=None)
+        if buffer is not None:
+            self.spare.remove(buffer)
+        if buffer is None or len(buffer) < size:  # a spare too small is let go: no more buffers than results
+            buffer = bytearray(self.largest * 5 // 4 + 1)
+        view = memoryview(buffer)[:size]
+        self.lent[id(view)] = buffer
+        return view
+
+    def _give_back(self, parts: list) -> None:
+        """A written result's buffers go back to the spares, unless its writer still holds a view of one."""
+        for part in parts:
+            buffer = self.lent.pop(id(part), None) if isinstance(part, memoryview) else None
+            if buffer is None:
+                continue
+            try:
+                part.release()
+                buffer.append(buffer.pop())  # a resize (in place): refused while any view of the buffer lives
+            except BufferError:
+                continue
+            self.spare.append(buffer)
 
     def _lost(self, worker: _Worker) -> None:
         """A worker died: reap it, start another, redo its chunk once, then report it line by line."""
@@ -166,6 +198,8 @@ class WorkerPool:
         os.close(worker.tasks)
         os.close(worker.results)
         seq, block, attempt = worker.job
+        if worker.body is not None:
+            self._give_back([worker.body])
         if attempt < 2:
             self.queue.insert(0, (seq, block, attempt + 1))
         else:
