@@ -203,3 +203,106 @@ def test_columnar_formats_take_larger_chunks_by_default(tmp_path):
     assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [COLUMNAR_CHUNK, 100]
     assert pq.ParquetFile(small).metadata.num_row_groups == 5
     assert pq.read_table(default).equals(pq.read_table(small))
+
+
+# ------------------------------------------------------------------------------ a chunk's columns
+@pytest.fixture(scope="module")
+def engine2():
+    from ctxembed.engine import open_engine
+
+    engine = open_engine(None, "textbook", heads=2, layers=2)  # weights (2, 2, T, T): the shape column is read
+    engine.lexicon.prepare_bulk()
+    return engine
+
+
+def numbered(lines: list[bytes]) -> list:
+    from ctxembed.batch.driver import line_limit
+    from ctxembed.batch.records import LongLine
+
+    limit = line_limit(512)
+    return [(k, LongLine(limit) if len(raw) > limit else raw) for k, raw in enumerate(lines, start=1)]
+
+
+def same_columns(built, expected) -> None:
+    from dataclasses import fields
+
+    from ctxembed.batch.column_chunk import ChunkColumns
+
+    for name in (f.name for f in fields(ChunkColumns)):
+        got, want = getattr(built, name), getattr(expected, name)
+        if isinstance(want, np.ndarray):
+            assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want), name
+        else:
+            assert got == want, name
+
+
+MIXED = brown(30)[:12] + list(BAD_KINDS.values()) + GOOD + brown(40)[30:]  # bad lines mid-chunk
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"weights": True, "with_vectors": True, "word": "bank", "digits": None},
+        {"weights": True, "with_vectors": False, "word": None, "digits": 3},
+        {"weights": False, "with_vectors": False, "word": "the", "digits": None},  # the word's rows alone
+        {"weights": False, "with_vectors": True, "word": "the#2", "digits": 2},
+        {"weights": True, "with_vectors": False, "word": "#3", "digits": None},  # a position: index_of
+    ],
+)
+def test_chunk_columns_equal_the_records_columns(engine2, options):
+    """The columns built from the group arrays hold exactly what the record dicts hold, row for row:
+    bad lines mid-chunk, a chunk of only bad lines, lines lacking the word, rounded numbers."""
+    from ctxembed.batch.column_chunk import chunk_columns, from_records
+    from ctxembed.batch.columnar import record_dicts
+
+    options = options | {"format": "parquet"}
+    for lines in (MIXED, list(BAD_KINDS.values())[:6]):
+        chunk = numbered(lines)
+        built = chunk_columns(engine2, chunk, options)
+        expected = from_records(record_dicts(engine2, chunk, options), options, engine2)
+        same_columns(built, expected)
+        assert built.errors >= 6 and len(built) == len(lines)
+    if options["word"] == "bank":
+        assert 0 < built.lacking or expected.lacking == 0
+
+
+def test_a_failing_group_costs_only_its_lines(engine2, monkeypatch):
+    """An unexpected failure in a chunk redoes it line by line: only the lines that fail become errors."""
+    from ctxembed.batch.column_chunk import chunk_columns
+    from ctxembed.batch.driver import chunk_table
+
+    options = {"weights": True, "with_vectors": False, "word": "the", "digits": None, "format": "parquet"}
+    chunk = numbered(MIXED)
+    good = chunk_columns(engine2, chunk, options)
+    run_group = engine2.run_group
+    length = int(good.attended_counts[good.filled][0])  # the first sentence's T fails, and any of that T
+
+    def failing(static, *args, **kwargs):
+        if static.shape[1] == length:
+            raise ValueError("this length")
+        return run_group(static, *args, **kwargs)
+
+    monkeypatch.setattr(engine2, "run_group", failing)
+    table = chunk_table(engine2, chunk, options)
+    seven = good.attended_counts == length
+    assert 1 <= seven.sum() < good.filled.sum()
+    failed = np.array([e == "internal error: ValueError: this length" for e in table.error])  # (n,)
+    assert np.array_equal(failed, seven)
+    assert [e for e, f in zip(table.error, failed, strict=True) if not f] == [
+        e for e, s in zip(good.error, seven, strict=True) if not s
+    ]  # the other lines as before
+    kept = good.filled & ~seven
+    assert np.array_equal(table.word_vector[kept], good.word_vector[kept])
+    assert table.errors == good.errors + seven.sum()
+
+
+def test_parquet_digits_equal_the_rounded_json(corpus, tmp_path):
+    out = tmp_path / "d.parquet"
+    args = ("--digits", "3", "--with-vectors", "--chunk", "32")
+    succeeds("batch", corpus, "--preset", "textbook", *args, "--format", "parquet", "--out", out)
+    records = [r for r in jsonl(corpus, *args) if "error" not in r]
+    rows = [r for r in pq.read_table(out).to_pylist() if r["error"] is None]
+    assert len(rows) == len(records) > 100
+    for row, record in zip(rows, records, strict=True):
+        assert np.array_equal(f32(row["weights"]), f32(record["weights"]).ravel())
+        assert np.array_equal(f32(row["contextual"]), f32(record["contextual"]))

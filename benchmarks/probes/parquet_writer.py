@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 import pyarrow.parquet as pq  # noqa: E402
 
 from ctxembed.api import Explorer  # noqa: E402
-from ctxembed.batch import columnar, records  # noqa: E402
+from ctxembed.batch import columnar, driver, records  # noqa: E402
 
 CHUNK = 4096  # driver.COLUMNAR_CHUNK: a row group per chunk
 
@@ -47,7 +47,8 @@ def main() -> None:
         lines = list(itertools.islice(fh, args.lines))
     chunks = [[(s + i + 1, line) for i, line in enumerate(lines[s : s + CHUNK])] for s in range(0, len(lines), CHUNK)]
     options = {"weights": args.word is None, "with_vectors": False, "word": args.word, "digits": None}
-    batches = [columnar.parquet_batch(columnar.record_dicts(engine, c, options), options, engine) for c in chunks]
+    options["format"] = "parquet"
+    batches = [columnar.parquet_batch(driver.chunk_table(engine, c, options), options, engine) for c in chunks]
     names = batches[0].schema.names
     weights, w = columnar.leaf("weights"), columnar.WRITER_OPTIONS
     trials = {

@@ -1,12 +1,12 @@
 """Batch output as columns: Parquet (one row per input line), npz and the TensorBoard Projector pair
 (one row per line that holds ``--word``), beside the JSON Lines records of :mod:`ctxembed.batch.records`.
 
-A worker turns its chunk into the records batch always makes (:func:`ctxembed.batch.records.chunk_records`,
-so the numbers are the JSON records' float32 values), then into columns, and hands the parent those
-columns as bytes: an Arrow IPC stream for Parquet, a NumPy ``.npy`` bundle for npz and the Projector. The
-parent writes them as they arrive, in input order (a Parquet row group per chunk), to a temporary file
-beside ``--out`` that is renamed over it only once the run is complete: a run that is killed or fails
-leaves no file at ``--out``.
+A worker turns its chunk into flat columns straight from the group arrays batch always computes
+(:func:`ctxembed.batch.column_chunk.chunk_columns`, so the numbers are the JSON records' float32
+values), and hands the parent those columns as bytes: an Arrow IPC stream for Parquet, a NumPy
+``.npy`` bundle for npz and the Projector. The parent writes them as they arrive, in input order (a
+Parquet row group per chunk), to a temporary file beside ``--out`` that is renamed over it only once
+the run is complete: a run that is killed or fails leaves no file at ``--out``.
 
 Parquet columns (one row per input line, none dropped):
 
@@ -32,15 +32,14 @@ from __future__ import annotations
 
 import contextlib
 import io
-import itertools
 import json
 import os
 import tempfile
 from pathlib import Path
 
 import numpy as np
-import orjson
 
+from ctxembed.batch.column_chunk import ChunkColumns
 from ctxembed.batch.records import Encoded, chunk_records
 from ctxembed.errors import DataError, UsageError
 from ctxembed.options import OPTIONS
@@ -102,9 +101,8 @@ def check_format(fmt: str, out: str | None, word: str | None) -> None:
 
 # ------------------------------------------------------------------------------ worker side
 def record_dicts(engine, chunk: list, options: dict) -> list[dict]:
-    """The chunk's records as dicts (see chunk_records). Their arrays are views of their groups', so
-    the chunk's groups live until its columns are built: no copy, and memory the chunk's weights'
-    size, as the JSON path holds its text (the chunk is capped at 1 MiB of input, see the driver)."""
+    """The chunk's records as dicts (see chunk_records): the columns' path when :func:`chunk_columns`
+    cannot serve (an engine without batch's column machinery, a chunk redone line by line)."""
     return chunk_records(engine, chunk, options)
 
 
@@ -112,36 +110,27 @@ def error_dict(number: int, message: str) -> dict:
     return {"line": number, "error": message}
 
 
-def counts(records: list[dict]) -> tuple[int, int]:
-    """(error records, result records whose word is missing)."""
-    errors = sum("error" in r for r in records)
-    lacking = sum(r.get("word", 0) is None and "error" not in r for r in records)
-    return errors, lacking
-
-
-def column_block(engine, records: list[dict], options: dict) -> Encoded:
-    """A chunk's records -> the bytes a worker hands the parent for ``options["format"]``."""
-    errors, lacking = counts(records)
+def column_block(engine, table: ChunkColumns, options: dict) -> Encoded:
+    """A chunk's columns -> the bytes a worker hands the parent for ``options["format"]``."""
     if options["format"] == "parquet":
-        payload = _ipc_bytes(parquet_batch(records, options, engine))
+        payload = _ipc_bytes(parquet_batch(table, options, engine))
     else:
-        payload = _npy_bundle(word_rows(records))
-    return Encoded([payload], len(records), errors, lacking)
+        payload = _npy_bundle(word_rows(table))
+    return Encoded([payload], len(table), table.errors, table.lacking)
 
 
 def lost_block(block: list, reason: str) -> list[dict]:
     return [error_dict(number, reason) for number, _ in block]
 
 
-def word_rows(records: list[dict]) -> dict:
-    """The rows of the records that hold the word: vectors (n, d_out), lines, positions, texts."""
-    found = [r for r in records if r.get("word")]
-    dim = found[0]["word"]["contextual"].shape[0] if found else 0
+def word_rows(table: ChunkColumns) -> dict:
+    """The rows that hold the word: vectors (n, d_out), lines, positions, texts."""
+    holds = np.flatnonzero(table.word_position >= 0)  # (n,)
     return {
-        "vectors": np.array([r["word"]["contextual"] for r in found], np.float32).reshape(len(found), dim),
-        "line": np.array([r["line"] for r in found], np.int64),
-        "position": np.array([r["word"]["position"] for r in found], np.int64),
-        "text": np.array([r["text"] for r in found], dtype=str),
+        "vectors": table.word_vector[holds],
+        "line": table.line[holds],
+        "position": table.word_position[holds],
+        "text": np.array([table.text[i] for i in holds.tolist()], dtype=str),
     }
 
 
@@ -199,77 +188,46 @@ def parquet_metadata(engine, options: dict) -> dict[str, str]:
     return {"ctxembed": json.dumps(run_document(engine, options, PARQUET_SCHEMA))}
 
 
-def _lists(pa, arrays: list, kind, *, inner: int | None = None):
-    """A list column from per-row arrays (None: a null row): one concatenate, one offsets array.
-    ``inner``: each row is (n, inner), stored as a list of fixed-size lists."""
-    sizes = [0 if a is None else (a.size if inner is None else a.shape[0]) for a in arrays]
-    offsets = np.zeros(len(arrays) + 1, np.int32)
-    np.cumsum(sizes, out=offsets[1:])
-    present = [a for a in arrays if a is not None]
-    if present:
-        flat = np.concatenate([np.ravel(a) for a in present]).astype(kind, copy=False)  # (sum n*inner,)
-    else:
-        flat = np.zeros(0, kind)
-    values = pa.array(flat)
-    if inner is not None:
-        values = pa.FixedSizeListArray.from_arrays(values, inner)
-    mask = pa.array([a is None for a in arrays])
-    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=mask)
+def _lists(pa, counts: np.ndarray, values, filled: np.ndarray):
+    """A list column: row k holds ``counts[k]`` of the flat ``values`` (an Arrow array), null where
+    not ``filled``: one offsets array, the values as they are."""
+    offsets = np.zeros(len(counts) + 1, np.int32)  # (n + 1,)
+    np.cumsum(counts, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(~filled))
 
 
-def _flat_lists(pa, rows: list, kind):
-    """A list column from per-row lists of numbers (None: a null row), through one flat NumPy array:
-    pa.array of nested Python lists converts each number on its own."""
-    sizes = np.fromiter((0 if row is None else len(row) for row in rows), np.int64, len(rows))  # (n,)
-    offsets = np.zeros(len(rows) + 1, np.int32)
-    np.cumsum(sizes, out=offsets[1:])
-    flat = np.fromiter(itertools.chain.from_iterable(row for row in rows if row is not None), kind, int(offsets[-1]))
-    mask = pa.array([row is None for row in rows])
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat), mask=mask)
-
-
-def parquet_batch(records: list[dict], options: dict, engine):
-    """The records of a chunk as one Arrow record batch (one row each, in order)."""
+def parquet_batch(table: ChunkColumns, options: dict, engine):
+    """A chunk's columns as one Arrow record batch (one row per line, in order): each list column is
+    its flat NumPy values (no copy) and one offsets array."""
     import pyarrow as pa  # the parquet extra: loaded for --format parquet alone
 
     schema = _schema(engine, options)
-    ok = ["error" not in r for r in records]
-
-    def field(name):
-        return [r.get(name) for r in records]
-
+    filled = table.filled  # (n,)
     columns = {
-        "line": pa.array(field("line"), pa.int64()),
-        "id": pa.array([orjson.dumps(r["id"]).decode() if "id" in r else None for r in records], pa.string()),
-        "text": pa.array(field("text"), pa.string()),
-        "error": pa.array(field("error"), pa.string()),
-        "tokens": pa.array(field("tokens"), pa.list_(pa.string())),
-        "sources": pa.array(field("sources"), pa.list_(pa.string())),
-        "in_vocab": _flat_lists(pa, field("in_vocab"), np.bool_),
-        "attended_positions": _flat_lists(pa, field("attended_positions"), np.int32),
+        "line": pa.array(table.line),
+        "id": pa.array(table.id, pa.string()),
+        "text": pa.array(table.text, pa.string()),
+        "error": pa.array(table.error, pa.string()),
+        "tokens": _lists(pa, table.token_counts, pa.array(table.tokens, pa.string()), filled),
+        "sources": _lists(pa, table.token_counts, pa.array(table.sources, pa.string()), filled),
+        "in_vocab": _lists(pa, table.token_counts, pa.array(table.in_vocab), filled),
+        "attended_positions": _lists(pa, table.attended_counts, pa.array(table.attended), filled),
     }
     if options["weights"]:
-        weights = [r["weights"] if good else None for r, good in zip(records, ok, strict=True)]
-        columns["weights"] = _lists(pa, weights, np.float32)
-        shapes = [np.array(w.shape, np.int32) if w is not None else None for w in weights]  # (4,) each
-        columns["weights_shape"] = _lists(pa, shapes, np.int32)
+        shape = table.weights_shape  # (n, 4)
+        sizes = np.prod(shape, axis=1, dtype=np.int64)  # (n,) 0 where not filled
+        columns["weights"] = _lists(pa, sizes, pa.array(table.weights), filled)
+        columns["weights_shape"] = _lists(pa, 4 * filled, pa.array(shape[filled].ravel()), filled)
     if options["with_vectors"]:
-        columns["static"] = _lists(pa, [r.get("static") for r in records], np.float32, inner=engine.dim)
-        columns["contextual"] = _lists(pa, [r.get("contextual") for r in records], np.float32, inner=engine.out_dim)
+        for name, dim in (("static", engine.dim), ("contextual", engine.out_dim)):
+            values = pa.FixedSizeListArray.from_arrays(pa.array(getattr(table, name).ravel()), dim)  # (A, dim)
+            columns[name] = _lists(pa, table.attended_counts, values, filled)
     if options["word"] is not None:
-        found = [r.get("word") for r in records]
-        columns["word_position"] = pa.array([None if w is None else w["position"] for w in found], pa.int32())
-        vectors = [None if w is None else w["contextual"] for w in found]
-        flat = [v for v in vectors if v is not None]
-        values = pa.array(np.concatenate(flat).astype(np.float32) if flat else np.zeros(0, np.float32))
-        # a null row still takes its d_out slots in a fixed-size list: fill them, then mask the row
-        full = np.zeros((len(vectors), engine.out_dim), np.float32)
-        rows = [i for i, v in enumerate(vectors) if v is not None]
-        if rows:
-            full[rows] = np.asarray(values).reshape(len(rows), engine.out_dim)
-        columns["word_vector"] = pa.FixedSizeListArray.from_arrays(
-            pa.array(full.ravel()), engine.out_dim, mask=pa.array([v is None for v in vectors])
-        )
+        lacks = table.word_position < 0  # (n,)
+        columns["word_position"] = pa.array(table.word_position.astype(np.int32), mask=lacks)
+        # a null row still takes its d_out slots in a fixed-size list: zeros, masked
+        values = pa.array(table.word_vector.ravel())  # (n * d_out,)
+        columns["word_vector"] = pa.FixedSizeListArray.from_arrays(values, engine.out_dim, mask=pa.array(lacks))
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 

@@ -237,7 +237,7 @@ def arrays(
     SLAB_FLOATS floats (see :func:`_slab_rows`)."""
     lengths = sentences.lengths
     groups = engine.plan_groups(lengths, weights=weights)
-    found = None if word is None else _word_positions(sentences, word)  # (n,) the word's row, -1: none
+    found = None if word is None else word_positions(sentences, word)  # (n,) the word's row, -1: none
     for slab in _slabs(groups, lengths, engine.dim):
         static, bias = _slab_rows(engine, sentences, np.concatenate(slab))  # (n, d), (n,) or None
         first = 0  # where the group's rows begin in the slab
@@ -263,7 +263,7 @@ def arrays(
             yield chosen, ColumnGroup(**kept, sentences=sentences, members=chosen)
 
 
-def _word_positions(sentences: Sentences, word: str) -> np.ndarray:
+def word_positions(sentences: Sentences, word: str) -> np.ndarray:
     """(n,) each sentence's row of ``word`` among its attended tokens, -1 where it lacks the word
     (or could not be prepared): :meth:`Sentences.word_rows`, or index_of one by one for a position."""
     found = sentences.word_rows(word)

@@ -448,10 +448,26 @@ def safe_records(engine: Engine, block: list, options: dict, *, make=None, error
 
 def columnar_work(engine: Engine, block: list, options: dict) -> Encoded:
     """A chunk as the columns of ``options["format"]`` (see :mod:`ctxembed.batch.columnar`)."""
-    from ctxembed.batch.columnar import column_block, error_dict, record_dicts  # the columnar formats only
+    from ctxembed.batch.columnar import column_block  # the columnar formats only
 
+    return column_block(engine, chunk_table(engine, block, options), options)
+
+
+def chunk_table(engine: Engine, block: list, options: dict):
+    """A chunk's :class:`ctxembed.batch.column_chunk.ChunkColumns`, built from the group arrays; an
+    engine without batch's columns, or an unexpected exception, takes the records' path, where
+    :func:`safe_records` redoes the chunk line by line: one bad line never costs the others."""
+    from ctxembed.batch.column_chunk import chunk_columns, from_records  # the columnar formats only
+    from ctxembed.batch.columnar import error_dict, record_dicts
+
+    try:
+        table = chunk_columns(engine, block, options, lists=options.get("format") == "parquet")
+    except (Exception, MemoryError):  # noqa: BLE001 - redone below, line by line where it fails
+        table = None
+    if table is not None:
+        return table
     records = safe_records(engine, block, options, make=record_dicts, error=error_dict)
-    return column_block(engine, records, options)
+    return from_records(records, options, engine)
 
 
 def _lost_maker(engine: Engine, options: dict):
@@ -460,8 +476,9 @@ def _lost_maker(engine: Engine, options: dict):
         return None
 
     def lost(block: list, reason: str) -> Encoded:
-        from ctxembed.batch.columnar import column_block, lost_block  # the columnar formats only
+        from ctxembed.batch.column_chunk import from_records  # the columnar formats only
+        from ctxembed.batch.columnar import column_block, lost_block
 
-        return column_block(engine, lost_block(block, reason), options)
+        return column_block(engine, from_records(lost_block(block, reason), options, engine), options)
 
     return lost

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxembed.batch.driver import line_limit, safe_process, safe_records
+from ctxembed.batch.driver import chunk_table, line_limit, safe_process, safe_records
 from ctxembed.batch.records import LongLine, chunk_records
 from ctxembed.engine import Engine, open_engine
 from ctxembed.errors import UsageError
@@ -92,7 +92,7 @@ def embed_columns(
 
     engine, options, blocks = _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word)
     for block in blocks:
-        yield parquet_batch(_record_dicts(engine, block, options), options, engine)
+        yield parquet_batch(chunk_table(engine, block, options | {"format": "parquet"}), options, engine)
 
 
 def word_arrays(
@@ -107,24 +107,14 @@ def word_arrays(
     """One word's contextual vectors across ``lines``, as NumPy arrays (what ``--format npz`` holds):
     ``vectors`` (n, d_out) float32, ``line`` (n,) and ``position`` (n,) int64, ``text`` (n,) str, for
     the n lines that hold ``word`` (its first occurrence; ``bank#2``: its second), in order."""
-    from ctxembed.batch.columnar import word_rows  # the columnar formats only
+    from ctxembed.batch.column_chunk import from_records  # the columnar formats only
+    from ctxembed.batch.columnar import word_rows
 
     engine, options, blocks = _chunks(lines, start, chunk, explorer, keywords, False, False, word)
-    parts = [word_rows(_record_dicts(engine, block, options)) for block in blocks]
-    if not parts:
-        parts = [word_rows([])]
-    dim = max(part["vectors"].shape[1] for part in parts)
-    return {
-        "vectors": np.concatenate([part["vectors"].reshape(-1, dim) for part in parts]),
-        **{name: np.concatenate([part[name] for part in parts]) for name in ("line", "position", "text")},
-    }
-
-
-def _record_dicts(engine: Engine, block: list, options: dict) -> list[dict]:
-    """A chunk's records as dicts (arrays copied out of their groups), bad lines as error records."""
-    from ctxembed.batch.columnar import error_dict, record_dicts  # the columnar formats only
-
-    return safe_records(engine, block, options, make=record_dicts, error=error_dict)
+    parts = [word_rows(chunk_table(engine, block, options | {"format": "npz"})) for block in blocks]
+    if not parts:  # no line at all: the columns of no row
+        parts = [word_rows(from_records([], options, engine))]
+    return {name: np.concatenate([part[name] for part in parts]) for name in ("vectors", "line", "position", "text")}
 
 
 def embed_chunks(

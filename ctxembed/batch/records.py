@@ -186,12 +186,12 @@ def chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict,
     With ``encode``, each record is replaced by ``encode(record)`` as soon as its group of sentences
     has run, so a chunk never holds more than one group's arrays (see :meth:`Engine.groups`)."""
     one_blas_thread()
-    with _collector_paused():
+    with collector_paused():
         return _chunk_records(engine, chunk, options, encode)
 
 
 @contextlib.contextmanager
-def _collector_paused():
+def collector_paused():
     """Python's cyclic garbage collector off for one chunk, then back as it was.
 
     A chunk allocates tens of thousands of small acyclic objects (token lists, Prepared, records),
@@ -340,7 +340,7 @@ def fill_group(records: list[dict], read: list[int], group, options: dict) -> li
         sentences.texts, sentences.tokens, sentences.in_vocab, sentences.attended, sentences.sources_of
     )  # fmt: skip
     indices = [read[i] for i in members]
-    group = _rounded(group, options.get("digits"))
+    group = rounded(group, options.get("digits"))
     weights = list(group.weights) if options["weights"] else None  # B views (L, h, T, T), each one block
     word_vectors = group.word_vectors  # (B, d_out) or None: then the word's row of group.contextual
     word = options["word"]
@@ -364,7 +364,7 @@ def fill_group(records: list[dict], read: list[int], group, options: dict) -> li
     return indices
 
 
-def _rounded(group, digits: int | None):
+def rounded(group, digits: int | None):
     """The group with its weights and vectors rounded to ``digits`` decimals (--digits), float32 still:
     the nearest float32 to each rounded decimal, so its shortest text has at most ``digits`` decimals."""
     if digits is None:
