@@ -26,6 +26,7 @@ from ctxembed.core.attention import (
     attention_scores,
     build_mask,
     encode,
+    flat_twins,
     layer_norm,
     normalize,
     random_params,
@@ -391,6 +392,21 @@ def test_sentence_twins_partition_like_twin_ids_on_random_repeats():
             assert not (same_ids(twin_ids(x)) & ~np.eye(T, dtype=bool)).any()
         else:
             np.testing.assert_array_equal(same_ids(found), same_ids(twin_ids(x)))
+
+
+def test_flat_twins_of_sentences_of_many_lengths_are_each_sentences_twins():
+    rng = np.random.default_rng(9)
+    words = rng.standard_normal((5, 4)).astype(np.float32)  # a vocabulary of 5 words, one of them 0
+    words[4] = 0
+    lengths = np.array([1, 6, 3, 8, 2])
+    rows = words[rng.integers(0, 5, lengths.sum())]  # (n, d) sentences end to end
+    rows[1 + 6] = rows[1 + 6 + 1] = words[0]  # sentence 2 repeats word 0 at least once
+    ids = flat_twins(rows, lengths)
+    assert ids is not None
+    for start, T in zip(np.cumsum(lengths) - lengths, lengths, strict=True):
+        mine = ids[start : start + T][None]  # (1, T)
+        np.testing.assert_array_equal(same_ids(mine), same_ids(twin_ids(rows[start : start + T][None])))
+    assert flat_twins(words[:4][[0, 1, 0, 1]], np.array([2, 2])) is None  # copies only across sentences
 
 
 def test_a_hash_collision_only_costs_the_exact_pass(monkeypatch):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from ctxembed.core.attention import flat_twins
 from ctxembed.engine.glove import Engine, GroupArrays
 from ctxembed.engine.sentence import Prepared, first_match, split_word
 from ctxembed.errors import DataError
@@ -238,8 +239,12 @@ def arrays(
     lengths = sentences.lengths
     groups = engine.plan_groups(lengths, weights=weights)
     found = None if word is None else word_positions(sentences, word)  # (n,) the word's row, -1: none
+    exclude_twins = engine.settings.attention.exclude_twins
     for slab in _slabs(groups, lengths, engine.dim):
-        static, bias = _slab_rows(engine, sentences, np.concatenate(slab))  # (n, d), (n,) or None
+        members_of_slab = np.concatenate(slab)  # (S,)
+        static, bias = _slab_rows(engine, sentences, members_of_slab)  # (n, d), (n,) or None
+        # the slab's twins in one pass (row by row, exact): (n,) ids, None where no sentence repeats a vector
+        twins = flat_twins(static, lengths[members_of_slab]) if exclude_twins else None
         first = 0  # where the group's rows begin in the slab
         for members in slab:
             B, T = len(members), int(lengths[members[0]])
@@ -247,9 +252,10 @@ def arrays(
             first += B * T
             group_static = static[rows].reshape(B, T, -1)  # (B, T, d) a view
             group_bias = None if bias is None else bias[rows].reshape(B, T)  # (B, T)
+            group_twins = None if twins is None else _group_twins(twins[rows], rows.start, B)  # (B, T) or None
             chosen = members.tolist()
             if found is not None:
-                word_vectors = _word_group(engine, group_static, group_bias, found[members])  # (B, d_out)
+                word_vectors = _word_group(engine, group_static, group_bias, found[members], group_twins)  # (B, d_out)
                 nothing = dict(inputs=None, contextual=None, weights=None, layer_inputs=[], top=None, steps=None)
                 yield (
                     chosen,
@@ -258,7 +264,7 @@ def arrays(
                     ),
                 )
                 continue
-            group = engine.run_group(group_static, group_bias, weights=weights, vectors=vectors)
+            group = engine.run_group(group_static, group_bias, weights=weights, vectors=vectors, twins=group_twins)
             kept = {f.name: getattr(group, f.name) for f in fields(GroupArrays)}
             yield chosen, ColumnGroup(**kept, sentences=sentences, members=chosen)
 
@@ -276,19 +282,28 @@ def word_positions(sentences: Sentences, word: str) -> np.ndarray:
     return rows
 
 
-def _word_group(engine: Engine, static: np.ndarray, bias: np.ndarray | None, rows: np.ndarray) -> np.ndarray:
+def _group_twins(ids: np.ndarray, first: int, B: int) -> np.ndarray | None:
+    """A group's twin ids (B, T) from its rows of the slab's (:func:`flat_twins`), (B * T,) from row
+    ``first`` on; None when none of its sentences repeats a vector (each row is its own first copy)."""
+    return ids.reshape(B, -1) if (ids != np.arange(first, first + len(ids))).any() else None
+
+
+def _word_group(
+    engine: Engine, static: np.ndarray, bias: np.ndarray | None, rows: np.ndarray, twins: np.ndarray | None
+) -> np.ndarray:
     """The word's contextual vector in each of B sentences (B, d_out), zeros where ``rows`` (B,) is -1:
     :meth:`Engine.run_rows` on the sentences that hold it (one softmax row each, nothing for the
     others), or, where it cannot serve, the word's rows of :meth:`Engine.run_group`. The same
-    numbers either way (tests/test_batch_columnar.py)."""
+    numbers either way (tests/test_batch_columnar.py). ``twins`` (B, T): the sentences' twin ids, or None."""
     holds = np.flatnonzero(rows >= 0)  # (S,)
     found = np.zeros((len(rows), engine.out_dim), np.float32)  # (B, d_out)
     if not len(holds):
         return found
     some = None if bias is None else bias[holds]  # (S, T)
-    vectors = engine.run_rows(static[holds], some, rows[holds])  # (S, d_out) or None
+    held_twins = None if twins is None else twins[holds]  # (S, T)
+    vectors = engine.run_rows(static[holds], some, rows[holds], held_twins)  # (S, d_out) or None
     if vectors is None:
-        contextual = engine.run_group(static, bias, weights=False).contextual  # (B, T, d_out)
+        contextual = engine.run_group(static, bias, weights=False, twins=twins).contextual  # (B, T, d_out)
         vectors = contextual[holds, rows[holds]]  # (S, d_out)
     found[holds] = vectors
     return found

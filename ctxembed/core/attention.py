@@ -59,6 +59,7 @@ __all__ = [
     "attention_steps",
     "build_mask",
     "encode",
+    "flat_twins",
     "identity_params",
     "input_positions",
     "layer_norm",
@@ -328,44 +329,58 @@ def sentence_twins(x: np.ndarray) -> np.ndarray | None:
     sentence: equal ids within a sentence exactly for copies of one vector (a zero vector is no copy),
     which is all the twin mask reads; or None when no sentence holds two copies of one vector: the
     twin mask then masks nothing, and the mask without it is the same, bit for bit.
-
-    ``twin_ids`` sorts the whole rows as bytes, which cost batch more than its attention did (profile
-    of Brown lines). Here each row is hashed (its bytes read as integers, weighted, summed with
-    wrap-around: exact, so copies hash alike), each sentence's T hashes are sorted, and every
-    candidate copy is then checked byte for byte against its first; a collision of different
-    vectors falls back to ``twin_ids``."""
+    :func:`flat_twins` does the work, for sentences of any lengths laid end to end."""
     x = np.asarray(x)
-    T = x.shape[-2]
-    rows = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))  # (n, d)
+    T, d = x.shape[-2], x.shape[-1]
     if T < 2:
         return None  # one token: no copy to mask
+    rows = x.reshape(-1, d)  # (n, d) the sentences end to end
+    ids = flat_twins(rows, np.full(len(rows) // T, T))  # (n,) or None
+    return None if ids is None else ids.reshape(x.shape[:-1])  # (..., T)
+
+
+def flat_twins(rows: np.ndarray, lengths: np.ndarray) -> np.ndarray | None:
+    """Twin ids of sentences laid end to end: rows (n, d) the static vectors of sentences of
+    ``lengths`` (S,) tokens, one after the other -> ids (n,), equal within a sentence exactly for
+    copies of one vector (a zero vector is no copy); or None when no sentence holds two copies.
+    Batch finds the twins of many groups of sentences in one pass (:mod:`ctxembed.batch.columns`).
+
+    ``twin_ids`` sorts the whole rows as bytes, which cost batch more than its attention did (profile
+    of Brown lines). Here each row is hashed (some of its bytes read as integers, weighted, summed
+    with wrap-around: exact, so copies hash alike) together with its sentence, the rows are sorted
+    by that key, and every candidate copy is then checked byte for byte against its first; a
+    collision of different vectors falls back to ``twin_ids``."""
+    rows = np.ascontiguousarray(rows)  # (n, d)
+    n = len(rows)
     if (rows.itemsize * rows.shape[1]) % 8:
-        return twin_ids(x)
+        return twin_ids(rows)
     words = rows.view(np.uint64)  # (n, w) a row's bytes as integers
-    hashes = (words * _hash_weights(words.shape[1])).sum(axis=1).reshape(-1, T)  # (S, T) uint64, wrapping
-    order = np.argsort(hashes, axis=1, kind="stable")  # (S, T) positions by hash, in order within a hash
-    ordered = np.take_along_axis(hashes, order, axis=1)  # (S, T)
-    repeats = ordered[:, 1:] == ordered[:, :-1]  # (S, T - 1) a hash equal to the one before
+    sampled = words[:, :: max(1, words.shape[1] // 8)]  # (n, ~8) enough to tell words apart (copies: checked)
+    sentence = np.repeat(np.arange(len(lengths), dtype=np.uint64), lengths)  # (n,) the sentence of each row
+    keys = sampled @ _hash_weights(sampled.shape[1]) + sentence * _SENTENCE_WEIGHT  # (n,) uint64, wrapping
+    order = np.argsort(keys, kind="stable")  # (n,) rows by key, in order within a key
+    ordered = keys[order]  # (n,)
+    repeats = ordered[1:] == ordered[:-1]  # (n - 1,) a key equal to the one before
     if not repeats.any():
         return None
-    S = hashes.shape[0]
-    starts = np.where(np.concatenate([np.ones((S, 1), bool), ~repeats], axis=1), np.arange(T), 0)  # (S, T)
-    first = np.take_along_axis(order, np.maximum.accumulate(starts, axis=1), axis=1)  # (S, T) first of its hash
-    ids = np.empty_like(order)  # (S, T)
-    np.put_along_axis(ids, order, first, axis=1)  # each position: the first position with its hash
-    ids = (ids + np.arange(S)[:, None] * T).ravel()  # (n,) as rows of the flat (n, d)
-    copies = np.flatnonzero(ids != np.arange(len(ids)))  # (c,) rows whose hash came earlier in the sentence
+    starts = np.where(np.concatenate([[True], ~repeats]), np.arange(n), 0)  # (n,) where each run begins
+    ids = np.empty(n, np.int64)  # (n,)
+    ids[order] = order[np.maximum.accumulate(starts)]  # each row: the first row with its key
+    copies = np.flatnonzero(ids != np.arange(n))  # (c,) rows whose key came earlier
     if not (words[copies] == words[ids[copies]]).all():
-        return twin_ids(x)  # two different vectors with one hash
+        return twin_ids(rows)  # two different vectors, or sentences, with one key
     zero = copies[~rows[copies].any(axis=1)]  # copies of a zero vector (the first of them keeps its own id)
     ids[zero] = zero  # each zero vector its own id
-    return ids.reshape(x.shape[:-1])  # (..., T)
+    return ids
 
 
 @functools.lru_cache(maxsize=8)
 def _hash_weights(n: int) -> np.ndarray:
-    """(n,) odd uint64 multipliers for :func:`sentence_twins`' row hashes (fixed: Weyl sequence)."""
+    """(n,) odd uint64 multipliers for :func:`flat_twins`' row hashes (fixed: Weyl sequence)."""
     return (np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
+
+
+_SENTENCE_WEIGHT = np.uint64(0xC2B2AE3D27D4EB4F)  # odd: copies in different sentences never share a key
 
 
 def _twin_pairs(T: int, twins: np.ndarray) -> np.ndarray:

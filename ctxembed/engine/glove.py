@@ -64,6 +64,7 @@ from ctxembed.vectors.weights import (
 # 2^15 to 2^20 (within 10%: benchmarks/probes/alternatives.py groups); a larger group only costs memory.
 GROUP_FLOATS = 1 << 17
 _EULER_GAMMA = 0.5772156649
+FIND = "find"  # run_group's and run_rows' twins: found in the static vectors
 
 
 @dataclass
@@ -311,15 +312,17 @@ class Engine:
         weights: bool = True,
         vectors: bool = True,
         trace: bool = False,
+        twins: np.ndarray | None | str = FIND,
     ) -> GroupArrays:
         """Attention over B sentences of one length T, from their static vectors (B, T, d) and key
         biases (B, T) or None, without padding: the kernel of :meth:`run` and of batch
         (:mod:`ctxembed.batch.columns`). ``vectors=False`` is for a caller that reads the weights
-        alone: the last layer stops at its weights, and no contextual vector is made."""
+        alone: the last layer stops at its weights, and no contextual vector is made. ``twins``: the
+        static vectors' :func:`sentence_twins` when the caller has them (batch finds a chunk's at once)."""
         vectors = vectors or trace
         inputs = self.project_inputs(static)  # (B, T, d)
         config = self.settings.attention
-        twins = sentence_twins(static) if config.exclude_twins else None  # (B, T) copies of a word
+        twins = self._twins(static, twins)  # (B, T) copies of a word, or None
         if twins is None and config.exclude_twins:
             config = self._without_twins  # no sentence repeats a word: the twin mask would mask nothing
         with np.errstate(all="ignore"):  # a NaN or overflow is reported below, naming its stage, not warned
@@ -364,7 +367,9 @@ class Engine:
         a = self.settings.attention
         return a.layers == 1 and not a.causal and self.params is None
 
-    def run_rows(self, static: np.ndarray, bias: np.ndarray | None, rows: np.ndarray) -> np.ndarray | None:
+    def run_rows(
+        self, static: np.ndarray, bias: np.ndarray | None, rows: np.ndarray, twins: np.ndarray | None | str = FIND
+    ) -> np.ndarray | None:
         """The contextual vector of one token per sentence, for a caller that wants nothing else
         (batch --no-weights --word): static (B, T, d), key biases (B, T) or None, rows (B,) -> (B, d_out),
         ``run_group(static, bias).contextual[b, rows[b]]`` bit for bit (:func:`query_rows`: the same
@@ -372,18 +377,29 @@ class Engine:
         vectors are so large that run_group might refuse it: then run_group says why.
 
         Bit for bit: tests/test_query_rows.py against encode, and tests/test_batch_columnar.py's
-        --word records against the full path's on Brown lines."""
+        --word records against the full path's on Brown lines. ``twins`` as in :meth:`run_group`."""
         if not self.runs_rows or not _surely_in_range(self, static):
             return None
         config = self.settings.attention
         inputs = self.project_inputs(static)  # (B, T, d) all-but-the-top: one product per sentence, as run_group
-        twins = sentence_twins(static) if config.exclude_twins else None  # (B, T) or None, as run_group
+        twins = self._twins(static, twins)  # (B, T) or None, as run_group
         with np.errstate(all="ignore"):
             top = query_rows(inputs, config, identity_params(config)[0], rows, key_bias=bias, twins=twins)  # (B, d)
             if self.mix is None:
                 return top
             h0 = inputs[np.arange(len(rows)), rows]  # (B, d) the word itself, as run_group's mix reads it
             return self.mix.apply(np.stack([h0, top]))  # (2, B, d) -> (B, d)
+
+    def _twins(self, static: np.ndarray, twins: np.ndarray | None | str) -> np.ndarray | None:
+        """The twin ids the attention settings ask for: ``twins`` as given, else found in ``static``."""
+        if not self.settings.attention.exclude_twins:
+            return None
+        return sentence_twins(static) if isinstance(twins, str) else twins  # (B, T) or None
+
+    @cached_property
+    def _removal_reach(self) -> float:
+        """How far all-but-the-top can move a vector beyond its own length: the mean's length (0 without it)."""
+        return 0.0 if self.removal is None else float(np.linalg.norm(self.removal.mean))
 
     @cached_property
     def _without_twins(self) -> AttentionConfig:
@@ -399,9 +415,8 @@ def _surely_in_range(engine: Engine, static: np.ndarray) -> bool:
     most its square over the divisor; a softmax row mixes values, so a context is no longer than
     an input; residual, norm and the mix scale that."""
     a, d = engine.settings.attention, engine.dim
-    largest = float(np.abs(static).max(initial=0.0)) * math.sqrt(d)  # >= every row's length (NaN: not finite)
-    if engine.removal is not None:
-        largest += float(np.linalg.norm(engine.removal.mean))
+    top = max(float(static.max(initial=0.0)), -float(static.min(initial=0.0)))  # max |x| (NaN: not finite)
+    largest = top * math.sqrt(d) + engine._removal_reach  # >= every row's length, after all-but-the-top
     if a.positions:
         largest += math.sqrt(d)
     largest = largest * 1.01 + 1e-3  # room for float32 rounding
