@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ctxembed.core import encoder as encoder_module
-from ctxembed.core.encoder import EncoderConfig, EncoderWeights, encode, gelu, random_weights
+from ctxembed.core.encoder import FFN_ROWS, GELU_ROWS, EncoderConfig, EncoderWeights, encode, feed_forward, gelu, random_weights
 from ctxembed.vectors import safetensors
 
 TINY = EncoderConfig(vocab_size=23, hidden=32, layers=2, heads=4, ffn=64, max_positions=40)
@@ -164,12 +164,22 @@ def test_the_encoder_runs_the_textbook_attention_function(monkeypatch):
 
 
 def test_gelu_is_the_exact_erf_gelu():
-    x = np.linspace(-8, 8, 100 * 1536, dtype=np.float32).reshape(100, 1536)  # two blocks of GELU_ROWS
+    rows = 3 * GELU_ROWS + 4  # several blocks, the last one partial
+    x = np.linspace(-8, 8, rows * 1536, dtype=np.float32).reshape(rows, 1536)
     exact = np.vectorize(lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))))(x.astype(np.float64))
     got = gelu(x.copy())
     assert np.abs(got - exact).max() < 1e-6
     tanh_approx = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
     assert np.abs(tanh_approx - exact).max() > 1e-4  # the tanh form would not pass
+
+
+def test_the_feed_forward_in_row_blocks_equals_the_formula():
+    layer = random_weights(TINY).layers[0]
+    rows = np.random.default_rng(1).standard_normal((2 * FFN_ROWS + 3, TINY.hidden)).astype(np.float32)
+    inner = rows.astype(np.float64) @ layer.W_1 + layer.b_1  # (N, F) in float64, every row at once
+    exact_gelu = np.vectorize(lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))))(inner)
+    expected = exact_gelu @ layer.W_2 + layer.b_2  # (N, D)
+    np.testing.assert_allclose(feed_forward(rows, layer), expected, atol=1e-5)
 
 
 def test_a_config_json_this_encoder_cannot_run_is_refused():

@@ -14,9 +14,10 @@ runs inside every layer; only the trained parts around it are new::
 attention matrix, shaped [layer][sentence][head][query][key]. :func:`trace_layer` runs one layer again
 from its input hidden state with every step kept (q, k, v per head, scores, weights, the feed-forward's
 input): what ``--explain`` shows, built from the same functions as :func:`encoder_layer`. Arithmetic stays in the weights' dtype
-(float32 normally; float64 reproduces torch to rounding). Speed comes from two things only: the
-projections are one (B*T, D) matrix product per layer, and GELU is evaluated in place, a block of
-rows at a time.
+(float32 normally; float64 reproduces torch to rounding). Speed comes from three things only: the
+projections are one (B*T, D) matrix product per layer, the feed-forward runs FFN_ROWS rows at a time
+so its (rows, F) inner block stays in cache, and GELU is evaluated in place in fewer passes, a block
+of rows at a time (docs/performance.md has the figures).
 
 >>> import numpy as np
 >>> weights = random_weights(EncoderConfig(vocab_size=10, hidden=8, layers=2, heads=2, ffn=16), seed=0)
@@ -307,50 +308,53 @@ def affine_layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: fl
     return x
 
 
-GELU_ROWS = 64  # rows of (rows, F) GELU'd at a time: 64 x 1536 float32 stay in L2 through its ~20 passes
+GELU_ROWS = 32  # rows of (rows, F) GELU'd at a time: the block and its 3 scratch arrays (4 x 192 KB) stay in L2
 
-# erf(z) ~ 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-z^2), t = 1 / (1 + p z), z >= 0
-# (Abramowitz & Stegun 7.1.26, |error| <= 1.5e-7: below float32's own rounding of GELU's inputs)
+# Phi(-a) ~ t (c1 + t (c2 + t (c3 + t (c4 + t c5)))) exp(-a^2 / 2), t = 1 / (1 + q a), a >= 0: Abramowitz &
+# Stegun 7.1.26 for erfc(a / sqrt 2) / 2 (|error of erf| <= 1.5e-7: below float32's own rounding of GELU's
+# inputs), the 1/2 folded into the c and the 1/sqrt 2 into q
 _ERF_P = 0.3275911
 _ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+_PHI_Q = _ERF_P / math.sqrt(2)
+_PHI_C = tuple(a / 2 for a in _ERF_A)
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
     """Exact GELU, x Phi(x) = x (1 + erf(x / sqrt 2)) / 2, BERT's "gelu", in place on x (N, F) (or any shape).
 
-    float32 evaluates erf by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7), GELU_ROWS rows at a time so
+    float32 evaluates Phi by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7), GELU_ROWS rows at a time so
     each block stays in cache; float64 calls math.erf on each element (exact, slow: equivalence runs only)."""
     if x.dtype != np.float32:
         erf = np.vectorize(math.erf, otypes=[x.dtype])
         x *= 0.5 * (1.0 + erf(x / math.sqrt(2)))  # (..., F)
         return x
     rows = x.reshape(-1, x.shape[-1])  # (N, F) a view
+    scratch = np.empty((3, min(GELU_ROWS, len(rows)), rows.shape[1]), np.float32)  # (3, <=32, F) reused by every block
     for start in range(0, len(rows), GELU_ROWS):
-        _gelu_block(rows[start : start + GELU_ROWS])  # (<=64, F) in place
+        block = rows[start : start + GELU_ROWS]  # (n, F)
+        _gelu_block(block, *scratch[:, : len(block)])  # in place
     return x
 
 
-def _gelu_block(h: np.ndarray) -> None:
-    """GELU of a float32 block (n, F) in place, with two scratch arrays of its size."""
-    f = np.float32
-    z = h * f(1 / math.sqrt(2))  # (n, F) z = x / sqrt 2
-    t = np.abs(z)  # (n, F) |z|
-    t *= f(_ERF_P)
-    t += 1
-    np.reciprocal(t, out=t)  # (n, F) t = 1 / (1 + p |z|)
-    poly = t * f(_ERF_A[4])  # (n, F)
-    for a in reversed(_ERF_A[:4]):
-        poly += f(a)
-        poly *= t  # Horner: t (a1 + t (a2 + ...))
-    np.square(z, out=t)  # t = z^2 (t is no longer needed)
-    np.negative(t, out=t)
-    np.exp(t, out=t)  # exp(-z^2)
-    poly *= t  # 1 - erf(|z|)
-    np.subtract(1, poly, out=poly)  # erf(|z|)
-    np.copysign(poly, z, out=poly)  # erf(z)
-    poly += 1
-    h *= poly  # x (1 + erf(z))
-    h *= f(0.5)
+def _gelu_block(h: np.ndarray, a: np.ndarray, t: np.ndarray, poly: np.ndarray) -> None:
+    """GELU of a float32 block h (n, F) in place, as x Phi(x) = max(x, 0) - |x| Phi(-|x|) (a, t, poly: scratch (n, F)).
+
+    One exp and 19 cheap passes; the Python-float constants keep every step float32 (NEP 50)."""
+    np.abs(h, out=a)  # (n, F) a = |x|
+    np.add(a, 1 / _PHI_Q, out=t)
+    np.divide(1 / _PHI_Q, t, out=t)  # (n, F) t = 1 / (1 + q a), written (1/q) / (1/q + a): one pass fewer
+    np.multiply(t, _PHI_C[4], out=poly)  # (n, F)
+    for c in reversed(_PHI_C[:4]):
+        poly += c
+        poly *= t  # Horner: t (c1 + t (c2 + ...))
+    np.square(a, out=t)  # t = a^2 (t is no longer needed)
+    t *= -0.5
+    np.exp(t, out=t)  # exp(-a^2 / 2)
+    poly *= t  # Phi(-a)
+    poly *= a  # |x| Phi(-|x|)
+    h += a
+    h *= 0.5  # max(x, 0) = (x + |x|) / 2 exactly, and faster than np.maximum with a scalar
+    h -= poly  # x Phi(x)
 
 
 def split_heads(x: np.ndarray, heads: int) -> np.ndarray:
@@ -401,12 +405,17 @@ def add_and_norm(out: np.ndarray, rows: np.ndarray, norm: tuple[np.ndarray, np.n
     return affine_layer_norm(out, *norm, eps)  # (B*T, D)
 
 
+FFN_ROWS = 512  # rows per feed-forward block: a (512, F) inner block stays in cache between its two products
+
+
 def feed_forward(rows: np.ndarray, layer: EncoderLayer) -> np.ndarray:
-    """GELU(x W_1 + b_1) W_2 + b_2: rows (B*T, D) -> (B*T, D), before the residual."""
-    inner = rows @ layer.W_1  # (B*T, D) x (D, F) -> (B*T, F)
-    inner += layer.b_1
-    gelu(inner)  # (B*T, F) in place
-    out = inner @ layer.W_2  # (B*T, F) x (F, D) -> (B*T, D)
+    """GELU(x W_1 + b_1) W_2 + b_2: rows (B*T, D) -> (B*T, D), before the residual, FFN_ROWS rows at a time."""
+    out = np.empty((len(rows), layer.W_2.shape[1]), rows.dtype)  # (B*T, D)
+    for start in range(0, len(rows), FFN_ROWS):
+        inner = rows[start : start + FFN_ROWS] @ layer.W_1  # (n, D) x (D, F) -> (n, F)
+        inner += layer.b_1
+        gelu(inner)  # (n, F) in place
+        np.matmul(inner, layer.W_2, out=out[start : start + FFN_ROWS])  # (n, F) x (F, D) -> (n, D)
     out += layer.b_2
     return out
 
