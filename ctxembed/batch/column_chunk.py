@@ -16,13 +16,14 @@ chunk's error records.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import orjson
 
 from ctxembed.batch import columns
 from ctxembed.batch.records import collector_paused, one_blas_thread, parse_chunk, rounded
+from ctxembed.vectors.lexicon import TOKEN_SOURCES, TokenTable, source_codes
 
 
 @dataclass(kw_only=True)
@@ -37,8 +38,12 @@ class ChunkColumns:
     error: list  # (n,) str or None
     filled: np.ndarray  # (n,) bool
     token_counts: np.ndarray  # (n,) int64 tokens of each row, 0 where not filled
-    tokens: list[str] | None  # (sum token_counts,) tokens as written; None: not built (npz)
-    sources: list[str] | None  # (sum token_counts,) where each token's vector came from
+    # the tokens as written, (sum token_counts,): ``tokens``, or ``table.text[pieces]`` when ``pieces``
+    # is given (every sentence of the chunk on the fast path); both None: not built (npz)
+    tokens: list[str] | None
+    pieces: np.ndarray | None  # (sum token_counts,) int64 piece ids of ``table``
+    table: TokenTable | None = field(repr=False)
+    sources: np.ndarray | None  # (sum token_counts,) int8 where each token's vector came from: TOKEN_SOURCES
     in_vocab: np.ndarray | None  # (sum token_counts,) bool
     attended_counts: np.ndarray  # (n,) int64 attended tokens T of each row, 0 where not filled
     attended: np.ndarray | None  # (sum attended_counts,) int32 positions of the attended tokens
@@ -54,6 +59,18 @@ class ChunkColumns:
     def __len__(self) -> int:
         return len(self.line)
 
+    def token_texts(self) -> list[str]:
+        """(sum token_counts,) the tokens as written, whichever way they are held."""
+        return self.tokens if self.pieces is None else self.table.text[self.pieces].tolist()
+
+
+_SOURCE_CODES = {name: code for code, name in enumerate(TOKEN_SOURCES)}
+
+
+def _codes(names, count: int) -> np.ndarray:
+    """(count,) int8 TOKEN_SOURCES codes of source names."""
+    return np.fromiter(map(_SOURCE_CODES.__getitem__, names), np.int8, count)
+
 
 def _offsets(counts: np.ndarray) -> np.ndarray:
     """(n + 1,) int64: where each row's values begin in a flat column, and the end."""
@@ -64,12 +81,12 @@ def _offsets(counts: np.ndarray) -> np.ndarray:
 
 def _scatter(flat: np.ndarray, starts: np.ndarray, block: np.ndarray) -> None:
     """Copy the B rows of ``block`` (B, ...) into ``flat`` (N, ...) at rows ``starts`` (B,) onward,
-    each row's values one after the other: one fancy-indexed copy for the whole group."""
-    B = len(block)
-    values = block.reshape(B, -1, *flat.shape[1:])  # (B, k, ...)
+    each row's values one after the other: one slice copy a row (a fancy-indexed copy of the whole
+    group computes an address per value, and cost 5x more on Brown lines' weights)."""
+    values = block.reshape(len(block), -1, *flat.shape[1:])  # (B, k, ...)
     k = values.shape[1]
-    at = starts[:, None] + np.arange(k)  # (B, k)
-    flat[at] = values
+    for start, row in zip(starts.tolist(), values, strict=True):
+        flat[start : start + k] = row
 
 
 def chunk_columns(engine, chunk: list, options: dict, *, lists: bool = True) -> ChunkColumns | None:
@@ -147,14 +164,26 @@ def _chunk_columns(engine, chunk: list, options: dict, lists: bool) -> ChunkColu
         word_position[row_of[holds]] = [attended[i][found[i]] for i in holds]
         lacking = len(good) - len(holds)
     token_counts = np.zeros(n, np.int64)
-    token_counts[row_of[good]] = [len(sentences.tokens[i]) for i in good]
-    tokens = sources = in_vocab = attended_flat = None
-    if lists:
+    tokens = pieces = sources = in_vocab = attended_flat = None
+    if lists and not sentences.prepared:  # every sentence on the fast path: its tokens are pieces of the table
+        table = sentences.table
+        count = np.diff(np.append(sentences.piece_starts, len(sentences.pieces)))  # (S,) tokens of each
+        keep = np.repeat(filled[row_of], count)  # (P,) the pieces of filled sentences
+        pieces = sentences.pieces[keep]  # (K,)
+        token_counts[row_of] = np.where(filled[row_of], count, 0)
+        in_vocab = table.known[pieces]  # (K,) as prepare_many reads them
+        sources = source_codes(engine.store, table.row[pieces], in_vocab).astype(np.int8)  # (K,)
+        within = np.arange(len(sentences.pieces)) - np.repeat(sentences.piece_starts, count)  # (P,) place in its text
+        attended_flat = within[keep & table.used[sentences.pieces]].astype(np.int32)  # (A,)
+    elif lists:
+        token_counts[row_of[good]] = [len(sentences.tokens[i]) for i in good]
         chain = itertools.chain.from_iterable
         tokens = list(chain(sentences.tokens[i] for i in good))
-        sources = list(chain(sentences.sources_of[i] for i in good))
+        sources = _codes(chain(sentences.sources_of[i] for i in good), len(tokens))
         in_vocab = np.fromiter(chain(sentences.in_vocab[i] for i in good), np.bool_, len(tokens))
         attended_flat = np.fromiter(chain(sentences.attended[i] for i in good), np.int32, int(attended_starts[-1]))
+    else:
+        token_counts[row_of[good]] = [len(sentences.tokens[i]) for i in good]
     return ChunkColumns(
         line=np.fromiter((r["line"] for r in records), np.int64, n),
         id=ids,
@@ -163,6 +192,8 @@ def _chunk_columns(engine, chunk: list, options: dict, lists: bool) -> ChunkColu
         filled=filled,
         token_counts=token_counts,
         tokens=tokens,
+        pieces=pieces,
+        table=sentences.table,
         sources=sources,
         in_vocab=in_vocab,
         attended_counts=attended_counts,
@@ -217,7 +248,9 @@ def from_records(records: list[dict], options: dict, engine) -> ChunkColumns:
         filled=filled,
         token_counts=token_counts,
         tokens=list(chain(r["tokens"] for r in done)),
-        sources=list(chain(r["sources"] for r in done)),
+        pieces=None,
+        table=None,
+        sources=_codes(chain(r["sources"] for r in done), int(token_counts.sum())),
         in_vocab=np.fromiter(chain(r["in_vocab"] for r in done), np.bool_, int(token_counts.sum())),
         attended_counts=attended_counts,
         attended=np.fromiter(chain(r["attended_positions"] for r in done), np.int32, int(attended_counts.sum())),

@@ -31,6 +31,7 @@ pyarrow is imported only here and only for Parquet (the optional extra ``ctxembe
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -44,6 +45,7 @@ from ctxembed.batch.records import Encoded, chunk_records
 from ctxembed.errors import DataError, UsageError
 from ctxembed.options import OPTIONS
 from ctxembed.output import PROJECTOR_HEADER, metadata_tsv, vectors_tsv
+from ctxembed.vectors.lexicon import TOKEN_SOURCES
 
 FORMATS = OPTIONS["output_format"].choices  # jsonl, parquet, npz, projector
 PARQUET_SCHEMA = "ctxembed.batch.parquet/1"
@@ -110,27 +112,27 @@ def error_dict(number: int, message: str) -> dict:
     return {"line": number, "error": message}
 
 
-def column_block(engine, table: ChunkColumns, options: dict) -> Encoded:
+def column_block(engine, chunk: ChunkColumns, options: dict) -> Encoded:
     """A chunk's columns -> the bytes a worker hands the parent for ``options["format"]``."""
     if options["format"] == "parquet":
-        payload = _ipc_bytes(parquet_batch(table, options, engine))
+        payload = _ipc_bytes(parquet_batch(chunk, options, engine))
     else:
-        payload = _npy_bundle(word_rows(table))
-    return Encoded([payload], len(table), table.errors, table.lacking)
+        payload = _npy_bundle(word_rows(chunk))
+    return Encoded([payload], len(chunk), chunk.errors, chunk.lacking)
 
 
 def lost_block(block: list, reason: str) -> list[dict]:
     return [error_dict(number, reason) for number, _ in block]
 
 
-def word_rows(table: ChunkColumns) -> dict:
+def word_rows(chunk: ChunkColumns) -> dict:
     """The rows that hold the word: vectors (n, d_out), lines, positions, texts."""
-    holds = np.flatnonzero(table.word_position >= 0)  # (n,)
+    holds = np.flatnonzero(chunk.word_position >= 0)  # (n,)
     return {
-        "vectors": table.word_vector[holds],
-        "line": table.line[holds],
-        "position": table.word_position[holds],
-        "text": np.array([table.text[i] for i in holds.tolist()], dtype=str),
+        "vectors": chunk.word_vector[holds],
+        "line": chunk.line[holds],
+        "position": chunk.word_position[holds],
+        "text": np.array([chunk.text[i] for i in holds.tolist()], dtype=str),
     }
 
 
@@ -196,37 +198,60 @@ def _lists(pa, counts: np.ndarray, values, filled: np.ndarray):
     return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(~filled))
 
 
-def parquet_batch(table: ChunkColumns, options: dict, engine):
+@functools.cache
+def _SOURCE_NAMES(pa):  # noqa: N802 - a constant, made once pyarrow is loaded
+    return pa.array(TOKEN_SOURCES, pa.string())
+
+
+_PIECE_TEXTS: list = [None, None]  # [TokenTable, its piece texts as an Arrow string array]: a worker's one table
+
+
+def _token_texts(pa, chunk: ChunkColumns):
+    """The chunk's tokens as an Arrow string array: gathered by piece id from the table's texts (each
+    piece's text converted to Arrow once a process, as the table grows), or converted one by one."""
+    if chunk.pieces is None:
+        return pa.array(chunk.tokens, pa.string())
+    known, texts = _PIECE_TEXTS
+    if known is not chunk.table or texts is None:
+        known, texts = chunk.table, pa.array([], pa.string())
+    count = len(chunk.table.keys)  # pieces so far (its NumPy columns grow by doubling, ahead of them)
+    if len(texts) < count:  # pieces the table added since: appended, never changed
+        texts = pa.concat_arrays([texts, pa.array(chunk.table.text[len(texts) : count].tolist(), pa.string())])
+    _PIECE_TEXTS[:] = [known, texts]
+    return texts.take(pa.array(chunk.pieces))
+
+
+def parquet_batch(chunk: ChunkColumns, options: dict, engine):
     """A chunk's columns as one Arrow record batch (one row per line, in order): each list column is
     its flat NumPy values (no copy) and one offsets array."""
     import pyarrow as pa  # the parquet extra: loaded for --format parquet alone
 
     schema = _schema(engine, options)
-    filled = table.filled  # (n,)
+    filled = chunk.filled  # (n,)
     columns = {
-        "line": pa.array(table.line),
-        "id": pa.array(table.id, pa.string()),
-        "text": pa.array(table.text, pa.string()),
-        "error": pa.array(table.error, pa.string()),
-        "tokens": _lists(pa, table.token_counts, pa.array(table.tokens, pa.string()), filled),
-        "sources": _lists(pa, table.token_counts, pa.array(table.sources, pa.string()), filled),
-        "in_vocab": _lists(pa, table.token_counts, pa.array(table.in_vocab), filled),
-        "attended_positions": _lists(pa, table.attended_counts, pa.array(table.attended), filled),
+        "line": pa.array(chunk.line),
+        "id": pa.array(chunk.id, pa.string()),
+        "text": pa.array(chunk.text, pa.string()),
+        "error": pa.array(chunk.error, pa.string()),
+        "tokens": _lists(pa, chunk.token_counts, _token_texts(pa, chunk), filled),
+        "sources": _lists(pa, chunk.token_counts, _SOURCE_NAMES(pa).take(pa.array(chunk.sources)), filled),
+        "in_vocab": _lists(pa, chunk.token_counts, pa.array(chunk.in_vocab), filled),
+        "attended_positions": _lists(pa, chunk.attended_counts, pa.array(chunk.attended), filled),
     }
     if options["weights"]:
-        shape = table.weights_shape  # (n, 4)
+        shape = chunk.weights_shape  # (n, 4)
         sizes = np.prod(shape, axis=1, dtype=np.int64)  # (n,) 0 where not filled
-        columns["weights"] = _lists(pa, sizes, pa.array(table.weights), filled)
+        columns["weights"] = _lists(pa, sizes, pa.array(chunk.weights), filled)
         columns["weights_shape"] = _lists(pa, 4 * filled, pa.array(shape[filled].ravel()), filled)
     if options["with_vectors"]:
         for name, dim in (("static", engine.dim), ("contextual", engine.out_dim)):
-            values = pa.FixedSizeListArray.from_arrays(pa.array(getattr(table, name).ravel()), dim)  # (A, dim)
-            columns[name] = _lists(pa, table.attended_counts, values, filled)
+            values = pa.FixedSizeListArray.from_arrays(pa.array(getattr(chunk, name).ravel()), dim)  # (A, dim)
+            columns[name] = _lists(pa, chunk.attended_counts, values, filled)
     if options["word"] is not None:
-        lacks = table.word_position < 0  # (n,)
-        columns["word_position"] = pa.array(table.word_position.astype(np.int32), mask=lacks)
+        lacks = chunk.word_position < 0  # (n,)
+        columns["word_position"] = pa.array(chunk.word_position.astype(np.int32), mask=lacks)
         # a null row still takes its d_out slots in a fixed-size list: zeros, masked
-        values = pa.array(table.word_vector.ravel())  # (n * d_out,)
+        values = pa.array(chunk.word_vector.ravel())  # (n * d_out,)
         columns["word_vector"] = pa.FixedSizeListArray.from_arrays(values, engine.out_dim, mask=pa.array(lacks))
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
