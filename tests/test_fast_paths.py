@@ -149,6 +149,21 @@ def test_prepare_many_is_prepare_one_by_one(engines, batch):
                     assert (None if row < 0 else row) == expected.index_of(word)
 
 
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=texts)
+def test_flat_columns_are_the_per_sentence_lists_end_to_end(engines, batch):
+    for engine in engines:
+        sentences = columns.prepare_many(engine, batch)
+        good = [i for i in range(len(batch)) if i not in sentences.errors]
+        for members in (good, good[::-1], [i for i in good if i not in sentences.prepared]):
+            flat = columns.prepare_many(engine, batch).flat(members)  # before any list is made
+            assert flat.tokens == [token for i in members for token in sentences.tokens[i]]
+            assert flat.sources == [source for i in members for source in sentences.sources_of[i]]
+            assert flat.in_vocab.tolist() == [known for i in members for known in sentences.in_vocab[i]]
+            assert flat.attended.tolist() == [at for i in members for at in sentences.attended[i]]
+            assert flat.token_counts.tolist() == [len(sentences.tokens[i]) for i in members]
+
+
 def test_prepare_many_takes_the_fast_path_for_usual_text(engines, monkeypatch):
     engine = engines[1]
     prose = 'The Bank\u2019s river, "xyzzyq" (isn\'t it?)'

@@ -159,10 +159,12 @@ def _chunk_columns(engine, chunk: list, options: dict, lists: bool) -> ChunkColu
     lacking = 0
     if word is not None:
         word_position = np.full(n, -1, np.int64)
-        holds = [i for i in good if found[i] >= 0]
-        attended = sentences.attended
-        word_position[row_of[holds]] = [attended[i][found[i]] for i in holds]
-        lacking = len(good) - len(holds)
+        attended = sentences.flat(good, lists=False).attended  # (A,) the filled sentences' attended positions
+        at = found[good]  # (g,) the word's row among each sentence's attended tokens, -1: none
+        holds = at >= 0
+        attended_before = _offsets(sentences.lengths[good])[:-1]  # (g,) where each one's attended positions begin
+        word_position[row_of[good][holds]] = attended[attended_before[holds] + at[holds]]
+        lacking = len(good) - int(holds.sum())
     token_counts = np.zeros(n, np.int64)
     tokens = pieces = sources = in_vocab = attended_flat = None
     if lists and not sentences.prepared:  # every sentence on the fast path: its tokens are pieces of the table
@@ -183,7 +185,7 @@ def _chunk_columns(engine, chunk: list, options: dict, lists: bool) -> ChunkColu
         in_vocab = np.fromiter(chain(sentences.in_vocab[i] for i in good), np.bool_, len(tokens))
         attended_flat = np.fromiter(chain(sentences.attended[i] for i in good), np.int32, int(attended_starts[-1]))
     else:
-        token_counts[row_of[good]] = [len(sentences.tokens[i]) for i in good]
+        token_counts[row_of[good]] = sentences.flat(good, lists=False).token_counts  # no list per sentence
     return ChunkColumns(
         line=np.fromiter((r["line"] for r in records), np.int64, n),
         id=ids,

@@ -21,6 +21,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -49,27 +51,107 @@ class Sentences:
     :meth:`Engine.prepare`."""
 
     texts: list[str]
-    tokens: list[list[str]]  # per sentence: its tokens as written
     lengths: np.ndarray  # (n,) int64 tokens that enter attention; -1 for a text in ``errors``
     starts: np.ndarray  # (n,) int64 where each sentence's rows begin in ``rows``
     rows: np.ndarray  # (total,) int64 store rows, -1 for a vector that is no store row
     vectors: np.ndarray  # (total,) int64 row of ``table.vectors`` for such a vector, else -1
     pieces: np.ndarray  # (P,) int64 the fast path's tokens as piece ids of ``table``, text after text
     piece_starts: np.ndarray  # (n,) int64 where each sentence's tokens begin in ``pieces``
-    in_vocab: list[list[bool]]  # per sentence: per token, whether it has a vector
-    attended: list[list[int]]  # per sentence: positions of the tokens that enter attention
-    sources_of: list[list[str]]  # per sentence: per token, where its vector came from (TOKEN_SOURCES)
+    piece_ends: np.ndarray  # (n,) int64 and where they end
     table: TokenTable = field(repr=False)
     prepared: dict[int, Prepared]  # sentence -> its Prepared, when it is not on the fast path
     errors: dict[int, DataError]  # text -> why it could not be prepared
     _word_rows: dict = field(default_factory=dict, repr=False)  # word -> word_rows(word), once per chunk
+    _lists: dict = field(default_factory=dict, repr=False)  # name -> per-sentence lists, made when first read
 
     def __len__(self) -> int:
         return len(self.texts)
 
+    # per sentence, as Python lists (what a JSON record holds), made from the flat columns when first
+    # read: a caller that reads the columns flat (:meth:`flat`) never makes them
+    @property
+    def tokens(self) -> list[list[str]]:
+        """Per sentence: its tokens as written."""
+        return self._per_sentence("tokens")
+
+    @property
+    def in_vocab(self) -> list[list[bool]]:
+        """Per sentence: per token, whether it has a vector."""
+        return self._per_sentence("in_vocab")
+
+    @property
+    def attended(self) -> list[list[int]]:
+        """Per sentence: positions of the tokens that enter attention."""
+        return self._per_sentence("attended")
+
+    @property
+    def sources_of(self) -> list[list[str]]:
+        """Per sentence: per token, where its vector came from (TOKEN_SOURCES)."""
+        return self._per_sentence("sources")
+
+    def _per_sentence(self, name: str) -> list[list]:
+        made = self._lists.get(name)
+        if made is None:
+            if name == "attended":
+                flat, ends = self._attended(self.pieces).tolist(), self._used_before[self.piece_ends].tolist()
+                begins = self._used_before[self.piece_starts].tolist()
+            else:
+                flat, begins, ends = self._flat(name, self.pieces), self.piece_starts.tolist(), self.piece_ends.tolist()
+            made = [flat[begin:end] for begin, end in zip(begins, ends, strict=True)]
+            for i, given in self.prepared.items():
+                made[i] = _prepared_column(given, name)
+            self._lists[name] = made
+        return made
+
+    def _flat(self, name: str, pieces: np.ndarray) -> list:
+        """Column ``name`` (tokens, in_vocab, sources) of these pieces (P,), as a list."""
+        table = self.table
+        if name == "tokens":
+            return table.text[pieces].tolist()
+        if name == "in_vocab":
+            return table.known[pieces].tolist()
+        return _SOURCE_NAMES[source_codes(table.store, table.row[pieces], table.known[pieces])].tolist()
+
+    @cached_property
+    def _used_before(self) -> np.ndarray:
+        """(P + 1,) attended tokens before each piece of ``pieces``."""
+        used_before = np.zeros(len(self.pieces) + 1, np.int64)
+        np.cumsum(self.table.used[self.pieces], out=used_before[1:])
+        return used_before
+
+    def _attended(self, pieces: np.ndarray) -> np.ndarray:
+        """(A,) the position in its text of every attended piece of ``pieces`` (all of ``self.pieces``)."""
+        count = self.piece_ends - self.piece_starts  # (n,) tokens per text
+        position = np.arange(len(pieces)) - np.repeat(self.piece_starts, count)  # (P,) position in its text
+        return position[self.table.used[pieces]]  # (A,)
+
+    def flat(self, members: Sequence[int], *, lists: bool = True) -> FlatColumns:
+        """The token columns of sentences ``members`` (none in ``errors``), one after the other, flat:
+        what :attr:`tokens`, :attr:`sources_of`, :attr:`in_vocab` and :attr:`attended` hold, without a
+        list per sentence (a columnar chunk reads them so). ``lists=False``: no tokens or sources (None)."""
+        members = np.asarray(members, np.int64)  # (k,)
+        if self.prepared and any(i in self.prepared for i in members.tolist()):  # rare: one by one
+            chain = itertools.chain.from_iterable
+            pick = members.tolist()
+            tokens = list(chain(self.tokens[i] for i in pick))
+            counts = np.fromiter((len(self.tokens[i]) for i in pick), np.int64, len(pick))
+            in_vocab = np.fromiter(chain(self.in_vocab[i] for i in pick), bool, len(tokens))
+            attended = np.fromiter(chain(self.attended[i] for i in pick), np.int64)
+            return FlatColumns(tokens, list(chain(self.sources_of[i] for i in pick)), in_vocab, attended, counts)
+        begins, counts = self.piece_starts[members], (self.piece_ends - self.piece_starts)[members]  # (k,)
+        within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)  # (t,) place in its text
+        chosen = self.pieces[np.repeat(begins, counts) + within]  # (t,) the members' pieces
+        used = self.table.used[chosen]  # (t,)
+        return FlatColumns(
+            tokens=self._flat("tokens", chosen) if lists else None,
+            sources=self._flat("sources", chosen) if lists else None,
+            in_vocab=self.table.known[chosen],
+            attended=within[used],
+            token_counts=counts,
+        )
+
     def _pieces(self, i: int) -> np.ndarray:
-        start = int(self.piece_starts[i])
-        return self.pieces[start : start + len(self.tokens[i])]  # (tokens,)
+        return self.pieces[int(self.piece_starts[i]) : int(self.piece_ends[i])]  # (tokens,)
 
     def sentence(self, i: int) -> Prepared:
         """Sentence ``i`` as a :class:`Prepared` (built now for one of the fast path)."""
@@ -138,6 +220,25 @@ class Sentences:
         return rows
 
 
+class FlatColumns(NamedTuple):
+    """The token columns of many sentences, one after the other (:meth:`Sentences.flat`)."""
+
+    tokens: list[str] | None  # (t,) every token as written
+    sources: list[str] | None  # (t,) where its vector came from (TOKEN_SOURCES)
+    in_vocab: np.ndarray  # (t,) bool whether it has a vector
+    attended: np.ndarray  # (a,) int64 the attended tokens' positions, each in its own sentence
+    token_counts: np.ndarray  # (k,) int64 tokens of each sentence
+
+
+def _prepared_column(sentence: Prepared, name: str) -> list:
+    """Column ``name`` of a :class:`Prepared`, as :class:`Sentences` holds it per sentence."""
+    if name == "tokens":
+        return sentence.texts
+    if name == "in_vocab":
+        return sentence.in_vocab
+    return sentence.used if name == "attended" else sentence.sources()
+
+
 @dataclass
 class ColumnGroup(GroupArrays):
     """A group's arrays (:meth:`Engine.run_group`) and which of the columns' sentences they hold:
@@ -180,16 +281,6 @@ def prepare_many(engine: Engine, texts: Sequence[str]) -> Sentences:
         fast &= n_known == count
     starts = used_before[piece_starts[:-1]]  # (n,) where each text's rows begin
     rows, vectors = table.row[pieces[used]], table.vector[pieces[used]]  # (total,)
-    # per text, slices of flat lists: its tokens as written, has-a-vector flags, attended positions
-    bounds, used_bounds = piece_starts.tolist(), used_before[piece_starts].tolist()
-    flat = table.text[pieces].tolist()
-    tokens = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
-    flat = known.tolist()
-    in_vocab = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
-    flat = (np.arange(len(pieces)) - np.repeat(piece_starts[:-1], count))[used].tolist()  # position in its text
-    attended = [flat[begin:end] for begin, end in itertools.pairwise(used_bounds)]
-    flat = _SOURCE_NAMES[source_codes(engine.store, table.row[pieces], known)].tolist()
-    sources = [flat[begin:end] for begin, end in itertools.pairwise(bounds)]
     prepared: dict[int, Prepared] = {}
     errors: dict[int, DataError] = {}
     extra_rows: list[int] = []  # the other texts' rows, one after the other
@@ -201,8 +292,7 @@ def prepare_many(engine: Engine, texts: Sequence[str]) -> Sentences:
             errors[i] = exc
             lengths[i] = -1
             continue
-        lengths[i], starts[i], tokens[i] = len(sentence.used), total, sentence.texts
-        in_vocab[i], attended[i], sources[i] = sentence.in_vocab, sentence.used, sentence.sources()
+        lengths[i], starts[i] = len(sentence.used), total
         extra_rows += sentence.rows
         total += len(sentence.used)
     if extra_rows:
@@ -210,16 +300,13 @@ def prepare_many(engine: Engine, texts: Sequence[str]) -> Sentences:
         vectors = np.concatenate([vectors, np.full(len(extra_rows), -1, np.int64)])
     return Sentences(
         texts=list(texts),
-        tokens=tokens,
         lengths=lengths,
         starts=starts,
         rows=rows,
         vectors=vectors,
         pieces=pieces,
         piece_starts=piece_starts[:-1],
-        in_vocab=in_vocab,
-        attended=attended,
-        sources_of=sources,
+        piece_ends=piece_starts[1:],
         table=table,
         prepared=prepared,
         errors=errors,
