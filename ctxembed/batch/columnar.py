@@ -15,8 +15,8 @@ Parquet columns (one row per input line, none dropped):
 - ``tokens``, ``sources`` list<string>; ``in_vocab`` list<bool>; ``attended_positions`` list<int32>;
 - ``weights``: the attention weights as ONE flat list<float32> in C order, with ``weights_shape``
   list<int32> ``[layers, heads, T, T]`` beside it (``np.reshape(row.weights, row.weights_shape)``).
-  Why flat: a chunk's weights go into Arrow as one buffer and one offsets array (the worker builds
-  them with a single ``np.concatenate``), where ``[layer][head][query][key]`` nesting needs three
+  Why flat: a chunk's weights go into Arrow as one buffer and one offsets array (the worker copies
+  each group's weights into their lines' places in it), where ``[layer][head][query][key]`` nesting needs three
   more offset arrays per chunk, and every reader reshapes to an array anyway; see docs/scale.md;
 - with ``--with-vectors``: ``static`` list<fixed_size_list<float32, d>>, ``contextual``
   list<fixed_size_list<float32, d_out>> (a vector per token);
