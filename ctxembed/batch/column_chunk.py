@@ -155,37 +155,30 @@ def _chunk_columns(engine, chunk: list, options: dict, lists: bool) -> ChunkColu
     text = [None] * n
     for i in good:
         text[read[i]] = texts[i]
+    # the filled sentences' token columns, end to end; their tokens as strings only where a sentence was
+    # prepared alone, else gathered from the table by piece id (see columnar's Arrow batch)
+    as_pieces = not sentences.prepared
+    flat = sentences.flat(good, lists=lists and not as_pieces)
+    token_counts = np.zeros(n, np.int64)
+    token_counts[row_of[good]] = flat.token_counts
     word_position = None
     lacking = 0
     if word is not None:
         word_position = np.full(n, -1, np.int64)
-        attended = sentences.flat(good, lists=False).attended  # (A,) the filled sentences' attended positions
         at = found[good]  # (g,) the word's row among each sentence's attended tokens, -1: none
         holds = at >= 0
         attended_before = _offsets(sentences.lengths[good])[:-1]  # (g,) where each one's attended positions begin
-        word_position[row_of[good][holds]] = attended[attended_before[holds] + at[holds]]
+        word_position[row_of[good][holds]] = flat.attended[attended_before[holds] + at[holds]]
         lacking = len(good) - int(holds.sum())
-    token_counts = np.zeros(n, np.int64)
     tokens = pieces = sources = in_vocab = attended_flat = None
-    if lists and not sentences.prepared:  # every sentence on the fast path: its tokens are pieces of the table
-        table = sentences.table
-        count = np.diff(np.append(sentences.piece_starts, len(sentences.pieces)))  # (S,) tokens of each
-        keep = np.repeat(filled[row_of], count)  # (P,) the pieces of filled sentences
-        pieces = sentences.pieces[keep]  # (K,)
-        token_counts[row_of] = np.where(filled[row_of], count, 0)
-        in_vocab = table.known[pieces]  # (K,) as prepare_many reads them
-        sources = source_codes(engine.store, table.row[pieces], in_vocab).astype(np.int8)  # (K,)
-        within = np.arange(len(sentences.pieces)) - np.repeat(sentences.piece_starts, count)  # (P,) place in its text
-        attended_flat = within[keep & table.used[sentences.pieces]].astype(np.int32)  # (A,)
-    elif lists:
-        token_counts[row_of[good]] = [len(sentences.tokens[i]) for i in good]
-        chain = itertools.chain.from_iterable
-        tokens = list(chain(sentences.tokens[i] for i in good))
-        sources = _codes(chain(sentences.sources_of[i] for i in good), len(tokens))
-        in_vocab = np.fromiter(chain(sentences.in_vocab[i] for i in good), np.bool_, len(tokens))
-        attended_flat = np.fromiter(chain(sentences.attended[i] for i in good), np.int32, int(attended_starts[-1]))
-    else:
-        token_counts[row_of[good]] = sentences.flat(good, lists=False).token_counts  # no list per sentence
+    if lists:
+        in_vocab, attended_flat = flat.in_vocab, flat.attended.astype(np.int32)  # (K,), (A,)
+        if as_pieces:
+            count = sentences.piece_ends - sentences.piece_starts  # (S,) tokens of each sentence
+            pieces = sentences.pieces[np.repeat(filled[row_of], count)]  # (K,) the filled sentences' pieces
+            sources = source_codes(engine.store, sentences.table.row[pieces], in_vocab).astype(np.int8)  # (K,)
+        else:
+            tokens, sources = flat.tokens, _codes(flat.sources, len(flat.tokens))
     return ChunkColumns(
         line=np.fromiter((r["line"] for r in records), np.int64, n),
         id=ids,
