@@ -42,6 +42,29 @@ def test_every_word_and_every_absent_key_as_the_dict_and_the_binary_search_give(
     assert (found[len(WORDS) : len(WORDS) + len(ABSENT)] == -1).all()
 
 
+@pytest.mark.parametrize("colliding", [False, True])
+def test_keys_are_found_by_hash_and_by_string_alike(store, monkeypatch, colliding):
+    from ctxembed.vectors import vocabulary
+
+    if colliding:  # every key hashes alike: the strings are searched
+        monkeypatch.setattr(vocabulary, "_HASH_WEIGHTS", np.zeros_like(vocabulary._HASH_WEIGHTS))
+    keys = WORDS + ABSENT + WORDS[::-1]
+    table = vocabulary.SortedKeys.of(store.vocabulary)
+    assert (table.hashes is None) == colliding
+    assert table.rows_of(keys).tolist() == _dict_rows(store, keys)
+
+
+def test_a_word_with_a_keys_hash_is_not_that_key(tmp_path, monkeypatch):
+    from ctxembed.vectors import vocabulary
+
+    monkeypatch.setattr(vocabulary, "_HASH_WEIGHTS", np.array([1, 0, 0], np.uint64))  # the first 8 bytes alone
+    words = ["applepie", "banana", "cherry"]
+    store = VectorStore.open(write_store(tmp_path / "s.ctxv", words, np.eye(3, 4)))
+    table = vocabulary.SortedKeys.of(store.vocabulary)
+    assert table.hashes is not None
+    assert table.rows_of(["applepies", "applepie", "applepi", "cherry"]).tolist() == [-1, 0, -1, 2]
+
+
 def test_long_and_nul_words_are_kept_aside_and_still_found(store):
     assert store.sorted_lookup
     aside = {key.decode("utf-8") for key in store.vocabulary._sorted.others}
