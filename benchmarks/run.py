@@ -1265,7 +1265,7 @@ def minilm_job(repeat: int) -> Report:
     rate = spread([o["sent_per_cpu_s"] for o in ours])
     if has_torch:
         torch_rate = spread([t["sent_per_cpu_s"] for t in theirs])
-        ratio = spread([o["sent_per_cpu_s"] / t["sent_per_cpu_s"] for o, t in zip(ours, theirs)])
+        ratio = spread([o["sent_per_cpu_s"] / t["sent_per_cpu_s"] for o, t in zip(ours, theirs, strict=True)])
         reference = f"torch eager {torch_rate['median']:.0f}/CPU-s ({torch_rate['min']:.0f}–{torch_rate['max']:.0f})"
         shown = f"{ratio['median']:.2f}× torch (pairs {ratio['min']:.2f}–{ratio['max']:.2f})"
         met = ratio["median"] >= 1.0

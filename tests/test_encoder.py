@@ -11,7 +11,16 @@ import numpy as np
 import pytest
 
 from ctxembed.core import encoder as encoder_module
-from ctxembed.core.encoder import FFN_ROWS, GELU_ROWS, EncoderConfig, EncoderWeights, encode, feed_forward, gelu, random_weights
+from ctxembed.core.encoder import (
+    FFN_ROWS,
+    GELU_ROWS,
+    EncoderConfig,
+    EncoderWeights,
+    encode,
+    feed_forward,
+    gelu,
+    random_weights,
+)
 from ctxembed.vectors import safetensors
 
 TINY = EncoderConfig(vocab_size=23, hidden=32, layers=2, heads=4, ffn=64, max_positions=40)

@@ -13,11 +13,12 @@ runs inside every layer; only the trained parts around it are new::
 :func:`encode` returns every layer's hidden states (the embeddings' output, then each layer's) and every
 attention matrix, shaped [layer][sentence][head][query][key]. :func:`trace_layer` runs one layer again
 from its input hidden state with every step kept (q, k, v per head, scores, weights, the feed-forward's
-input): what ``--explain`` shows, built from the same functions as :func:`encoder_layer`. Arithmetic stays in the weights' dtype
-(float32 normally; float64 reproduces torch to rounding). Speed comes from three things only: the
-projections are one (B*T, D) matrix product per layer, the feed-forward runs FFN_ROWS rows at a time
-so its (rows, F) inner block stays in cache, and GELU is evaluated in place in fewer passes, a block
-of rows at a time (docs/performance.md has the figures).
+input): what ``--explain`` shows, built from the same functions as :func:`encoder_layer`. Arithmetic
+stays in the weights' dtype (float32 normally; float64 reproduces torch to rounding). Speed comes
+from four things only: the projections are one (B*T, D) matrix product per layer; the feed-forward
+runs FFN_ROWS rows at a time, so its (rows, F) inner block stays in cache; GELU is evaluated in place
+in few passes, a block of rows at a time; each layer writes its output straight into the returned
+hidden states (docs/models.md has the figures).
 
 >>> import numpy as np
 >>> weights = random_weights(EncoderConfig(vocab_size=10, hidden=8, layers=2, heads=2, ffn=16), seed=0)
@@ -408,9 +409,10 @@ def add_and_norm(out: np.ndarray, rows: np.ndarray, norm: tuple[np.ndarray, np.n
 FFN_ROWS = 512  # rows per feed-forward block: a (512, F) inner block stays in cache between its two products
 
 
-def feed_forward(rows: np.ndarray, layer: EncoderLayer) -> np.ndarray:
-    """GELU(x W_1 + b_1) W_2 + b_2: rows (B*T, D) -> (B*T, D), before the residual, FFN_ROWS rows at a time."""
-    out = np.empty((len(rows), layer.W_2.shape[1]), rows.dtype)  # (B*T, D)
+def feed_forward(rows: np.ndarray, layer: EncoderLayer, out: np.ndarray | None = None) -> np.ndarray:
+    """GELU(x W_1 + b_1) W_2 + b_2: rows (B*T, D) -> (B*T, D), before the residual, FFN_ROWS rows at a time,
+    into ``out`` (B*T, D) when given."""
+    out = np.empty((len(rows), layer.W_2.shape[1]), rows.dtype) if out is None else out  # (B*T, D)
     for start in range(0, len(rows), FFN_ROWS):
         inner = rows[start : start + FFN_ROWS] @ layer.W_1  # (n, D) x (D, F) -> (n, F)
         inner += layer.b_1
@@ -421,17 +423,23 @@ def feed_forward(rows: np.ndarray, layer: EncoderLayer) -> np.ndarray:
 
 
 def encoder_layer(
-    x: np.ndarray, layer: EncoderLayer, config: EncoderConfig, key_bias: np.ndarray | None
+    x: np.ndarray,
+    layer: EncoderLayer,
+    config: EncoderConfig,
+    key_bias: np.ndarray | None,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One layer: x (B, T, D) -> (output (B, T, D), weights (B, H, T, T), values v (B, H, T, d_h)).
 
-    ``key_bias`` (B, T): 0 for a real piece, -inf for padding (its weight becomes exactly 0)."""
+    ``key_bias`` (B, T): 0 for a real piece, -inf for padding (its weight becomes exactly 0). The output
+    is written into ``out`` (B, T, D) when given (encode's own hidden[l + 1]: no copy)."""
     B, T, D = x.shape
     rows = x.reshape(B * T, D)  # (B*T, D): one matrix product for every token of the batch
     q, k, v = project_qkv(rows, layer, config, B, T)  # (B, H, T, d_h) each
     context, weights = attention(q, k, v, key_bias=key_bias)  # (B, H, T, d_h), (B, H, T, T): the core's own
     rows = add_and_norm(attention_out(context, layer), rows, layer.norm1, config.eps)  # (B*T, D)
-    out = add_and_norm(feed_forward(rows, layer), rows, layer.norm2, config.eps)  # (B*T, D)
+    out = None if out is None else out.reshape(B * T, D)  # (B*T, D) a view of the caller's array
+    out = add_and_norm(feed_forward(rows, layer, out), rows, layer.norm2, config.eps)  # (B*T, D)
     return out.reshape(B, T, D), weights, v
 
 
@@ -517,8 +525,8 @@ def encode(
     attentions = np.empty((config.layers, B, config.heads, T, T), dtype) if keep_weights else None  # (L, B, H, T, T)
     values = [] if keep_values else None
     for number, layer in enumerate(weights.layers):
-        x, layer_weights, v = encoder_layer(x, layer, config, key_bias)  # (B, T, D), (B, H, T, T), (B, H, T, d_h)
-        hidden[number + 1] = x
+        out = hidden[number + 1]  # (B, T, D) the layer writes its output here
+        x, layer_weights, v = encoder_layer(x, layer, config, key_bias, out)  # x is out; (B, H, T, T), (B, H, T, d_h)
         if attentions is not None:
             attentions[number] = layer_weights  # (B, H, T, T)
         if values is not None:
