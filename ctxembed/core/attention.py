@@ -93,15 +93,18 @@ def attention_scores(q: np.ndarray, k: np.ndarray, *, scale: bool = True, temper
     return scale_scores(scores, q.shape[-1], scale=scale, temperature=temperature)
 
 
-def scale_scores(scores: np.ndarray, d_k: int, *, scale: bool = True, temperature: float = 1.0) -> np.ndarray:
-    """Divide scores (..., T, T) by sqrt(d_k) if ``scale``, and by ``temperature``; same shape and dtype.
+def scale_scores(
+    scores: np.ndarray, d_k: int, *, scale: bool = True, temperature: float = 1.0, out: np.ndarray | None = None
+) -> np.ndarray:
+    """Divide scores (..., T, T) by sqrt(d_k) if ``scale``, and by ``temperature``; same shape and dtype
+    (into ``out`` when given, which may be ``scores`` itself).
 
     Scaling keeps the softmax out of saturation: dot products of d_k-dimensional vectors grow like sqrt(d_k).
     """
     divisor = score_divisor(d_k, scale=scale, temperature=temperature)
     if divisor == 1.0:
         return scores
-    return scores / divisor  # (..., T, T); a Python float keeps float32 scores float32
+    return np.divide(scores, divisor, out=out)  # (..., T, T); a Python float keeps float32 scores float32
 
 
 def score_divisor(d_k: int, *, scale: bool = True, temperature: float = 1.0) -> float:
@@ -109,8 +112,9 @@ def score_divisor(d_k: int, *, scale: bool = True, temperature: float = 1.0) -> 
     return (math.sqrt(d_k) if scale else 1.0) * temperature
 
 
-def add_key_bias(scores: np.ndarray, key_bias: np.ndarray | None) -> np.ndarray:
+def add_key_bias(scores: np.ndarray, key_bias: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
     """Add a per-key bias (T,) or (B, T) to every query's scores (B, ..., T, T); None changes nothing.
+    The sum goes into ``out`` when given (which may be ``scores`` itself).
 
     A bias of log(w_j) multiplies key j's softmax weight by w_j (then renormalises); -inf removes the key.
     """
@@ -124,7 +128,7 @@ def add_key_bias(scores: np.ndarray, key_bias: np.ndarray | None) -> np.ndarray:
     # (B, T) -> (B, 1, ..., 1, T): the same bias for every head and every query
     ones = (1,) * (scores.ndim - key_bias.ndim)
     expanded = key_bias.reshape(key_bias.shape[:-1] + ones + key_bias.shape[-1:])
-    return scores + expanded  # (B, h, T, T)
+    return np.add(scores, expanded, out=out)  # (B, h, T, T)
 
 
 def softmax(scores: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
@@ -138,7 +142,8 @@ def softmax(scores: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray
     # Subtracting the row max keeps every exp() <= 1, so scores of 1e4 cannot overflow.
     # A fully masked row has max -inf; use 0 there to avoid -inf - (-inf) = NaN.
     row_max = np.where(np.isfinite(row_max), row_max, 0)  # (..., T, 1)
-    exponentials = np.exp(masked - row_max)  # (..., T, T), masked keys: exp(-inf) = 0
+    shifted = masked - row_max  # (..., T, T) a new array: exp (and then the division) run in place in it
+    exponentials = np.exp(shifted, out=shifted if shifted.dtype.kind == "f" else None)  # masked keys: exp(-inf) = 0
     return _normalize_rows(exponentials, scores, allowed)
 
 
@@ -228,9 +233,10 @@ def attention_steps(
     """
     raw = q @ np.swapaxes(k, -1, -2)  # (B, h, T, d_k) x (B, h, d_k, T) -> (B, h, T, T)
     divisor = score_divisor(q.shape[-1], scale=scale, temperature=temperature)
-    scaled = scale_scores(raw, q.shape[-1], scale=scale, temperature=temperature)  # (B, h, T, T)
+    own = None if keep else raw  # nothing kept: scale and bias in the products' own array, one (B, h, T, T)
+    scaled = scale_scores(raw, q.shape[-1], scale=scale, temperature=temperature, out=own)  # (B, h, T, T)
     raw = raw if keep else None
-    scores = add_key_bias(scaled, key_bias)  # (B, h, T, T)
+    scores = add_key_bias(scaled, key_bias, out=own)  # (B, h, T, T)
     scaled = scaled if keep else None
     weights = normalize(
         scores, allowed, normalization=normalization, causal=causal, causal_mode=causal_mode
@@ -420,12 +426,12 @@ def _allowed_keys(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
 
 
 def _normalize_rows(values: np.ndarray, scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
-    """Divide non-negative values (..., T) by their row sum. A zero-sum row becomes uniform
-    over its allowed keys (``allowed``, and a score other than -inf), or stays all zero if it has
-    none (no 0 / 0)."""
+    """Divide non-negative values (..., T) by their row sum, in place (``values`` is the normaliser's own
+    array). A zero-sum row becomes uniform over its allowed keys (``allowed``, and a score other than
+    -inf), or stays all zero if it has none (no 0 / 0)."""
     total = values.sum(axis=-1, keepdims=True)  # (..., T, 1)
     if (total > 0).all():  # the usual case: no row needs the fallback, so skip building it
-        return values / total  # (..., T, T)
+        return np.divide(values, total, out=values if values.dtype.kind == "f" else None)  # (..., T, T)
     allowed = _allowed_keys(scores, allowed)  # (..., T, T) bool
     count = allowed.sum(axis=-1, keepdims=True)  # (..., T, 1)
     uniform = (allowed / np.maximum(count, 1)).astype(values.dtype)  # (..., T, T)
