@@ -311,3 +311,23 @@ def test_parquet_digits_equal_the_rounded_json(corpus, tmp_path):
     for row, record in zip(rows, records, strict=True):
         assert np.array_equal(f32(row["weights"]), f32(record["weights"]).ravel())
         assert np.array_equal(f32(row["contextual"]), f32(record["contextual"]))
+
+
+def test_a_trained_models_parquet_rows_equal_its_json_records(minilm_folder, tmp_path):
+    """A trained model has no batch columns: its chunks go through the records (from_records)."""
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"we sat on the river bank\n\xff bad\nthe bank raised its rates\n")
+    out = tmp_path / "m.parquet"
+    args = ("--model", "minilm", "--word", "bank", "--with-vectors")
+    succeeds("batch", source, *args, "--format", "parquet", "--out", out)
+    records = json_lines(succeeds("batch", source, *args).stdout)
+    rows = pq.read_table(out).to_pylist()
+    assert [r["error"] is None for r in rows] == ["error" not in r for r in records] == [True, False, True]
+    for row, record in zip(rows, records, strict=True):
+        if "error" in record:
+            continue
+        assert row["tokens"] == record["tokens"] and row["word_position"] == record["word"]["position"]
+        weights = np.asarray(row["weights"], np.float32).reshape(row["weights_shape"])
+        assert weights.shape[:2] != (1, 1) and np.array_equal(weights, f32(record["weights"]))
+        assert np.array_equal(f32(row["contextual"]), f32(record["contextual"]))
+        assert np.array_equal(f32(row["word_vector"]), f32(record["word"]["contextual"]))
