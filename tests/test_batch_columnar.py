@@ -331,3 +331,30 @@ def test_a_trained_models_parquet_rows_equal_its_json_records(minilm_folder, tmp
         assert weights.shape[:2] != (1, 1) and np.array_equal(weights, f32(record["weights"]))
         assert np.array_equal(f32(row["contextual"]), f32(record["contextual"]))
         assert np.array_equal(f32(row["word_vector"]), f32(record["word"]["contextual"]))
+
+
+@pytest.mark.parametrize("preset", ["default", "textbook"])  # one softmax row (run_rows), or run_group's rows
+def test_a_word_alone_gathers_only_the_sentences_that_hold_it(monkeypatch, preset):
+    from ctxembed.batch import columns
+    from ctxembed.engine import open_engine
+
+    engine = open_engine(None, preset, layers=2) if preset == "textbook" else open_engine(None, preset)
+    gathered = []
+    slab_rows = columns._slab_rows
+
+    def recording(engine, sentences, members):
+        gathered.extend(members.tolist())
+        return slab_rows(engine, sentences, members)
+
+    monkeypatch.setattr(columns, "_slab_rows", recording)
+    sentences = columns.prepare_many(engine, [line.decode() for line in brown(60)])
+    found = columns.word_positions(sentences, "the")
+    assert 0 < (found < 0).sum() < len(found)  # some lines lack it
+    groups = list(columns.arrays(engine, sentences, weights=False, vectors=True, word="the"))
+    assert sorted(gathered) == np.flatnonzero(found >= 0).tolist()
+    assert sorted(i for members, _ in groups for i in members) == np.flatnonzero(sentences.lengths > 0).tolist()
+    full = engine.run([sentences.sentence(i) for i in range(len(sentences))], weights=False)
+    for members, group in groups:
+        for b, i in enumerate(members):
+            want = full[i].contextual[found[i]] if found[i] >= 0 else np.zeros(engine.out_dim, np.float32)
+            assert np.array_equal(group.word_vectors[b], want)

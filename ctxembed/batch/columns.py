@@ -247,7 +247,7 @@ class ColumnGroup(GroupArrays):
     sentences: Sentences
     members: list[int]  # the B sentences of the group: indices into ``sentences``
     # with arrays(word=...): the word's contextual vector in each sentence (B, d_out), zeros where
-    # a sentence lacks it; the group's other arrays are then not made (None)
+    # a sentence lacks it; the group's other arrays, static vectors included, are then not made (None)
     word_vectors: np.ndarray | None = None
 
 
@@ -323,37 +323,58 @@ def arrays(
     vector alone (weights and vectors False): each group's ``word_vectors`` (see :func:`_word_group`).
     The static vectors of consecutive groups are gathered from the store together, up to
     SLAB_FLOATS floats (see :func:`_slab_rows`)."""
+    groups = engine.plan_groups(sentences.lengths, weights=weights)
+    if word is not None:
+        yield from _word_groups(engine, sentences, groups, word_positions(sentences, word))
+        return
+    for members, (static, bias, twins) in zip(groups, _group_inputs(engine, sentences, groups), strict=True):
+        group = engine.run_group(static, bias, weights=weights, vectors=vectors, twins=twins)
+        kept = {f.name: getattr(group, f.name) for f in fields(GroupArrays)}
+        chosen = members.tolist()
+        yield chosen, ColumnGroup(**kept, sentences=sentences, members=chosen)
+
+
+def _word_groups(engine: Engine, sentences: Sentences, groups: list[np.ndarray], found: np.ndarray):
+    """:func:`arrays` for one word's vectors: per group, the word's vector in each sentence (B, d_out),
+    zeros where ``found`` (n,) says it lacks the word; only the sentences that hold it are gathered
+    and run (:func:`_word_group`). The group's other arrays are not made (None)."""
+    held = [members[found[members] >= 0] for members in groups]  # (S,) each: the sentences that hold the word
+    nothing = dict(static=None, inputs=None, contextual=None, weights=None, layer_inputs=[], top=None, steps=None)
+    for members, holders, (static, bias, twins) in zip(
+        groups, held, _group_inputs(engine, sentences, held), strict=True
+    ):
+        word_vectors = np.zeros((len(members), engine.out_dim), np.float32)  # (B, d_out)
+        if len(holders):
+            word_vectors[found[members] >= 0] = _word_group(engine, static, bias, found[holders], twins)  # (S, d_out)
+        chosen = members.tolist()
+        yield chosen, ColumnGroup(**nothing, sentences=sentences, members=chosen, word_vectors=word_vectors)
+
+
+def _group_inputs(engine: Engine, sentences: Sentences, groups: list[np.ndarray]):
+    """Per group (indices of B sentences of one length T; may be empty), what the kernel reads: its
+    static vectors (B, T, d), key biases (B, T) or None, and twin ids (B, T) or None (None, None,
+    None for an empty group). Consecutive groups are gathered from the store together, up to
+    SLAB_FLOATS floats (see :func:`_slab_rows`), and their twins found together (:func:`flat_twins`)."""
     lengths = sentences.lengths
-    groups = engine.plan_groups(lengths, weights=weights)
-    found = None if word is None else word_positions(sentences, word)  # (n,) the word's row, -1: none
     exclude_twins = engine.settings.attention.exclude_twins
     for slab in _slabs(groups, lengths, engine.dim):
-        members_of_slab = np.concatenate(slab)  # (S,)
-        static, bias = _slab_rows(engine, sentences, members_of_slab)  # (n, d), (n,) or None
-        # the slab's twins in one pass (row by row, exact): (n,) ids, None where no sentence repeats a vector
-        twins = flat_twins(static, lengths[members_of_slab]) if exclude_twins else None
+        gathered = np.concatenate(slab)  # (S,)
+        if len(gathered):
+            static, bias = _slab_rows(engine, sentences, gathered)  # (n, d), (n,) or None
+            # the slab's twins in one pass (row by row, exact): (n,) ids, None where no sentence repeats a vector
+            twins = flat_twins(static, lengths[gathered]) if exclude_twins else None
         first = 0  # where the group's rows begin in the slab
         for members in slab:
+            if not len(members):
+                yield None, None, None
+                continue
             B, T = len(members), int(lengths[members[0]])
             rows = slice(first, first + B * T)
             first += B * T
             group_static = static[rows].reshape(B, T, -1)  # (B, T, d) a view
             group_bias = None if bias is None else bias[rows].reshape(B, T)  # (B, T)
             group_twins = None if twins is None else _group_twins(twins[rows], rows.start, B)  # (B, T) or None
-            chosen = members.tolist()
-            if found is not None:
-                word_vectors = _word_group(engine, group_static, group_bias, found[members], group_twins)  # (B, d_out)
-                nothing = dict(inputs=None, contextual=None, weights=None, layer_inputs=[], top=None, steps=None)
-                yield (
-                    chosen,
-                    ColumnGroup(
-                        static=group_static, **nothing, sentences=sentences, members=chosen, word_vectors=word_vectors
-                    ),
-                )
-                continue
-            group = engine.run_group(group_static, group_bias, weights=weights, vectors=vectors, twins=group_twins)
-            kept = {f.name: getattr(group, f.name) for f in fields(GroupArrays)}
-            yield chosen, ColumnGroup(**kept, sentences=sentences, members=chosen)
+            yield group_static, group_bias, group_twins
 
 
 def word_positions(sentences: Sentences, word: str) -> np.ndarray:
@@ -378,22 +399,15 @@ def _group_twins(ids: np.ndarray, first: int, B: int) -> np.ndarray | None:
 def _word_group(
     engine: Engine, static: np.ndarray, bias: np.ndarray | None, rows: np.ndarray, twins: np.ndarray | None
 ) -> np.ndarray:
-    """The word's contextual vector in each of B sentences (B, d_out), zeros where ``rows`` (B,) is -1:
-    :meth:`Engine.run_rows` on the sentences that hold it (one softmax row each, nothing for the
-    others), or, where it cannot serve, the word's rows of :meth:`Engine.run_group`. The same
-    numbers either way (tests/test_batch_columnar.py). ``twins`` (B, T): the sentences' twin ids, or None."""
-    holds = np.flatnonzero(rows >= 0)  # (S,)
-    found = np.zeros((len(rows), engine.out_dim), np.float32)  # (B, d_out)
-    if not len(holds):
-        return found
-    some = None if bias is None else bias[holds]  # (S, T)
-    held_twins = None if twins is None else twins[holds]  # (S, T)
-    vectors = engine.run_rows(static[holds], some, rows[holds], held_twins)  # (S, d_out) or None
+    """The word's contextual vector in each of S sentences that hold it (S, d_out), at ``rows`` (S,):
+    :meth:`Engine.run_rows` (one softmax row each), or, where it cannot serve, the word's rows of
+    :meth:`Engine.run_group`. The same numbers either way (tests/test_batch_columnar.py); a
+    sentence's numbers do not depend on the others it runs with. ``twins`` (S, T): their twin ids, or None."""
+    vectors = engine.run_rows(static, bias, rows, twins)  # (S, d_out) or None
     if vectors is None:
-        contextual = engine.run_group(static, bias, weights=False, twins=twins).contextual  # (B, T, d_out)
-        vectors = contextual[holds, rows[holds]]  # (S, d_out)
-    found[holds] = vectors
-    return found
+        contextual = engine.run_group(static, bias, weights=False, twins=twins).contextual  # (S, T, d_out)
+        vectors = contextual[np.arange(len(rows)), rows]  # (S, d_out)
+    return vectors
 
 
 def _slabs(groups: list[np.ndarray], lengths: np.ndarray, dim: int):
@@ -402,7 +416,7 @@ def _slabs(groups: list[np.ndarray], lengths: np.ndarray, dim: int):
     slab: list[np.ndarray] = []
     floats = 0
     for members in groups:
-        size = len(members) * int(lengths[members[0]]) * dim
+        size = len(members) * int(lengths[members[0]]) * dim if len(members) else 0
         if slab and floats + size > SLAB_FLOATS:
             yield slab
             slab, floats = [], 0
