@@ -2,6 +2,7 @@
 
 usage: minilm_speed.py numpy [N] | torch N DIR   (prints one JSON line; the model must be installed)
        minilm_speed.py torch-folder DIR     (writes the installed model in torch's layout into DIR, prints DIR)
+       minilm_speed.py stages [N]           (CPU seconds of each step of the NumPy encoder, one JSON line)
 
 Both sides get the same piece ids (ctxembed's WordPiece, equal to Hugging Face's), sorted by length
 and padded in batches of 32, and return every hidden state and every attention matrix: the NumPy
@@ -58,16 +59,63 @@ def torch_folder(into: Path) -> Path:
     return into
 
 
+def brown_batches(n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The first n Brown lines as the padded batches both engines run."""
+    from ctxembed.vectors.models import model_path
+    from ctxembed.vectors.wordpiece import WordPiece
+
+    with gzip.open(REPO / "data" / "brown.txt.gz", "rt", encoding="utf-8") as f:
+        lines = [next(f).rstrip("\n") for _ in range(n)]
+    return batches(lines, WordPiece.from_file(model_path("minilm") / "vocab.txt"))
+
+
+STEPS = ("embed", "project_qkv", "attention", "attention_out", "add_and_norm", "feed_forward", "gelu")
+
+
+def stages(n: int) -> None:
+    """CPU seconds spent in each step of ctxembed.core.encoder over the first n lines (gelu is part of
+    feed_forward; "rest" is encode's own work: copying the weights out, the padding bias)."""
+    import collections
+
+    from threadpoolctl import threadpool_limits
+
+    from ctxembed.core import encoder
+    from ctxembed.vectors.models import load_encoder, model_path
+
+    spent = collections.Counter()
+
+    def timed(name, function):
+        def wrapper(*args, **kwargs):
+            start = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[name] += time.process_time() - start
+
+        return wrapper
+
+    for name in STEPS:
+        setattr(encoder, name, timed(name, getattr(encoder, name)))
+    threadpool_limits(1)
+    groups = brown_batches(n)
+    weights = load_encoder(model_path("minilm"))[1]
+    encoder.encode(weights, *groups[0])  # warm-up
+    spent.clear()
+    cpu = time.process_time()
+    for ids, real in groups:
+        encoder.encode(weights, ids, real)
+    cpu = time.process_time() - cpu
+    rest = cpu - sum(seconds for name, seconds in spent.items() if name != "gelu")
+    print(json.dumps({"lines": n, "cpu_s": cpu, "steps_s": {name: spent[name] for name in STEPS}, "rest_s": rest}))
+
+
 def main(engine: str, n: int) -> None:
     from threadpoolctl import threadpool_limits
 
     from ctxembed.vectors.models import model_path
-    from ctxembed.vectors.wordpiece import WordPiece
 
     folder = model_path("minilm")
-    with gzip.open(REPO / "data" / "brown.txt.gz", "rt", encoding="utf-8") as f:
-        lines = [next(f).rstrip("\n") for _ in range(n)]
-    groups = batches(lines, WordPiece.from_file(folder / "vocab.txt"))
+    groups = brown_batches(n)
     if engine == "numpy":
         from ctxembed.core.encoder import encode
         from ctxembed.vectors.models import load_encoder
@@ -110,5 +158,7 @@ def main(engine: str, n: int) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "torch-folder":
         print(torch_folder(Path(sys.argv[2])))
+    elif sys.argv[1] == "stages":
+        stages(int(sys.argv[2]) if len(sys.argv) > 2 else 2000)
     else:
         main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 2000)
