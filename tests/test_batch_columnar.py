@@ -358,3 +358,19 @@ def test_a_word_alone_gathers_only_the_sentences_that_hold_it(monkeypatch, prese
         for b, i in enumerate(members):
             want = full[i].contextual[found[i]] if found[i] >= 0 else np.zeros(engine.out_dim, np.float32)
             assert np.array_equal(group.word_vectors[b], want)
+
+
+def test_the_ipc_stream_is_the_same_when_its_size_was_reckoned_short(monkeypatch):
+    """A worker's block is written into a buffer of the stream's reckoned size; short of room, it is
+    written again into a growing stream: the same bytes either way, read back to the same rows."""
+    import pyarrow as pa
+
+    from ctxembed.batch import columnar
+
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(np.arange(1000, dtype=np.float32)), pa.array(["a"] * 1000)], ["x", "y"]
+    )
+    sized = columnar._ipc_bytes(batch)
+    monkeypatch.setattr(columnar, "_IPC_SLACK", -64)  # too small: the fixed buffer overflows
+    grown = columnar._ipc_bytes(batch)
+    assert sized.equals(grown) and pa.ipc.open_stream(grown).read_next_batch().equals(batch)

@@ -256,15 +256,28 @@ def parquet_batch(chunk: ChunkColumns, options: dict, engine):
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
+_IPC_SLACK = 1 << 12  # bytes beyond the schema and batch messages: the stream's end marker and padding
+
+
 def _ipc_bytes(batch):
     """The batch as an Arrow IPC stream, in a pyarrow Buffer: the pipe and the sink read it in place
-    (the buffer protocol), with no copy into a ``bytes``."""
+    (the buffer protocol), with no copy into a ``bytes``. Written into one buffer of the stream's size:
+    a growing output stream copies its bytes at each doubling, into fresh pages (on a chunk of Brown
+    lines' weights, 1-4.6 against 0.6-0.7 us a line)."""
     import pyarrow as pa  # the parquet extra: loaded for --format parquet alone
 
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
-        writer.write_batch(batch)
-    return sink.getvalue()
+    size = batch.schema.serialize().size + pa.ipc.get_record_batch_size(batch) + _IPC_SLACK
+    buffer = pa.allocate_buffer(size)
+    sink = pa.FixedSizeBufferWriter(buffer)
+    try:
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+    except (pa.ArrowException, OSError):  # larger than reckoned: a stream that grows as it needs
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        return sink.getvalue()
+    return buffer.slice(0, sink.tell())
 
 
 # ------------------------------------------------------------------------------ parent side
