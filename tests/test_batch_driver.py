@@ -418,3 +418,21 @@ def test_result_buffers_are_reused_once_written_and_never_while_read():
     assert third.obj is not buffer and bytes(held) == b"a" * 800
     pool._give_back([third])
     assert len(pool._lend(10_000)) == 10_000  # larger than any spare: a new buffer
+
+
+def test_each_worker_runs_the_start_hook_once_before_its_chunks():
+    """WorkerPool(start=...) runs in every forked worker before its first chunk (batch's columnar formats
+    set their allocators there), and never in the parent."""
+    from ctxembed.batch.pool import WorkerPool
+    from ctxembed.batch.records import Encoded
+
+    started = []
+
+    def work(chunk: list) -> Encoded:
+        return Encoded([f"{os.getpid()} {len(started)}\n".encode()], len(chunk), 0, 0)
+
+    lines = LineSource(io.BytesIO(b"x\n" * 8), 100)
+    pool = WorkerPool(work, 2, start=lambda: started.append(1))
+    results = [bytes(part).split() for result in pool.run(lines.next_chunk(1), lines, 1) for part in result.parts]
+    assert len(results) == 8 and started == []  # every chunk answered; the parent never ran it
+    assert {count for _, count in results} == {b"1"}  # once in each worker, before its first chunk

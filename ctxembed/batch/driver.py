@@ -379,7 +379,8 @@ def _results(engine: Engine, lines: LineSource, options: dict, size: int, worker
             indexed = True
         count = workers or (usable_cores() if full and not lines.eof else 1)
         if count > 1 and hasattr(os, "fork"):
-            yield from WorkerPool(work, count, lost=_lost_maker(engine, options)).run(block, lines, size)
+            pool = WorkerPool(work, count, lost=_lost_maker(engine, options), start=_worker_start(options))
+            yield from pool.run(block, lines, size)
             return
         yield work(block)
 
@@ -468,6 +469,16 @@ def chunk_table(engine: Engine, block: list, options: dict):
         return table
     records = safe_records(engine, block, options, make=record_dicts, error=error_dict)
     return from_records(records, options, engine)
+
+
+def _worker_start(options: dict):
+    """What a worker does once forked: for the columnar formats, allocators that hand back what a
+    chunk freed (see columnar.lean_memory); JSON lines need nothing."""
+    if options.get("format", "jsonl") == "jsonl":
+        return None
+    from ctxembed.batch.columnar import lean_memory  # the columnar formats only
+
+    return lean_memory
 
 
 def _lost_maker(engine: Engine, options: dict):

@@ -42,8 +42,15 @@ class WorkerPool:
     """``count`` forked workers, each applying ``work`` to one chunk at a time (a list of (line number,
     line) pairs in, encoded records out) over pipes; the parent never blocks on a dead one."""
 
-    def __init__(self, work: Callable[[list], Encoded], count: int, lost: Callable[[list, str], Encoded] | None = None):
+    def __init__(
+        self,
+        work: Callable[[list], Encoded],
+        count: int,
+        lost: Callable[[list, str], Encoded] | None = None,
+        start: Callable[[], None] | None = None,
+    ):
         self.work, self.count = work, count
+        self.start = start  # run in each worker once it is forked, before its first chunk
         # a chunk whose worker died twice -> its lines as error records (default: JSON lines)
         self.lost = lost or (lambda block, reason: all_errors([error_record(number, reason) for number, _ in block]))
         self.workers: list[_Worker] = []
@@ -123,6 +130,8 @@ class WorkerPool:
                 for other in self.workers:  # the other workers' pipe ends: EOF must reach them
                     os.close(other.tasks)
                     os.close(other.results)
+                if self.start is not None:
+                    self.start()
                 _serve(self.work, task_read, result_write)
             except BaseException:  # noqa: BLE001 - a worker never prints a traceback
                 code = 1
