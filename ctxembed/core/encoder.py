@@ -309,7 +309,7 @@ def affine_layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: fl
     return x
 
 
-GELU_ROWS = 32  # rows of (rows, F) GELU'd at a time: the block and its 3 scratch arrays (4 x 192 KB) stay in L2
+GELU_ROWS = 32  # rows of (rows, F) GELU'd at a time: each pass's two or three (32, F) arrays stay in L2
 
 # Phi(-a) ~ t (c1 + t (c2 + t (c3 + t (c4 + t c5)))) exp(-a^2 / 2), t = 1 / (1 + q a), a >= 0: Abramowitz &
 # Stegun 7.1.26 for erfc(a / sqrt 2) / 2 (|error of erf| <= 1.5e-7: below float32's own rounding of GELU's
