@@ -181,9 +181,12 @@ def test_a_killed_run_leaves_no_file_at_out(tmp_path):
         while not any(p.name.endswith(".partial") for p in tmp_path.iterdir()) and time.monotonic() < deadline:
             time.sleep(0.02)
         time.sleep(0.3)  # mid-run: row groups written
-        os.killpg(proc.pid, sig)
-        proc.wait(timeout=30)
-        assert proc.returncode != 0 and not out.exists()
+        if sig == signal.SIGTERM:  # `kill PID`: the parent alone, which stops its workers itself
+            os.kill(proc.pid, sig)
+        else:  # nothing can clean up: the whole group dies at once
+            os.killpg(proc.pid, sig)
+        err = proc.communicate(timeout=30)[1]
+        assert proc.returncode != 0 and not out.exists(), (sig, proc.returncode, err[-400:])
         if sig == signal.SIGTERM:  # a run that can clean up leaves nothing behind
             assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
 
