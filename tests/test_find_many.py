@@ -47,7 +47,7 @@ def test_keys_are_found_by_hash_and_by_string_alike(store, monkeypatch, collidin
     from ctxembed.vectors import vocabulary
 
     if colliding:  # every key hashes alike: the strings are searched
-        monkeypatch.setattr(vocabulary, "_HASH_WEIGHTS", np.zeros_like(vocabulary._HASH_WEIGHTS))
+        monkeypatch.setattr(vocabulary, "byte_hashes", lambda words: np.zeros(len(words), np.uint64))
     keys = WORDS + ABSENT + WORDS[::-1]
     table = vocabulary.SortedKeys.of(store.vocabulary)
     assert (table.hashes is None) == colliding
@@ -57,7 +57,7 @@ def test_keys_are_found_by_hash_and_by_string_alike(store, monkeypatch, collidin
 def test_a_word_with_a_keys_hash_is_not_that_key(tmp_path, monkeypatch):
     from ctxembed.vectors import vocabulary
 
-    monkeypatch.setattr(vocabulary, "_HASH_WEIGHTS", np.array([1, 0, 0], np.uint64))  # the first 8 bytes alone
+    monkeypatch.setattr(vocabulary, "byte_hashes", lambda words: words[:, 0].copy())  # the first 8 bytes alone
     words = ["applepie", "banana", "cherry"]
     store = VectorStore.open(write_store(tmp_path / "s.ctxv", words, np.eye(3, 4)))
     table = vocabulary.SortedKeys.of(store.vocabulary)

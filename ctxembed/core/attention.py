@@ -58,6 +58,7 @@ __all__ = [
     "attention_scores",
     "attention_steps",
     "build_mask",
+    "byte_hashes",
     "encode",
     "flat_twins",
     "identity_params",
@@ -363,7 +364,7 @@ def flat_twins(rows: np.ndarray, lengths: np.ndarray) -> np.ndarray | None:
     words = rows.view(np.uint64)  # (n, w) a row's bytes as integers
     sampled = words[:, :: max(1, words.shape[1] // 8)]  # (n, ~8) enough to tell words apart (copies: checked)
     sentence = np.repeat(np.arange(len(lengths), dtype=np.uint64), lengths)  # (n,) the sentence of each row
-    keys = sampled @ _hash_weights(sampled.shape[1]) + sentence * _SENTENCE_WEIGHT  # (n,) uint64, wrapping
+    keys = byte_hashes(sampled) + sentence * _SENTENCE_WEIGHT  # (n,) uint64, wrapping
     order = np.argsort(keys, kind="stable")  # (n,) rows by key, in order within a key
     ordered = keys[order]  # (n,)
     repeats = ordered[1:] == ordered[:-1]  # (n - 1,) a key equal to the one before
@@ -380,9 +381,16 @@ def flat_twins(rows: np.ndarray, lengths: np.ndarray) -> np.ndarray | None:
     return ids
 
 
+def byte_hashes(words: np.ndarray) -> np.ndarray:
+    """Rows of bytes read as integers, words (n, w) uint64 -> (n,) uint64 hashes: each integer weighted by
+    a fixed odd multiplier, summed with wrap-around. Exact, so equal rows hash alike; different rows
+    may too, so a caller checks its candidates byte for byte (:func:`flat_twins`, the vocabulary's keys)."""
+    return words @ _hash_weights(words.shape[1])  # (n,)
+
+
 @functools.lru_cache(maxsize=8)
 def _hash_weights(n: int) -> np.ndarray:
-    """(n,) odd uint64 multipliers for :func:`flat_twins`' row hashes (fixed: Weyl sequence)."""
+    """(n,) odd uint64 multipliers for :func:`byte_hashes` (fixed: Weyl sequence)."""
     return (np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxembed.core.attention import byte_hashes
 from ctxembed.errors import DataError
 
 _TABLE_AFTER_WORDS = 1024  # find_many builds its table (~10 ms for 400k words) for this many words
@@ -155,13 +156,10 @@ class Vocabulary:
         return self._sorted or None
 
 
-_HASH_WEIGHTS = (np.arange(1, _KEY_BYTES // 8 + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
-
-
 def _key_hashes(keys: np.ndarray) -> np.ndarray:
-    """(n,) uint64 hash of each S{_KEY_BYTES} key (n,): its bytes as integers, weighted, summed with wrap-around."""
+    """(n,) uint64 hash of each S{_KEY_BYTES} key (n,): its bytes as integers (:func:`byte_hashes`)."""
     words = np.ascontiguousarray(keys).view(np.uint64).reshape(len(keys), _KEY_BYTES // 8)  # (n, 3)
-    return words @ _HASH_WEIGHTS  # (n,)
+    return byte_hashes(words)  # (n,)
 
 
 class SortedKeys:
