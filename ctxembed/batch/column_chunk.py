@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 
 from ctxembed.batch import columns
-from ctxembed.batch.records import collector_paused, one_blas_thread, parse_chunk, rounded
+from ctxembed.batch.records import asked_groups, collector_paused, one_blas_thread, parse_chunk, rounded
 from ctxembed.vectors.lexicon import TOKEN_SOURCES, TokenTable, source_codes
 
 
@@ -72,6 +72,11 @@ def _codes(names, count: int) -> np.ndarray:
     return np.fromiter(map(_SOURCE_CODES.__getitem__, names), np.int8, count)
 
 
+def _id_texts(records: list[dict]) -> list:
+    """(n,) each record's JSON ``id`` as JSON text, None where the line gave none."""
+    return [orjson.dumps(r["id"]).decode() if "id" in r else None for r in records]
+
+
 def _offsets(counts: np.ndarray) -> np.ndarray:
     """(n + 1,) int64: where each row's values begin in a flat column, and the end."""
     offsets = np.zeros(len(counts) + 1, np.int64)
@@ -105,7 +110,6 @@ def _chunk_columns(engine, chunk: list, options: dict, lists: bool) -> ChunkColu
     records, texts, read = parse_chunk(chunk, engine.label)  # a {"line": k} per line, ids and parse errors
     n, word, digits = len(records), options["word"], options.get("digits")
     error = [r.get("error") for r in records]
-    ids = [orjson.dumps(r["id"]).decode() if "id" in r else None for r in records]
     sentences = columns.prepare_many(engine, texts)
     for i, exc in sentences.errors.items():
         error[read[i]] = exc.render(engine.label)
@@ -116,8 +120,6 @@ def _chunk_columns(engine, chunk: list, options: dict, lists: bool) -> ChunkColu
     attended_counts = lengths
     attended_starts = _offsets(attended_counts)
 
-    vectors = options["with_vectors"] or word is not None  # else the weights alone are read
-    word_only = word if vectors and not (options["with_vectors"] or options["weights"]) else None
     found = None if word is None else columns.word_positions(sentences, word)  # (S,) row in the sentence, -1
     flat_weights = weights_shape = weight_starts = static = contextual = word_vector = None
     if options["with_vectors"]:
@@ -126,8 +128,7 @@ def _chunk_columns(engine, chunk: list, options: dict, lists: bool) -> ChunkColu
         contextual = np.zeros((total, engine.out_dim), np.float32)  # (A, d_out)
     if word is not None:
         word_vector = np.zeros((n, engine.out_dim), np.float32)  # (n, d_out)
-    groups = columns.arrays(engine, sentences, weights=options["weights"], vectors=vectors, word=word_only)
-    for members, group in groups:
+    for members, group in asked_groups(engine, sentences, options):
         group = rounded(group, digits)
         rows = row_of[members]  # (B,) the group's rows in the chunk
         if options["weights"]:
@@ -181,7 +182,7 @@ def _chunk_columns(engine, chunk: list, options: dict, lists: bool) -> ChunkColu
             tokens, sources = flat.tokens, _codes(flat.sources, len(flat.tokens))
     return ChunkColumns(
         line=np.fromiter((r["line"] for r in records), np.int64, n),
-        id=ids,
+        id=_id_texts(records),
         text=text,
         error=error,
         filled=filled,
@@ -237,7 +238,7 @@ def from_records(records: list[dict], options: dict, engine) -> ChunkColumns:
         lacking = sum(r.get("word", 0) is None and "error" not in r for r in records)
     return ChunkColumns(
         line=np.array([r["line"] for r in records], np.int64),
-        id=[orjson.dumps(r["id"]).decode() if "id" in r else None for r in records],
+        id=_id_texts(records),
         text=[r.get("text") if "tokens" in r else None for r in records],
         error=[r.get("error") for r in records],
         filled=filled,

@@ -264,10 +264,7 @@ def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict
     for i, exc in sentences.errors.items():
         records[read[i]]["error"] = exc.render(engine.label)
     done = [False] * len(records)
-    vectors = options["with_vectors"] or options["word"] is not None  # else the weights alone are read
-    # the word's vector alone (no weights, no vectors): one softmax row per sentence that holds it
-    word_only = options["word"] if vectors and not (options["with_vectors"] or options["weights"]) else None
-    for _, group in columns.arrays(engine, sentences, weights=options["weights"], vectors=vectors, word=word_only):
+    for _, group in asked_groups(engine, sentences, options):
         filled = fill_group(records, read, group, options)
         if encode is not None:
             for index in filled:
@@ -276,6 +273,15 @@ def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict
     if encode is not None:
         records = [record if finished else encode(record) for record, finished in zip(records, done, strict=True)]
     return records
+
+
+def asked_groups(engine: Engine, sentences: columns.Sentences, options: dict):
+    """:func:`columns.arrays` of what batch's ``options`` ask for: the weights with weights, the vectors
+    when --with-vectors or --word reads them (else the weights alone are read), and with --word alone
+    (no weights, no vectors) the word's vector only, one softmax row per sentence that holds it."""
+    vectors = options["with_vectors"] or options["word"] is not None
+    word_only = options["word"] if vectors and not (options["with_vectors"] or options["weights"]) else None
+    return columns.arrays(engine, sentences, weights=options["weights"], vectors=vectors, word=word_only)
 
 
 def _contract_records(engine, records: list[dict], texts: list[str], read: list[int], options: dict, encode) -> list:
