@@ -436,3 +436,66 @@ def test_each_worker_runs_the_start_hook_once_before_its_chunks():
     results = [bytes(part).split() for result in pool.run(lines.next_chunk(1), lines, 1) for part in result.parts]
     assert len(results) == 8 and started == []  # every chunk answered; the parent never ran it
     assert {count for _, count in results} == {b"1"}  # once in each worker, before its first chunk
+
+
+def test_a_result_stays_whole_while_a_write_behind_thread_still_writes_it(engine):
+    """A file sink writes in a thread of its own (driver.WriteBehind) while the pool reads the next
+    results: a result's buffer must not be handed to a later result before its write is done. A slow
+    writer that reads each block only after the pool has moved on gets every block intact."""
+    import threading
+
+    from ctxembed.batch.driver import WriteBehind
+
+    class SlowSink:
+        def __init__(self):
+            self.blocks, self.closed, self.threads = [], None, set()
+
+        def write(self, parts):
+            time.sleep(0.03)  # meanwhile the pool reads on, into buffers given back
+            self.blocks.append(b"".join(bytes(part) for part in parts))
+            self.threads.add(threading.get_ident())
+
+        def close(self, complete):
+            self.closed = complete
+
+    data = b"".join(b"the river bank number %d\n" % i for i in range(48))
+    options = {"with_vectors": False, "weights": True, "word": None}
+    sink = WriteBehind(SlowSink())
+    for block in _results(engine, LineSource(io.BytesIO(data), line_limit(64)), options, 4, 2):
+        sink.write(block.parts)
+    sink.close(True)
+    got = [json.loads(line) for block in sink.sink.blocks for line in block.splitlines()]
+    assert got == run_lines(engine, data, chunk=4, workers=1)
+    assert sink.sink.closed is True and threading.get_ident() not in sink.sink.threads
+
+
+def test_a_write_behind_error_stops_the_run_and_leaves_no_file():
+    """A write that fails in the thread (a full disk) is raised at the next write or at close, and the
+    sink is closed as incomplete (no file at --out) after the write under way has finished."""
+    from ctxembed.batch.driver import WriteBehind
+    from ctxembed.errors import DataError
+
+    class FailingSink:
+        def __init__(self, fail_at):
+            self.fail_at, self.written, self.closed = fail_at, [], None
+
+        def write(self, parts):
+            if len(self.written) == self.fail_at:
+                raise DataError("cannot write {out} x: No space left on device", "out")
+            self.written.append(parts)
+
+        def close(self, complete):
+            self.closed = complete
+
+    sink = WriteBehind(FailingSink(fail_at=1))
+    sink.write([b"a"])
+    sink.write([b"b"])  # fails in the thread
+    with pytest.raises(DataError):
+        sink.write([b"c"])  # ... and is raised here
+    sink.close(False)
+    assert sink.sink.written == [[b"a"]] and sink.sink.closed is False
+    last = WriteBehind(FailingSink(fail_at=0))
+    last.write([b"a"])  # the last block fails
+    with pytest.raises(DataError):
+        last.close(True)
+    assert last.sink.closed is False  # the run looked complete, but its last block is not in the file
