@@ -85,24 +85,27 @@ def run_variant(path: str, variant: str) -> float:
         if variant in PREPARED:
             texts = records.parse_chunk(chunk)[1]
             prepared[len(texts), texts[0], texts[-1]] = prepared[key] = columns.prepare_many(engine, texts)
-        if variant in OUTPUT:
-            output[key] = records.encoded_records(engine, chunk, options)
+        if variant in OUTPUT:  # by line: the run's chunks may end elsewhere (LineSource.share)
+            output.update(zip((number for number, _ in chunk), records.encoded_records(engine, chunk, options)))
 
     def prepare_many(engine, texts):
         return prepared[len(texts), texts[0], texts[-1]]
+
+    def made(chunk):
+        return [output[number] for number, _ in chunk]
 
     def attention_then_bytes(engine, chunk, options):
         sentences = columns.prepare_many(engine, records.parse_chunk(chunk)[1])
         for _ in columns.arrays(engine, sentences, weights=True, vectors=False):
             pass
-        return output[chunk[0][0]]
+        return made(chunk)
 
     def attention_floats_then_bytes(engine, chunk, options):
         sentences = prepared[chunk[0][0]]  # no parsing either
         for members, group in columns.arrays(engine, sentences, weights=True, vectors=False):
             for b in range(len(members)):
                 orjson.dumps(group.weights[b], option=orjson.OPT_SERIALIZE_NUMPY)
-        return output[chunk[0][0]]
+        return made(chunk)
 
     if variant in ("free-tokenize", "free-tokenize-records"):
         columns.prepare_many = prepare_many
@@ -110,8 +113,10 @@ def run_variant(path: str, variant: str) -> float:
         "free-records": attention_then_bytes,
         "free-tokenize-records": attention_then_bytes,
         "floats-only": attention_floats_then_bytes,
-        "driver-only": lambda engine, chunk, options: output[chunk[0][0]],
+        "driver-only": lambda engine, chunk, options: made(chunk),
     }.get(variant)
+    if variant in PREPARED:  # their columns were made for batch's chunks of CHUNK lines: keep those to the end
+        batch.LineSource.share = lambda self, size, workers: size
     if ready is not None:  # the driver's JSON Lines work makes its records through Tally.records
         # (tests/test_batch_driver.py pins that seam; patching records.encoded_records reached nothing)
         records.Tally.records = lambda self, engine, chunk, options: ready(engine, chunk, options)

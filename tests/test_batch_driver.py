@@ -499,3 +499,23 @@ def test_a_write_behind_error_stops_the_run_and_leaves_no_file():
     with pytest.raises(DataError):
         last.close(True)
     assert last.sink.closed is False  # the run looked complete, but its last block is not in the file
+
+
+def test_chunks_shrink_near_the_end_of_a_file_so_the_workers_finish_together(tmp_path):
+    """Guided scheduling (LineSource.share): full chunks while much is left, then a shrinking share of
+    the lines left (1 / (2 x workers)), never below size / 16; every line once, in order. A pipe (size
+    unknown) keeps full chunks to the end."""
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"".join(b"line %05d of the corpus\n" % i for i in range(30_000)))
+    with open(path, "rb") as stream:
+        source = LineSource(stream, 1 << 16, total_bytes=path.stat().st_size)
+        sizes, numbers = [], []
+        while (chunk := source.next_chunk(source.share(4096, 2))) is not None:
+            sizes.append(len(chunk))
+            numbers += [number for number, _ in chunk]
+    assert numbers == list(range(1, 30_001))
+    assert sizes[:4] == [4096] * 4 and sizes[4] == (30_000 - 4 * 4096) // 4  # a quarter of what is left
+    assert sizes == sorted(sizes, reverse=True)[: len(sizes) - 1] + sizes[-1:]  # shrinking to the end
+    assert min(sizes[:-1]) == 4096 // 16 and sum(size < 4096 for size in sizes) > 5
+    piped = LineSource(io.BytesIO(path.read_bytes()), 1 << 16)
+    assert piped.share(4096, 2) == 4096 and (piped.next_chunk(4096), piped.share(4096, 2))[1] == 4096

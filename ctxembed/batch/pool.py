@@ -105,7 +105,7 @@ class WorkerPool:
             more = lines.lines or not lines.eof
             want_input = idle and more and not self.queue and len(self.done) < 2 * self.count
             if want_input:
-                block = lines.next_chunk(size, wait=False)
+                block = lines.next_chunk(lines.share(size, self.count), wait=False)
                 if block is not None:
                     self.queue.append((sent, block, 1))
                     sent += 1
