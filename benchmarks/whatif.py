@@ -86,7 +86,8 @@ def run_variant(path: str, variant: str) -> float:
             texts = records.parse_chunk(chunk)[1]
             prepared[len(texts), texts[0], texts[-1]] = prepared[key] = columns.prepare_many(engine, texts)
         if variant in OUTPUT:  # by line: the run's chunks may end elsewhere (LineSource.share)
-            output.update(zip((number for number, _ in chunk), records.encoded_records(engine, chunk, options)))
+            made_here = records.encoded_records(engine, chunk, options)
+            output.update(zip((number for number, _ in chunk), made_here, strict=True))
 
     def prepare_many(engine, texts):
         return prepared[len(texts), texts[0], texts[-1]]

@@ -258,7 +258,8 @@ _DECLARED: dict[str, CommandOption] = {
     ),
     # batch's unit of work: a worker's task and a Parquet row group; memory stays one chunk's (docs/scale.md)
     "chunk": CommandOption(
-        int, 1024, "Sentences per attention batch (batch: at most; 1,024 for jsonl, 4,096 for parquet, npz and projector).",
+        int, 1024,
+        "Sentences per attention batch (batch: at most; 1,024 for jsonl, 4,096 for parquet, npz and projector).",
         minimum=1, maximum=100_000, metavar="N",
         # batch's columnar formats take larger chunks unless told (driver.COLUMNAR_CHUNK): unset is None there
         commands={"batch": {"default": None, "optional": True, "show_default": False}},

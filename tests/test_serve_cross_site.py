@@ -67,8 +67,8 @@ def test_a_page_of_another_origin_makes_the_server_compute_nothing(
     browser,
     server,
     other_site,
-    computed,
-    monkeypatch,  # noqa: F811
+    computed,  # noqa: F811 - the fixture, imported above
+    monkeypatch,
 ):
     received = []  # the API paths the server was asked for
     route = server_module.Handler._route

@@ -70,7 +70,9 @@ def test_explain_under_minilm_answers_the_commands_document(server, minilm_folde
     status, doc = post(server, "explain", {"sentence": SENTENCE, "model": "minilm", "layer": 2, "head": 3})
     assert status == 200
     assert (doc["explain"]["layer"], doc["explain"]["head"], doc["explain"]["level"]) == (2, 3, "pieces")
-    assert doc == run_json("attend", SENTENCE, "--explain", "--layer", "2", "--head", "3", "--model", "minilm", "--json")
+    assert doc == run_json(
+        "attend", SENTENCE, "--explain", "--layer", "2", "--head", "3", "--model", "minilm", "--json"
+    )
     status, doc = post(server, "explain", {"sentence": SENTENCE, "model": "minilm", "word": "bank"})
     assert status == 200 and doc["explain"]["neuron"]["word"] == "bank"
     line = one_line_error(server, "explain", {"sentence": SENTENCE, "model": "minilm", "word": "river"}, 422)
@@ -106,11 +108,12 @@ def test_a_model_not_installed_is_one_line_naming_the_install_command(fresh_serv
 
 
 def test_a_trained_model_takes_no_settings(server, minilm_folder):
-    line = one_line_error(server, "attend", {"sentence": SENTENCE, "model": "minilm", "heads": 2, "preset": "notes"}, 400)
+    line = one_line_error(
+        server, "attend", {"sentence": SENTENCE, "model": "minilm", "heads": 2, "preset": "notes"}, 400
+    )
     assert line == "--model minilm is a trained model: the page runs it as trained, with no --heads, preset"
-    assert one_line_error(server, "neighbors", {"sentence": SENTENCE, "word": "bank", "model": "minilm", "max_tokens": 20}, 400).endswith(
-        "with no --max-tokens"
-    )  # fmt: skip
+    query = {"sentence": SENTENCE, "word": "bank", "model": "minilm", "max_tokens": 20}
+    assert one_line_error(server, "neighbors", query, 400).endswith("with no --max-tokens")
 
 
 def test_minilm_requests_pass_the_budgets_before_any_work(server, minilm_folder):

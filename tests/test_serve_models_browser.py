@@ -106,7 +106,19 @@ def test_compare_neighbours_and_explain_under_minilm(minilm_folder, page, server
     settled(page, before, "window.ctxembedLive.lastBody.word === 'bank'")
     assert "'bank': q . k_j = sum over its 32 dimensions" in page.locator("#view pre.terminal").text_content()
     command = the_command(page)
-    assert command == ["attend", SENTENCE, "--explain", "--layer", "2", "--head", "3", "--word", "bank", "--model", "minilm"]
+    assert command == [
+        "attend",
+        SENTENCE,
+        "--explain",
+        "--layer",
+        "2",
+        "--head",
+        "3",
+        "--word",
+        "bank",
+        "--model",
+        "minilm",
+    ]
     assert run_json(*command, "--json")["explain"]["neuron"]["token"] == "bank"
     screenshot(page, "live-minilm-explain.png", tmp_path)
 

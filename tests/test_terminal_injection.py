@@ -94,7 +94,9 @@ def test_views_in_a_pipe_show_hostile_input_as_escapes(command):
 def test_views_in_a_terminal_show_hostile_input_as_escapes(command):
     out = run_in_terminal(*COMMANDS[command], columns=400)
     assert "\\x1b" in out and ("\\u202e" in out or command in TOKEN_VIEWS)
-    assert_harmless(RICH_SGR.sub("", out), bidi=command not in TOKEN_VIEWS)  # rich's own colour codes aside, no ESC at all
+    assert_harmless(
+        RICH_SGR.sub("", out), bidi=command not in TOKEN_VIEWS
+    )  # rich's own colour codes aside, no ESC at all
     assert "银行" in out
 
 

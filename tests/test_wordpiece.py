@@ -108,7 +108,11 @@ def test_a_vocab_file_gives_each_line_its_line_number(tmp_path, end):
     assert vocab.vocab == {t: i for i, t in enumerate([*TOY, *odd])}
     assert [vocab.text_of(i) for i in range(len(TOY) + len(odd))] == [*TOY, *odd]
     path.write_text("\n".join([*TOY, "x", "y", "x"]) + end, encoding="utf-8")
-    assert WordPiece.from_file(path).vocab == {**{t: i for i, t in enumerate(TOY)}, "y": len(TOY) + 1, "x": len(TOY) + 2}
+    assert WordPiece.from_file(path).vocab == {
+        **{t: i for i, t in enumerate(TOY)},
+        "y": len(TOY) + 1,
+        "x": len(TOY) + 2,
+    }
 
 
 def brown_lines():

@@ -10,7 +10,6 @@ same function, so both ways give the same numbers.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ctxembed.core.abtt import TopRemoval

@@ -134,7 +134,7 @@ class WordPiece:
         lines = text.split("\n")  # not splitlines(): a token may hold \x1c, \u2028 ... and stay one token
         if text.endswith("\n"):
             lines.pop()  # the last line's end, not an empty token
-        return cls(dict(zip(lines, range(len(lines)))))
+        return cls(dict(zip(lines, range(len(lines)), strict=True)))
 
     def text_of(self, piece_id: int) -> str:
         return self._texts[piece_id]
