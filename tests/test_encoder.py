@@ -147,6 +147,28 @@ def test_a_sentence_gives_the_same_numbers_alone_and_padded_in_a_batch():
         assert not batch.weights[:, row, :, :, n:].any()  # padding keys get exactly 0
 
 
+def test_the_per_token_steps_run_on_the_real_pieces_alone(monkeypatch):
+    """Padding rows skip the feed-forward (and the other per-token steps); a batch without padding
+    runs every row, written straight into hidden. Padding rows of hidden stay finite (0 after the
+    embeddings), as the next layer's keys need."""
+    rows_seen = []
+
+    def spy(rows, layer, out=None):
+        rows_seen.append(len(rows))
+        return feed_forward(rows, layer, out)
+
+    monkeypatch.setattr(encoder_module, "feed_forward", spy)
+    weights = random_weights(TINY, seed=5)
+    ids, real = padded(SENTENCES)
+    out = encode(weights, ids, real)
+    assert rows_seen == [int(real.sum())] * TINY.layers and real.sum() < real.size
+    assert not out.hidden[1:, ~real].any() and np.isfinite(out.hidden).all()
+    rows_seen.clear()
+    full = encode(weights, ids[:2, :9], real[:2, :9])  # two 9-piece sentences: no padding
+    assert rows_seen == [18] * TINY.layers
+    np.testing.assert_allclose(full.hidden[:, :2], out.hidden[:, :2], atol=2e-6)
+
+
 def test_weights_are_rows_of_probabilities_per_layer_and_head():
     weights = random_weights(TINY, seed=4)
     out = encode(weights, *padded(SENTENCES[:1]))

@@ -364,17 +364,21 @@ def split_heads(x: np.ndarray, heads: int) -> np.ndarray:
     return x.reshape(B, T, heads, width // heads).transpose(0, 2, 1, 3)  # (B, H, T, d_h)
 
 
-def merge_heads(x: np.ndarray) -> np.ndarray:
-    """(B, H, T, d_h) -> (B * T, H * d_h): heads side by side again, one row per token."""
+def merge_heads(x: np.ndarray, real: np.ndarray | None = None) -> np.ndarray:
+    """(B, H, T, d_h) -> (N, H * d_h): heads side by side again, one row per token (N = B * T), or per real
+    piece when ``real`` (B, T) is given (N = real.sum()). A copy either way, so leaving padding out costs no pass."""
     B, H, T, d_h = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(B * T, H * d_h)  # (B*T, D)
+    by_token = x.transpose(0, 2, 1, 3)  # (B, T, H, d_h) a view
+    if real is None:
+        return by_token.reshape(B * T, H * d_h)  # (B*T, D)
+    return by_token[real].reshape(-1, H * d_h)  # (N, D) the real pieces' rows, in (B, T) order
 
 
 @dataclass(frozen=True)
 class EncoderOutput:
     """What :func:`encode` returns for a padded batch of B sentences of T pieces."""
 
-    hidden: np.ndarray  # (L + 1, B, T, D) the embeddings' output, then each layer's; padding rows are junk
+    hidden: np.ndarray  # (L + 1, B, T, D) the embeddings' output, then each layer's; padding rows mean nothing
     weights: np.ndarray | None  # (L, B, H, T, T) every layer's and head's attention; padding keys get 0
     values: list[np.ndarray] | None = None  # with keep_values: per layer (B, H, T, d_h) the values v
 
@@ -393,9 +397,10 @@ def project_qkv(rows: np.ndarray, layer: EncoderLayer, config: EncoderConfig, B:
     return q, k, v
 
 
-def attention_out(context: np.ndarray, layer: EncoderLayer) -> np.ndarray:
-    """The heads' contexts (B, H, T, d_h) side by side, times W_o, plus b_o: (B*T, D), before the residual."""
-    out = merge_heads(context) @ layer.W_o  # (B*T, D) x (D, D) -> (B*T, D)
+def attention_out(context: np.ndarray, layer: EncoderLayer, real: np.ndarray | None = None) -> np.ndarray:
+    """The heads' contexts (B, H, T, d_h) side by side, times W_o, plus b_o: (N, D), before the residual;
+    N = B*T, or only the real pieces' rows when ``real`` (B, T) is given (see :func:`merge_heads`)."""
+    out = merge_heads(context, real) @ layer.W_o  # (N, D) x (D, D) -> (N, D)
     out += layer.b_o
     return out
 
@@ -424,23 +429,31 @@ def feed_forward(rows: np.ndarray, layer: EncoderLayer, out: np.ndarray | None =
 
 def encoder_layer(
     x: np.ndarray,
+    rows: np.ndarray,
     layer: EncoderLayer,
     config: EncoderConfig,
     key_bias: np.ndarray | None,
-    out: np.ndarray | None = None,
+    out: np.ndarray,
+    real: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One layer: x (B, T, D) -> (output (B, T, D), weights (B, H, T, T), values v (B, H, T, d_h)).
+    """One layer: x (B, T, D) -> output written into ``out`` (B, T, D) (encode's own hidden[l + 1]: no copy);
+    returns (the output's real rows (N, D), weights (B, H, T, T), values v (B, H, T, d_h)).
 
-    ``key_bias`` (B, T): 0 for a real piece, -inf for padding (its weight becomes exactly 0). The output
-    is written into ``out`` (B, T, D) when given (encode's own hidden[l + 1]: no copy)."""
+    ``key_bias`` (B, T): 0 for a real piece, -inf for padding (its weight becomes exactly 0). Without
+    padding (``real`` None), ``rows`` is x.reshape(B*T, D) and N = B*T. With padding, ``real`` (B, T) marks
+    the pieces and ``rows`` (N, D) holds x's real rows, packed: attention needs the padded layout, so
+    q, k, v are made for every position from x (whose padding rows must be finite: cheaper than putting
+    (N, 3D) packed rows back in place), and every step after it (output projection, feed-forward, both
+    LayerNorms) runs on the N real rows alone; the output's padding rows keep what ``out`` held."""
     B, T, D = x.shape
-    rows = x.reshape(B * T, D)  # (B*T, D): one matrix product for every token of the batch
-    q, k, v = project_qkv(rows, layer, config, B, T)  # (B, H, T, d_h) each
+    q, k, v = project_qkv(x.reshape(B * T, D), layer, config, B, T)  # (B, H, T, d_h) each
     context, weights = attention(q, k, v, key_bias=key_bias)  # (B, H, T, d_h), (B, H, T, T): the core's own
-    rows = add_and_norm(attention_out(context, layer), rows, layer.norm1, config.eps)  # (B*T, D)
-    out = None if out is None else out.reshape(B * T, D)  # (B*T, D) a view of the caller's array
-    out = add_and_norm(feed_forward(rows, layer, out), rows, layer.norm2, config.eps)  # (B*T, D)
-    return out.reshape(B, T, D), weights, v
+    attended = add_and_norm(attention_out(context, layer, real), rows, layer.norm1, config.eps)  # (N, D)
+    into = out.reshape(B * T, D) if real is None else None  # (B*T, D) a view of out: no padding, no copy
+    rows = add_and_norm(feed_forward(attended, layer, into), attended, layer.norm2, config.eps)  # (N, D)
+    if real is not None:
+        out[real] = rows  # (B, T, D)[real] = (N, D): the pieces' rows back in place
+    return rows, weights, v
 
 
 @dataclass(frozen=True)
@@ -487,10 +500,11 @@ def trace_layer(
     return traced.sentence(0, T) if unbatched else traced
 
 
-def embed(weights: EncoderWeights, ids: np.ndarray) -> np.ndarray:
-    """Piece ids (B, T) -> the first layer's input (B, T, D): word + position + segment 0, then LayerNorm."""
+def embed(weights: EncoderWeights, ids: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Piece ids (B, T) -> the first layer's input (B, T, D): word + position + segment 0, then LayerNorm;
+    into ``out`` (B, T, D) when given (encode's own hidden[0]: no copy)."""
     B, T = ids.shape
-    x = weights.word[ids]  # (B, T, D)
+    x = np.take(weights.word, ids, axis=0, out=out)  # (B, T, D) the pieces' rows
     x += weights.position[:T]  # (B, T, D) + (T, D)
     x += weights.segment[0]  # (B, T, D) + (D,)
     return affine_layer_norm(x, *weights.norm, weights.config.eps)  # (B, T, D)
@@ -508,7 +522,9 @@ def encode(
 
     Returns every hidden state (L + 1, B, T, D) and, with ``keep_weights``, every attention matrix
     (L, B, H, T, T). A sentence's numbers do not depend on the padding around it (padding keys get
-    weight exactly 0), up to float32 rounding of the batched matrix products."""
+    weight exactly 0), up to float32 rounding of the batched matrix products. Padding rows are left out
+    of every step but attention (:func:`encoder_layer`): in ``hidden`` they mean nothing (0 after the
+    embeddings), and so do the weights of padding queries."""
     ids = np.asarray(ids)
     real = np.asarray(real, dtype=bool)
     config = weights.config
@@ -517,16 +533,18 @@ def encode(
     if ids.shape[1] > config.max_positions:
         raise ValueError(f"{ids.shape[1]} pieces: the model takes at most {config.max_positions}")
     dtype = weights.dtype
-    key_bias = None if real.all() else np.where(real, 0.0, -np.inf).astype(dtype)  # (B, T) padding keys: -inf
-    x = embed(weights, ids)  # (B, T, D)
-    hidden = np.empty((config.layers + 1, *x.shape), dtype=dtype)  # (L+1, B, T, D)
-    hidden[0] = x
     B, T = ids.shape
+    padded = not real.all()
+    key_bias = np.where(real, 0.0, -np.inf).astype(dtype) if padded else None  # (B, T) padding keys: -inf
+    hidden = np.empty((config.layers + 1, B, T, config.hidden), dtype)  # (L+1, B, T, D)
+    x = embed(weights, ids, out=hidden[0])  # (B, T, D)
+    hidden[1:, ~real] = 0  # (L, B, T, D) padding rows, never written by the layers: finite, as q, k, v need
+    rows = x[real] if padded else x.reshape(B * T, -1)  # (N, D) the real pieces' rows, gathered once
     attentions = np.empty((config.layers, B, config.heads, T, T), dtype) if keep_weights else None  # (L, B, H, T, T)
     values = [] if keep_values else None
     for number, layer in enumerate(weights.layers):
-        out = hidden[number + 1]  # (B, T, D) the layer writes its output here
-        x, layer_weights, v = encoder_layer(x, layer, config, key_bias, out)  # x is out; (B, H, T, T), (B, H, T, d_h)
+        x, out = hidden[number], hidden[number + 1]  # (B, T, D) the layer's input; it writes its output in out
+        rows, layer_weights, v = encoder_layer(x, rows, layer, config, key_bias, out, real if padded else None)
         if attentions is not None:
             attentions[number] = layer_weights  # (B, H, T, T)
         if values is not None:
