@@ -24,6 +24,7 @@ from ctxembed.core.attention import (
     attention,
     attention_layer,
     attention_scores,
+    attention_steps,
     build_mask,
     encode,
     flat_twins,
@@ -194,6 +195,34 @@ def test_composed_steps_equal_attention():
         np.testing.assert_array_equal(weights, expected_weights)
         np.testing.assert_array_equal(context, expected_context)
     np.testing.assert_allclose(raw[0, 0, 1, 2], q[0, 0, 1] @ k[0, 0, 2])
+
+
+@pytest.mark.parametrize(
+    ("normalization", "causal", "causal_mode", "empty_row"),
+    [
+        ("softmax", False, "before", False),  # in place in out, the usual case
+        ("softmax", False, "before", True),  # a row with no finite score: computed apart, then copied in
+        ("softmax", True, "after", False),
+        ("sum", False, "before", False),
+    ],
+)
+def test_attention_into_out_gives_the_same_bits(normalization, causal, causal_mode, empty_row):
+    """``out`` only says where the weights go: the same bits as without it, whichever normaliser ran."""
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.normal(size=(2, 3, 5, 4)).astype(np.float32) for _ in range(3))
+    key_bias = np.where(rng.random((2, 5)) < 0.3, -np.inf, 0.0).astype(np.float32)  # (B, T) some keys removed
+    key_bias[:, 0] = 0
+    if empty_row:
+        key_bias[1] = -np.inf  # sentence 1 has no key at all: its rows are zeros
+    settings = dict(key_bias=key_bias, normalization=normalization, causal=causal, causal_mode=causal_mode)
+    expected_context, expected_weights = attention(q, k, v, **settings)
+    out = np.full((2, 3, 5, 5), np.nan, np.float32)  # (B, h, T, T)
+    context, weights = attention(q, k, v, out=out, **settings)
+    assert weights is out
+    np.testing.assert_array_equal(weights, expected_weights)
+    np.testing.assert_array_equal(context, expected_context)
+    with pytest.raises(ValueError, match="keep=False"):
+        attention_steps(q, k, v, out=out)  # the kept scores would be overwritten
 
 
 def test_causal_toy_weights_by_hand(toy):

@@ -132,28 +132,41 @@ def add_key_bias(scores: np.ndarray, key_bias: np.ndarray | None, out: np.ndarra
     return np.add(scores, expanded, out=out)  # (B, h, T, T)
 
 
-def softmax(scores: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
+def softmax(scores: np.ndarray, allowed: np.ndarray | None = None, *, out: np.ndarray | None = None) -> np.ndarray:
     """Numerically stable softmax over the last axis, restricted to allowed keys: (..., T) -> (..., T).
 
     ``allowed`` is a boolean mask broadcastable to ``scores`` (True = keep); a score of -inf counts as
-    masked too. Masked keys get exactly 0; a row without any allowed key is all zeros.
+    masked too. Masked keys get exactly 0; a row without any allowed key is all zeros. ``out`` (float,
+    scores' shape; may be ``scores`` itself) is where the weights go when every row has a finite
+    maximum (the usual case); otherwise the result is a new array (a caller checks which it got).
     """
     masked = scores if allowed is None else np.where(allowed, scores, -np.inf)  # (..., T, T)
     row_max = masked.max(axis=-1, keepdims=True)  # (..., T, 1)
     # Subtracting the row max keeps every exp() <= 1, so scores of 1e4 cannot overflow.
     # A fully masked row has max -inf; use 0 there to avoid -inf - (-inf) = NaN.
-    row_max = np.where(np.isfinite(row_max), row_max, 0)  # (..., T, 1)
-    shifted = masked - row_max  # (..., T, T) a new array: exp (and then the division) run in place in it
+    finite = np.isfinite(row_max)  # (..., T, 1)
+    row_max = np.where(finite, row_max, 0)  # (..., T, 1)
+    if masked is not scores:
+        into = masked  # np.where's own new array
+    elif out is not None and finite.all():
+        into = out  # each row keeps exp(0) = 1 at its max, so no row needs the zero-sum fallback that reads scores
+    else:
+        into = None  # a new array
+    shifted = np.subtract(masked, row_max, out=into)  # (..., T, T) exp (and then the division) run in place in it
     exponentials = np.exp(shifted, out=shifted if shifted.dtype.kind == "f" else None)  # masked keys: exp(-inf) = 0
     return _normalize_rows(exponentials, scores, allowed)
 
 
-def sum_normalize(scores: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
+def sum_normalize(
+    scores: np.ndarray, allowed: np.ndarray | None = None, *, out: np.ndarray | None = None
+) -> np.ndarray:
     """Divide each score by its row sum: w_j = max(s_j, 0) / sum_i max(s_i, 0) over allowed keys.
 
     Negative scores are clamped to 0 (a dissimilar word gets no weight rather than a negative one). A row
     whose allowed scores are all <= 0 gets uniform weights over its allowed keys; masked keys get 0.
     Dividing every score by the same number (scaling, temperature) does not change these weights.
+    ``out`` is accepted as :func:`softmax` takes it, and unused: the result is a new array (the
+    uniform fallback reads the scores, so they must stay).
     """
     positive = np.maximum(scores, 0)  # (..., T, T); a score of -inf gets 0
     if allowed is not None:
@@ -171,6 +184,7 @@ def normalize(
     normalization: str = "softmax",
     causal: bool = False,
     causal_mode: str = "before",
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Turn scores (..., T, T) into weights (..., T, T) with the chosen normaliser.
 
@@ -180,6 +194,8 @@ def normalize(
     is left (the notes' second recipe). Both are equal in exact arithmetic. If future keys out-score
     the past by more than exp's range (~745 in float64, ~103 in float32), every surviving weight
     underflows to 0; such rows take the "before" result, which is the recipe's exact value.
+    ``out`` (may be ``scores`` itself) is where the normaliser may write the weights without ``causal``
+    (see :func:`softmax`); the result is a new array otherwise.
     """
     if normalization not in _NORMALIZERS:
         raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
@@ -187,7 +203,7 @@ def normalize(
         raise ValueError(f"causal_mode must be one of {CAUSAL_MODES}, got {causal_mode!r}")
     normalizer = _NORMALIZERS[normalization]
     if not causal:
-        return normalizer(scores, allowed)
+        return normalizer(scores, allowed, out=out)
     past = np.tril(np.ones(scores.shape[-2:], dtype=bool))  # (T, T) key j <= query i
     causal_allowed = past if allowed is None else allowed & past  # (..., T, T)
     masked_first = normalizer(scores, causal_allowed)  # (..., T, T)
@@ -207,7 +223,7 @@ class AttentionSteps:
     scaled_scores: np.ndarray | None  # (..., T, T) raw / divisor (None unless kept)
     divisor: float  # sqrt(d_k) if scaled, times the temperature
     key_bias: np.ndarray | None  # (T,) or (B, T) added to every query's scores
-    scores: np.ndarray  # (..., T, T) scaled scores plus key bias: what the normaliser saw
+    scores: np.ndarray | None  # (..., T, T) scaled scores plus key bias: what the normaliser saw (None unless kept)
     allowed: np.ndarray | None  # mask broadcastable to scores (padding, self); causal is the normaliser's
     weights: np.ndarray  # (..., T, T)
     context: np.ndarray | None  # (..., T, d_v); None when no values were given
@@ -226,22 +242,32 @@ def attention_steps(
     causal: bool = False,
     causal_mode: str = "before",
     keep: bool = True,
+    out: np.ndarray | None = None,
 ) -> AttentionSteps:
     """Attention, one step at a time: the only implementation, used by :func:`attention` and --explain.
 
-    ``keep=False`` drops the raw and scaled scores as soon as they are used (less memory for batches).
+    ``keep=False`` drops the raw, scaled and biased scores as soon as they are used (less memory for
+    batches): every step then runs in the products' own array, which ends up holding the weights.
+    ``out`` (B, h, T, T) of the scores' float dtype, only with ``keep=False``, is that array: the weights
+    are written there (e.g. a slice of a caller's (L, B, h, T, T)), so they need no copy afterwards.
     ``v=None`` stops at the weights (``context`` is None): what a caller wanting the weights alone needs.
     """
-    raw = q @ np.swapaxes(k, -1, -2)  # (B, h, T, d_k) x (B, h, d_k, T) -> (B, h, T, T)
+    if keep and out is not None:
+        raise ValueError("out holds the weights in place of the scores: give it with keep=False only")
+    raw = np.matmul(q, np.swapaxes(k, -1, -2), out=out)  # (B, h, T, d_k) x (B, h, d_k, T) -> (B, h, T, T)
     divisor = score_divisor(q.shape[-1], scale=scale, temperature=temperature)
-    own = None if keep else raw  # nothing kept: scale and bias in the products' own array, one (B, h, T, T)
+    own = None if keep else raw  # nothing kept: every step in the products' own array, one (B, h, T, T)
     scaled = scale_scores(raw, q.shape[-1], scale=scale, temperature=temperature, out=own)  # (B, h, T, T)
     raw = raw if keep else None
     scores = add_key_bias(scaled, key_bias, out=own)  # (B, h, T, T)
     scaled = scaled if keep else None
     weights = normalize(
-        scores, allowed, normalization=normalization, causal=causal, causal_mode=causal_mode
+        scores, allowed, normalization=normalization, causal=causal, causal_mode=causal_mode, out=own
     )  # (B, h, T, T)
+    if out is not None and weights is not out:
+        out[...] = weights  # a normaliser that could not work in place (causal, sum, a row with no finite score)
+        weights = out
+    scores = scores if keep else None
     context = None if v is None else weights @ v  # (B, h, T, T) x (B, h, T, d_v) -> (B, h, T, d_v)
     return AttentionSteps(raw, scaled, divisor, key_bias, scores, allowed, weights, context)
 
@@ -258,12 +284,14 @@ def attention(
     normalization: str = "softmax",
     causal: bool = False,
     causal_mode: str = "before",
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Attention: q, k (..., T, d_k), v (..., T, d_v) -> context (..., T, d_v), weights (..., T, T).
 
     ``allowed`` (broadcastable to (..., T, T), True = may attend) comes from :func:`build_mask`;
     ``key_bias`` (T,) or (B, T) is added to the scaled scores of each key before normalisation;
-    ``causal`` hides future keys, placed by ``causal_mode`` (see :func:`normalize`).
+    ``causal`` hides future keys, placed by ``causal_mode`` (see :func:`normalize`); the weights are
+    computed in ``out`` (..., T, T) when given (see :func:`attention_steps`).
     """
     steps = attention_steps(
         q,
@@ -277,6 +305,7 @@ def attention(
         causal=causal,
         causal_mode=causal_mode,
         keep=False,
+        out=out,
     )
     return steps.context, steps.weights
 
@@ -510,7 +539,7 @@ class LayerSteps:
             None if a.scaled_scores is None else a.scaled_scores[b, :, :n, :n],  # (h, n, n)
             a.divisor,
             bias,
-            a.scores[b, :, :n, :n],  # (h, n, n)
+            None if a.scores is None else a.scores[b, :, :n, :n],  # (h, n, n)
             allowed,
             a.weights[b, :, :n, :n],  # (h, n, n)
             a.context[b, :, :n],  # (h, n, d_v)

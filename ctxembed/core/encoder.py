@@ -435,9 +435,11 @@ def encoder_layer(
     key_bias: np.ndarray | None,
     out: np.ndarray,
     real: np.ndarray | None = None,
+    weights_out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One layer: x (B, T, D) -> output written into ``out`` (B, T, D) (encode's own hidden[l + 1]: no copy);
-    returns (the output's real rows (N, D), weights (B, H, T, T), values v (B, H, T, d_h)).
+    returns (the output's real rows (N, D), weights (B, H, T, T), values v (B, H, T, d_h)). The weights
+    are computed in ``weights_out`` (B, H, T, T) when given (encode's own attentions[l]: no copy either).
 
     ``key_bias`` (B, T): 0 for a real piece, -inf for padding (its weight becomes exactly 0). Without
     padding (``real`` None), ``rows`` is x.reshape(B*T, D) and N = B*T. With padding, ``real`` (B, T) marks
@@ -447,7 +449,7 @@ def encoder_layer(
     LayerNorms) runs on the N real rows alone; the output's padding rows keep what ``out`` held."""
     B, T, D = x.shape
     q, k, v = project_qkv(x.reshape(B * T, D), layer, config, B, T)  # (B, H, T, d_h) each
-    context, weights = attention(q, k, v, key_bias=key_bias)  # (B, H, T, d_h), (B, H, T, T): the core's own
+    context, weights = attention(q, k, v, key_bias=key_bias, out=weights_out)  # (B, H, T, d_h), (B, H, T, T)
     attended = add_and_norm(attention_out(context, layer, real), rows, layer.norm1, config.eps)  # (N, D)
     into = out.reshape(B * T, D) if real is None else None  # (B*T, D) a view of out: no padding, no copy
     rows = add_and_norm(feed_forward(attended, layer, into), attended, layer.norm2, config.eps)  # (N, D)
@@ -544,9 +546,8 @@ def encode(
     values = [] if keep_values else None
     for number, layer in enumerate(weights.layers):
         x, out = hidden[number], hidden[number + 1]  # (B, T, D) the layer's input; it writes its output in out
-        rows, layer_weights, v = encoder_layer(x, rows, layer, config, key_bias, out, real if padded else None)
-        if attentions is not None:
-            attentions[number] = layer_weights  # (B, H, T, T)
+        into = None if attentions is None else attentions[number]  # (B, H, T, T) where its weights go
+        rows, _, v = encoder_layer(x, rows, layer, config, key_bias, out, real if padded else None, into)
         if values is not None:
             values.append(np.ascontiguousarray(v))  # (B, H, T, d_h)
     return EncoderOutput(hidden, attentions, values)
