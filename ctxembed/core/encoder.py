@@ -15,10 +15,13 @@ attention matrix, shaped [layer][sentence][head][query][key]. :func:`trace_layer
 from its input hidden state with every step kept (q, k, v per head, scores, weights, the feed-forward's
 input): what ``--explain`` shows, built from the same functions as :func:`encoder_layer`. Arithmetic
 stays in the weights' dtype (float32 normally; float64 reproduces torch to rounding). Speed comes
-from four things only: the projections are one (B*T, D) matrix product per layer; the feed-forward
-runs FFN_ROWS rows at a time, so its (rows, F) inner block stays in cache; GELU is evaluated in place
-in few passes, a block of rows at a time; each layer writes its output straight into the returned
-hidden states (docs/models.md has the figures).
+from five things only: the projections are one matrix product per layer; padding rows skip every
+per-token step after q, k, v (output projection, feed-forward, both LayerNorms run on the real pieces'
+rows, packed once per batch; attention alone needs the padded layout); the feed-forward runs FFN_ROWS
+rows at a time, so its (rows, F) inner block stays in cache; GELU is evaluated in place in few passes,
+a block of rows at a time; nothing is copied out: each layer writes its output straight into the
+returned hidden states, and attention its weights into the returned attentions (docs/models.md has
+the figures).
 
 >>> import numpy as np
 >>> weights = random_weights(EncoderConfig(vocab_size=10, hidden=8, layers=2, heads=2, ffn=16), seed=0)
@@ -525,8 +528,8 @@ def encode(
     Returns every hidden state (L + 1, B, T, D) and, with ``keep_weights``, every attention matrix
     (L, B, H, T, T). A sentence's numbers do not depend on the padding around it (padding keys get
     weight exactly 0), up to float32 rounding of the batched matrix products. Padding rows are left out
-    of every step but attention (:func:`encoder_layer`): in ``hidden`` they mean nothing (0 after the
-    embeddings), and so do the weights of padding queries."""
+    of every step after q, k, v and attention (:func:`encoder_layer`): in ``hidden`` they mean nothing
+    (0 after the embeddings), and neither do the weights of padding queries."""
     ids = np.asarray(ids)
     real = np.asarray(real, dtype=bool)
     config = weights.config
@@ -540,7 +543,7 @@ def encode(
     key_bias = np.where(real, 0.0, -np.inf).astype(dtype) if padded else None  # (B, T) padding keys: -inf
     hidden = np.empty((config.layers + 1, B, T, config.hidden), dtype)  # (L+1, B, T, D)
     x = embed(weights, ids, out=hidden[0])  # (B, T, D)
-    hidden[1:, ~real] = 0  # (L, B, T, D) padding rows, never written by the layers: finite, as q, k, v need
+    hidden[1:, ~real] = 0  # (L, P, D) the padding rows, never written by the layers: finite, as q, k, v need
     rows = x[real] if padded else x.reshape(B * T, -1)  # (N, D) the real pieces' rows, gathered once
     attentions = np.empty((config.layers, B, config.heads, T, T), dtype) if keep_weights else None  # (L, B, H, T, T)
     values = [] if keep_values else None
