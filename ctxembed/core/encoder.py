@@ -543,8 +543,10 @@ def encode(
     key_bias = np.where(real, 0.0, -np.inf).astype(dtype) if padded else None  # (B, T) padding keys: -inf
     hidden = np.empty((config.layers + 1, B, T, config.hidden), dtype)  # (L+1, B, T, D)
     x = embed(weights, ids, out=hidden[0])  # (B, T, D)
-    hidden[1:, ~real] = 0  # (L, P, D) the padding rows, never written by the layers: finite, as q, k, v need
-    rows = x[real] if padded else x.reshape(B * T, -1)  # (N, D) the real pieces' rows, gathered once
+    rows = x.reshape(B * T, -1)  # (B*T, D) every row is a piece: no gather, no scatter
+    if padded:
+        hidden[1:, ~real] = 0  # (L, P, D) the padding rows, never written by the layers: finite, as q, k, v need
+        rows = x[real]  # (N, D) the real pieces' rows, gathered once
     attentions = np.empty((config.layers, B, config.heads, T, T), dtype) if keep_weights else None  # (L, B, H, T, T)
     values = [] if keep_values else None
     for number, layer in enumerate(weights.layers):
