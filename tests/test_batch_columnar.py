@@ -379,3 +379,21 @@ def test_the_ipc_stream_is_the_same_when_its_size_was_reckoned_short(monkeypatch
     monkeypatch.setattr(columnar, "_IPC_SLACK", -64)  # too small: the fixed buffer overflows
     grown = columnar._ipc_bytes(batch)
     assert sized.equals(grown) and pa.ipc.open_stream(grown).read_next_batch().equals(batch)
+
+
+def test_parquet_needs_no_pyarrow_compute(corpus, tmp_path):
+    """Columns are built from their buffers (tokens gathered with NumPy, nulls as validity bitmaps), so a
+    Parquet run never loads pyarrow.compute: the parent no longer imports it before the fork for the
+    workers' sake (a serial start). Checked in a fresh process, every column kind asked for."""
+    out = tmp_path / "out.parquet"
+    code = (
+        "import sys; from ctxembed.api import Explorer; from ctxembed.batch.driver import run_batch; "
+        f"run_batch(Explorer().engine, {str(corpus)!r}, workers=1, fmt='parquet', out={str(out)!r}, "
+        "with_vectors=True, word='bank'); print('pyarrow.compute' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO))
+    )
+    assert done.returncode == 0, done.stderr[-600:]
+    assert done.stdout.split()[-1] == "False"
+    assert pq.read_table(out).num_rows == len(corpus.read_bytes().splitlines())

@@ -197,12 +197,46 @@ def parquet_metadata(engine, options: dict) -> dict[str, str]:
     return {"ctxembed": json.dumps(run_document(engine, options, PARQUET_SCHEMA))}
 
 
+# Arrays are built from their buffers (Array.from_buffers) and strings gathered with NumPy: Arrow's take and
+# its masked constructors load pyarrow.compute, which the parent then imported before the fork (a serial
+# start of ~55 ms here) for the workers' sake alone.
+def _validity(pa, valid: np.ndarray) -> tuple:
+    """(n,) bool -> (Arrow's validity bitmap, bit k set where row k holds a value; the null count), or
+    (None, 0) when no row is null."""
+    nulls = len(valid) - int(np.count_nonzero(valid))
+    if not nulls:
+        return None, 0
+    return pa.py_buffer(np.packbits(valid, bitorder="little")), nulls
+
+
 def _lists(pa, counts: np.ndarray, values, filled: np.ndarray):
     """A list column: row k holds ``counts[k]`` of the flat ``values`` (an Arrow array), null where
     not ``filled``: one offsets array, the values as they are."""
     offsets = np.zeros(len(counts) + 1, np.int32)  # (n + 1,)
     np.cumsum(counts, out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(~filled))
+    validity, nulls = _validity(pa, filled)
+    buffers = [validity, pa.py_buffer(offsets)]
+    return pa.Array.from_buffers(pa.list_(values.type), len(counts), buffers, nulls, children=[values])
+
+
+def _vectors(pa, values: np.ndarray, dim: int, valid: np.ndarray | None = None):
+    """(n * dim,) float32 -> a fixed_size_list<float32, dim> column of n rows, null where not ``valid``."""
+    validity, nulls = (None, 0) if valid is None else _validity(pa, valid)
+    n = len(values) // dim
+    return pa.Array.from_buffers(pa.list_(pa.float32(), dim), n, [validity], nulls, children=[pa.array(values)])
+
+
+def _take_strings(pa, texts, index: np.ndarray):
+    """``texts`` (an Arrow string array) at ``index`` (k,), gathered with NumPy from its offsets and bytes."""
+    _, offsets_buffer, data_buffer = texts.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int32)[texts.offset : texts.offset + len(texts) + 1]  # (m + 1,)
+    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    starts = offsets[index]  # (k,) where each picked string begins
+    lengths = offsets[index + 1] - starts  # (k,)
+    out = np.zeros(len(index) + 1, np.int32)  # (k + 1,) the picked strings' offsets
+    np.cumsum(lengths, out=out[1:])
+    picked = data[np.repeat(starts - out[:-1], lengths) + np.arange(out[-1])]  # (bytes,) each byte's source
+    return pa.Array.from_buffers(pa.string(), len(index), [None, pa.py_buffer(out), pa.py_buffer(picked)])
 
 
 @functools.cache
@@ -225,7 +259,7 @@ def _token_texts(pa, chunk: ChunkColumns):
     if len(texts) < count:  # pieces the table added since: appended, never changed
         texts = pa.concat_arrays([texts, pa.array(chunk.table.text[len(texts) : count].tolist(), pa.string())])
     _PIECE_TEXTS[:] = [known, texts]
-    return texts.take(pa.array(chunk.pieces))
+    return _take_strings(pa, texts, chunk.pieces)
 
 
 def parquet_batch(chunk: ChunkColumns, options: dict, engine):
@@ -241,7 +275,7 @@ def parquet_batch(chunk: ChunkColumns, options: dict, engine):
         "text": pa.array(chunk.text, pa.string()),
         "error": pa.array(chunk.error, pa.string()),
         "tokens": _lists(pa, chunk.token_counts, _token_texts(pa, chunk), filled),
-        "sources": _lists(pa, chunk.token_counts, _SOURCE_NAMES(pa).take(pa.array(chunk.sources)), filled),
+        "sources": _lists(pa, chunk.token_counts, _take_strings(pa, _SOURCE_NAMES(pa), chunk.sources), filled),
         "in_vocab": _lists(pa, chunk.token_counts, pa.array(chunk.in_vocab), filled),
         "attended_positions": _lists(pa, chunk.attended_counts, pa.array(chunk.attended), filled),
     }
@@ -252,14 +286,13 @@ def parquet_batch(chunk: ChunkColumns, options: dict, engine):
         columns["weights_shape"] = _lists(pa, 4 * filled, pa.array(shape[filled].ravel()), filled)
     if options["with_vectors"]:
         for name, dim in (("static", engine.dim), ("contextual", engine.out_dim)):
-            values = pa.FixedSizeListArray.from_arrays(pa.array(getattr(chunk, name).ravel()), dim)  # (A, dim)
+            values = _vectors(pa, getattr(chunk, name).ravel(), dim)  # (A,) rows of dim
             columns[name] = _lists(pa, chunk.attended_counts, values, filled)
     if options["word"] is not None:
         lacks = chunk.word_position < 0  # (n,)
         columns["word_position"] = pa.array(chunk.word_position.astype(np.int32), mask=lacks)
         # a null row still takes its d_out slots in a fixed-size list: zeros, masked
-        values = pa.array(chunk.word_vector.ravel())  # (n * d_out,)
-        columns["word_vector"] = pa.FixedSizeListArray.from_arrays(values, engine.out_dim, mask=pa.array(lacks))
+        columns["word_vector"] = _vectors(pa, chunk.word_vector.ravel(), engine.out_dim, valid=~lacks)  # (n,)
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
@@ -345,7 +378,6 @@ class ParquetSink:
     """Row groups of Arrow IPC blocks, in order, to ``--out`` (atomically)."""
 
     def __init__(self, path: str, engine, options: dict):
-        import pyarrow.compute  # noqa: F401 - the workers build columns with it: loaded once, before they fork
         import pyarrow.parquet as pq  # the parquet extra: loaded for --format parquet alone
 
         self.file = AtomicFile(path)
