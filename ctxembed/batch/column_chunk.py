@@ -23,7 +23,7 @@ import orjson
 
 from ctxembed.batch import columns
 from ctxembed.batch.records import asked_groups, collector_paused, one_blas_thread, parse_chunk, rounded
-from ctxembed.vectors.lexicon import TOKEN_SOURCES, TokenTable, source_codes
+from ctxembed.vectors.lexicon import TOKEN_SOURCES, TokenTable, offsets, source_codes
 
 
 @dataclass(kw_only=True)
@@ -77,13 +77,6 @@ def _id_texts(records: list[dict]) -> list:
     return [orjson.dumps(r["id"]).decode() if "id" in r else None for r in records]
 
 
-def _offsets(counts: np.ndarray) -> np.ndarray:
-    """(n + 1,) int64: where each row's values begin in a flat column, and the end."""
-    offsets = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    return offsets
-
-
 def _scatter(flat: np.ndarray, starts: np.ndarray, block: np.ndarray) -> None:
     """Copy the B rows of ``block`` (B, ...) into ``flat`` (N, ...) at rows ``starts`` (B,) onward,
     each row's values one after the other: one slice copy a row (a fancy-indexed copy of the whole
@@ -118,7 +111,7 @@ def _chunk_columns(engine, chunk: list, options: dict, lists: bool) -> ChunkColu
     lengths[row_of] = np.maximum(sentences.lengths, 0)
     filled = lengths > 0  # the rows run in a group (plan_groups leaves out a length <= 0)
     attended_counts = lengths
-    attended_starts = _offsets(attended_counts)
+    attended_starts = offsets(attended_counts)
 
     found = None if word is None else columns.word_positions(sentences, word)  # (S,) row in the sentence, -1
     flat_weights = weights_shape = weight_starts = static = contextual = word_vector = None
@@ -137,7 +130,7 @@ def _chunk_columns(engine, chunk: list, options: dict, lists: bool) -> ChunkColu
                 weights_shape = np.zeros((n, 4), np.int32)
                 weights_shape[filled] = [L, h, 0, 0]
                 weights_shape[filled, 2] = weights_shape[filled, 3] = lengths[filled]
-                weight_starts = _offsets(np.prod(weights_shape, axis=1, dtype=np.int64))
+                weight_starts = offsets(np.prod(weights_shape, axis=1, dtype=np.int64))
                 flat_weights = np.empty(int(weight_starts[-1]), np.float32)
             _scatter(flat_weights, weight_starts[rows], group.weights)  # (B, L, h, T, T)
         if static is not None:
@@ -168,7 +161,7 @@ def _chunk_columns(engine, chunk: list, options: dict, lists: bool) -> ChunkColu
         word_position = np.full(n, -1, np.int64)
         at = found[good]  # (g,) the word's row among each sentence's attended tokens, -1: none
         holds = at >= 0
-        attended_before = _offsets(sentences.lengths[good])[:-1]  # (g,) where each one's attended positions begin
+        attended_before = offsets(sentences.lengths[good])[:-1]  # (g,) where each one's attended positions begin
         word_position[row_of[good][holds]] = flat.attended[attended_before[holds] + at[holds]]
         lacking = len(good) - int(holds.sum())
     tokens = pieces = sources = in_vocab = attended_flat = None

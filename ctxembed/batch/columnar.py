@@ -46,7 +46,7 @@ from ctxembed.batch.records import Encoded, chunk_records
 from ctxembed.errors import DataError, UsageError
 from ctxembed.options import OPTIONS
 from ctxembed.output import PROJECTOR_HEADER, metadata_tsv, vectors_tsv
-from ctxembed.vectors.lexicon import TOKEN_SOURCES
+from ctxembed.vectors.lexicon import TOKEN_SOURCES, offsets
 
 FORMATS = OPTIONS["output_format"].choices  # jsonl, parquet, npz, projector
 PARQUET_SCHEMA = "ctxembed.batch.parquet/1"
@@ -198,8 +198,8 @@ def parquet_metadata(engine, options: dict) -> dict[str, str]:
 
 
 # Arrays are built from their buffers (Array.from_buffers) and strings gathered with NumPy: Arrow's take and
-# its masked constructors load pyarrow.compute, which the parent then imported before the fork (a serial
-# start of ~55 ms here) for the workers' sake alone.
+# its masked constructors load pyarrow.compute, which the parent then imported before the fork, a serial
+# start, for the workers' sake alone.
 def _validity(pa, valid: np.ndarray) -> tuple:
     """(n,) bool -> (Arrow's validity bitmap, bit k set where row k holds a value; the null count), or
     (None, 0) when no row is null."""
@@ -212,10 +212,8 @@ def _validity(pa, valid: np.ndarray) -> tuple:
 def _lists(pa, counts: np.ndarray, values, filled: np.ndarray):
     """A list column: row k holds ``counts[k]`` of the flat ``values`` (an Arrow array), null where
     not ``filled``: one offsets array, the values as they are."""
-    offsets = np.zeros(len(counts) + 1, np.int32)  # (n + 1,)
-    np.cumsum(counts, out=offsets[1:])
     validity, nulls = _validity(pa, filled)
-    buffers = [validity, pa.py_buffer(offsets)]
+    buffers = [validity, pa.py_buffer(offsets(counts, np.int32))]  # (n + 1,) where each row's values begin
     return pa.Array.from_buffers(pa.list_(values.type), len(counts), buffers, nulls, children=[values])
 
 
@@ -229,12 +227,11 @@ def _vectors(pa, values: np.ndarray, dim: int, valid: np.ndarray | None = None):
 def _take_strings(pa, texts, index: np.ndarray):
     """``texts`` (an Arrow string array) at ``index`` (k,), gathered with NumPy from its offsets and bytes."""
     _, offsets_buffer, data_buffer = texts.buffers()
-    offsets = np.frombuffer(offsets_buffer, np.int32)[texts.offset : texts.offset + len(texts) + 1]  # (m + 1,)
+    bounds = np.frombuffer(offsets_buffer, np.int32)[texts.offset : texts.offset + len(texts) + 1]  # (m + 1,)
     data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
-    starts = offsets[index]  # (k,) where each picked string begins
-    lengths = offsets[index + 1] - starts  # (k,)
-    out = np.zeros(len(index) + 1, np.int32)  # (k + 1,) the picked strings' offsets
-    np.cumsum(lengths, out=out[1:])
+    starts = bounds[index]  # (k,) where each picked string begins
+    lengths = bounds[index + 1] - starts  # (k,)
+    out = offsets(lengths, np.int32)  # (k + 1,) the picked strings' offsets
     picked = data[np.repeat(starts - out[:-1], lengths) + np.arange(out[-1])]  # (bytes,) each byte's source
     return pa.Array.from_buffers(pa.string(), len(index), [None, pa.py_buffer(out), pa.py_buffer(picked)])
 

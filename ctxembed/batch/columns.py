@@ -21,7 +21,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -30,7 +29,7 @@ from ctxembed.core.attention import flat_twins
 from ctxembed.engine.glove import Engine, GroupArrays
 from ctxembed.engine.sentence import Prepared, first_match, split_word
 from ctxembed.errors import DataError
-from ctxembed.vectors.lexicon import TOKEN_SOURCES, TokenTable, source_codes
+from ctxembed.vectors.lexicon import TOKEN_SOURCES, TokenTable, offsets, places, source_codes
 from ctxembed.vectors.tokenize import WINDOW
 
 # Floats of static vectors gathered from the store at once for a run of groups (1 MB of float32): one
@@ -58,6 +57,7 @@ class Sentences:
     pieces: np.ndarray  # (P,) int64 the fast path's tokens as piece ids of ``table``, text after text
     piece_starts: np.ndarray  # (n,) int64 where each sentence's tokens begin in ``pieces``
     piece_ends: np.ndarray  # (n,) int64 and where they end
+    used_before: np.ndarray  # (P + 1,) int64 attended tokens before each piece of ``pieces``, and in all
     table: TokenTable = field(repr=False)
     prepared: dict[int, Prepared]  # sentence -> its Prepared, when it is not on the fast path
     errors: dict[int, DataError]  # text -> why it could not be prepared
@@ -93,8 +93,8 @@ class Sentences:
         made = self._lists.get(name)
         if made is None:
             if name == "attended":
-                flat, ends = self._attended(self.pieces).tolist(), self._used_before[self.piece_ends].tolist()
-                begins = self._used_before[self.piece_starts].tolist()
+                flat, ends = self._attended().tolist(), self.used_before[self.piece_ends].tolist()
+                begins = self.used_before[self.piece_starts].tolist()
             else:
                 flat, begins, ends = self._flat(name, self.pieces), self.piece_starts.tolist(), self.piece_ends.tolist()
             made = [flat[begin:end] for begin, end in zip(begins, ends, strict=True)]
@@ -112,18 +112,10 @@ class Sentences:
             return table.known[pieces].tolist()
         return _SOURCE_NAMES[source_codes(table.store, table.row[pieces], table.known[pieces])].tolist()
 
-    @cached_property
-    def _used_before(self) -> np.ndarray:
-        """(P + 1,) attended tokens before each piece of ``pieces``."""
-        used_before = np.zeros(len(self.pieces) + 1, np.int64)
-        np.cumsum(self.table.used[self.pieces], out=used_before[1:])
-        return used_before
-
-    def _attended(self, pieces: np.ndarray) -> np.ndarray:
-        """(A,) the position in its text of every attended piece of ``pieces`` (all of ``self.pieces``)."""
-        count = self.piece_ends - self.piece_starts  # (n,) tokens per text
-        position = np.arange(len(pieces)) - np.repeat(self.piece_starts, count)  # (P,) position in its text
-        return position[self.table.used[pieces]]  # (A,)
+    def _attended(self) -> np.ndarray:
+        """(A,) the position in its text of every attended piece of ``pieces``."""
+        position = places(self.piece_ends - self.piece_starts)  # (P,) position in its text
+        return position[self.table.used[self.pieces]]  # (A,)
 
     def flat(self, members: Sequence[int], *, lists: bool = True) -> FlatColumns:
         """The token columns of sentences ``members`` (none in ``errors``), one after the other, flat:
@@ -139,7 +131,7 @@ class Sentences:
             attended = np.fromiter(chain(self.attended[i] for i in pick), np.int64)
             return FlatColumns(tokens, list(chain(self.sources_of[i] for i in pick)), in_vocab, attended, counts)
         begins, counts = self.piece_starts[members], (self.piece_ends - self.piece_starts)[members]  # (k,)
-        within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)  # (t,) place in its text
+        within = places(counts)  # (t,) place in its text
         chosen = self.pieces[np.repeat(begins, counts) + within]  # (t,) the members' pieces
         used = self.table.used[chosen]  # (t,)
         return FlatColumns(
@@ -269,10 +261,8 @@ def prepare_many(engine: Engine, texts: Sequence[str]) -> Sentences:
     pieces, piece_starts = table.chunk(short)
     count = np.diff(piece_starts)  # (n,) tokens per text
     used, known = table.used[pieces], table.known[pieces]  # (P,)
-    used_before = np.zeros(len(pieces) + 1, np.int64)  # (P + 1,) attended tokens before each piece
-    np.cumsum(used, out=used_before[1:])
-    known_before = np.zeros(len(pieces) + 1, np.int64)
-    np.cumsum(known, out=known_before[1:])
+    used_before = offsets(used)  # (P + 1,) attended tokens before each piece
+    known_before = offsets(known)  # (P + 1,)
     lengths = np.diff(used_before[piece_starts])  # (n,) tokens that enter attention
     n_known = np.diff(known_before[piece_starts])  # (n,) tokens with a vector
     fast &= (n_known > 0) & (lengths <= engine.max_tokens)  # else prepare() says what is wrong
@@ -307,6 +297,7 @@ def prepare_many(engine: Engine, texts: Sequence[str]) -> Sentences:
         pieces=pieces,
         piece_starts=piece_starts[:-1],
         piece_ends=piece_starts[1:],
+        used_before=used_before,
         table=table,
         prepared=prepared,
         errors=errors,

@@ -374,7 +374,7 @@ class WriteBehind:
 
     Writing a chunk's Parquet row group takes the parent tens of milliseconds; written in the parent's
     loop, those were milliseconds in which no worker got its next chunk or could hand in its result
-    (measured: --format parquet kept 1.5 of 2 cores busy). pyarrow and file writes release the GIL, so
+    (measured: --format parquet kept 1.5-1.7 of 2 cores busy). pyarrow and file writes release the GIL, so
     the loop goes on meanwhile. One block at most is being written (memory stays bounded; the pool
     keeps its bytes valid until the next but one is asked for), and the sink is only ever used by one
     thread at a time. A write's error (a full disk) is raised at the next write or at close, which

@@ -208,6 +208,21 @@ class Lexicon:
                 rows.append(-1 if row is None else row)
 
 
+def offsets(counts: np.ndarray, dtype=np.int64) -> np.ndarray:
+    """Runs of ``counts`` (n,) items laid end to end -> (n + 1,) where each run begins, then their end:
+    0, c0, c0 + c1, ... (the layout of :meth:`TokenTable.chunk`'s pieces and of batch's flat columns)."""
+    starts = np.zeros(len(counts) + 1, dtype)  # (n + 1,)
+    np.cumsum(counts, out=starts[1:])
+    return starts
+
+
+def places(counts: np.ndarray) -> np.ndarray:
+    """Runs of ``counts`` (n,) items laid end to end -> (sum counts,) each item's place in its own run:
+    0, 1, ..., c0 - 1, 0, 1, ..."""
+    starts = offsets(counts)  # (n + 1,)
+    return np.arange(int(starts[-1])) - np.repeat(starts[:-1], counts)
+
+
 class TokenTable:
     """A chunk of texts -> every token's store row, in a few whole-chunk calls: batch's resolver.
 
@@ -284,15 +299,11 @@ class TokenTable:
             self._flush()
             ids[missing] = list(map(self.entries.__getitem__, unseen))
         width = self.width[ids]  # (m,) pieces per word (0: a word of format characters only)
-        ends = np.cumsum(width)  # (m,) pieces up to and including each word
-        word_starts = np.zeros(len(texts) + 1, np.int64)  # (n + 1,) where each text's words begin
-        np.cumsum(counts, out=word_starts[1:])
-        starts = np.concatenate([[0], ends])[word_starts]  # (n + 1,)
+        starts = offsets(width)[offsets(counts)]  # (n + 1,) where each text's pieces begin: at its first word's
         if not len(ids) or width.min() == width.max() == 1:  # every word is one token (of letters and digits)
             return self.first[ids], starts
         # (P,) each word's first piece, repeated over its pieces, plus 0, 1, ... within the word
-        within = np.arange(int(ends[-1])) - np.repeat(ends - width, width)
-        return np.repeat(self.first[ids], width) + within, starts
+        return np.repeat(self.first[ids], width) + places(width), starts
 
     def _add(self, words: list[str]) -> None:
         """Entries for words not seen before, each token resolved as :meth:`Lexicon.sentence`
