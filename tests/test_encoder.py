@@ -40,9 +40,17 @@ def padded(sentences):
 def torch_bert(tensors: dict[str, np.ndarray], config: EncoderConfig, ids: np.ndarray, real: np.ndarray):
     """BERT's forward pass written with torch's own operations, from the Hugging Face tensors."""
     import torch
-    import torch.nn.functional as F
 
     t = {name: torch.from_numpy(np.array(array)) for name, array in tensors.items()}
+    hidden, attentions = torch_bert_tensors(t, config, ids, real)
+    return [h.numpy() for h in hidden], [a.numpy() for a in attentions]
+
+
+def torch_bert_tensors(t: dict, config: EncoderConfig, ids: np.ndarray, real: np.ndarray):
+    """:func:`torch_bert` on torch tensors (which may require gradients): (hidden states, attentions) as tensors."""
+    import torch
+    import torch.nn.functional as F
+
     ids_t, B, T = torch.from_numpy(ids), *ids.shape
     H, dh = config.heads, config.head_dim
     x = t["embeddings.word_embeddings.weight"][ids_t] + t["embeddings.position_embeddings.weight"][:T]
@@ -71,7 +79,7 @@ def torch_bert(tensors: dict[str, np.ndarray], config: EncoderConfig, ids: np.nd
         x = norm(x + lin(inner, "output.dense"), p + "output.LayerNorm")
         hidden.append(x)
         attentions.append(w)
-    return [h.numpy() for h in hidden], [a.numpy() for a in attentions]
+    return hidden, attentions
 
 
 def worst(ours, theirs, real):
@@ -153,9 +161,9 @@ def test_the_per_token_steps_run_on_the_real_pieces_alone(monkeypatch):
     embeddings), as the next layer's keys need."""
     rows_seen = []
 
-    def spy(rows, layer, out=None):
+    def spy(rows, layer, out=None, keep=None):
         rows_seen.append(len(rows))
-        return feed_forward(rows, layer, out)
+        return feed_forward(rows, layer, out, keep)
 
     monkeypatch.setattr(encoder_module, "feed_forward", spy)
     weights = random_weights(TINY, seed=5)

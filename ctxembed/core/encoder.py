@@ -301,12 +301,32 @@ def random_weights(config: EncoderConfig, *, seed: int = 0, dtype=np.float32) ->
 # ---------------------------------------------------------------- the pieces of a layer
 
 
-def affine_layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
-    """BERT's LayerNorm, in place: x (..., D) -> (x - mean) / sqrt(var + eps) * gain + bias, same array."""
+@dataclass(frozen=True)
+class Standardized:
+    """What a LayerNorm kept for the backward pass (``keep``): its input standardised, and the divisor."""
+
+    normed: np.ndarray  # (..., D) (x - mean) / std, before gain and bias
+    std: np.ndarray  # (..., 1) sqrt(var + eps)
+
+
+def standardize(x: np.ndarray, eps: float) -> np.ndarray:
+    """x (..., D) -> (x - mean) / sqrt(var + eps) in place; returns that divisor, the std (..., 1)."""
     x -= x.mean(axis=-1, keepdims=True)  # (..., D) centred
     variance = np.einsum("...i,...i->...", x, x)[..., None] / x.shape[-1]  # (..., 1), biased like torch
     variance += eps
-    x /= np.sqrt(variance, out=variance)  # (..., D)
+    std = np.sqrt(variance, out=variance)  # (..., 1)
+    x /= std  # (..., D)
+    return std
+
+
+def affine_layer_norm(
+    x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: float, keep: list | None = None
+) -> np.ndarray:
+    """BERT's LayerNorm, in place: x (..., D) -> (x - mean) / sqrt(var + eps) * gain + bias, same array.
+    ``keep`` (a list): a :class:`Standardized` is appended, what the backward pass reads."""
+    std = standardize(x, eps)  # (..., 1); x (..., D) standardised
+    if keep is not None:
+        keep.append(Standardized(x.copy(), std))  # (..., D), (..., 1)
     x *= gain  # (..., D) * (D,)
     x += bias
     return x
@@ -323,27 +343,47 @@ _PHI_Q = _ERF_P / math.sqrt(2)
 _PHI_C = tuple(a / 2 for a in _ERF_A)
 
 
-def gelu(x: np.ndarray) -> np.ndarray:
+def gelu(x: np.ndarray, slope: np.ndarray | None = None) -> np.ndarray:
     """Exact GELU, x Phi(x) = x (1 + erf(x / sqrt 2)) / 2, BERT's "gelu", in place on x (N, F) (or any shape).
 
     float32 evaluates Phi by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7), GELU_ROWS rows at a time so
-    each block stays in cache; float64 calls math.erf on each element (exact, slow: equivalence runs only)."""
+    each block stays in cache; float64 calls math.erf on each element (exact, slow: equivalence runs only).
+    ``slope`` (x's shape), when given, receives the derivative of what is computed, at x: the backward
+    pass's GELU'(x) (of the polynomial in float32, of the exact GELU in float64)."""
     if x.dtype != np.float32:
         erf = np.vectorize(math.erf, otypes=[x.dtype])
-        x *= 0.5 * (1.0 + erf(x / math.sqrt(2)))  # (..., F)
+        phi = 0.5 * (1.0 + erf(x / math.sqrt(2)))  # (..., F) Phi(x)
+        if slope is not None:
+            slope[...] = phi + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)  # (..., F) Phi(x) + x phi(x)
+        x *= phi  # (..., F)
         return x
     rows = x.reshape(-1, x.shape[-1])  # (N, F) a view
-    scratch = np.empty((3, min(GELU_ROWS, len(rows)), rows.shape[1]), np.float32)  # (3, <=32, F) reused by every block
+    slopes = None if slope is None else slope.reshape(rows.shape)  # (N, F) a view
+    n = min(GELU_ROWS, len(rows))
+    scratch = np.empty((3 if slope is None else 4, n, rows.shape[1]), np.float32)  # (3 or 4, <=32, F) reused
     for start in range(0, len(rows), GELU_ROWS):
         block = rows[start : start + GELU_ROWS]  # (n, F)
-        _gelu_block(block, *scratch[:, : len(block)])  # in place
+        if slopes is None:
+            _gelu_block(block, *scratch[:, : len(block)])  # in place
+        else:
+            *spare, extra = scratch[:, : len(block)]
+            _gelu_block(block, *spare, slopes[start : start + GELU_ROWS], extra)  # in place, and its slope
     return x
 
 
-def _gelu_block(h: np.ndarray, a: np.ndarray, t: np.ndarray, poly: np.ndarray) -> None:
+def _gelu_block(
+    h: np.ndarray,
+    a: np.ndarray,
+    t: np.ndarray,
+    poly: np.ndarray,
+    slope: np.ndarray | None = None,
+    extra: np.ndarray | None = None,
+) -> None:
     """GELU of a float32 block h (n, F) in place, as x Phi(x) = max(x, 0) - |x| Phi(-|x|) (a, t, poly: scratch (n, F)).
 
-    One exp and 19 cheap passes; the Python-float constants keep every step float32 (NEP 50)."""
+    One exp and 19 cheap passes; the Python-float constants keep every step float32 (NEP 50). With
+    ``slope`` (n, F) (and ``extra``, scratch (n, F)) the derivative of the same formula goes there:
+    with P(a) = poly(t) exp(-a^2 / 2) ~ Phi(-a), GELU'(x) = 1 - (aP)'(a) for x > 0, (aP)'(a) otherwise."""
     np.abs(h, out=a)  # (n, F) a = |x|
     np.add(a, 1 / _PHI_Q, out=t)
     np.divide(1 / _PHI_Q, t, out=t)  # (n, F) t = 1 / (1 + q a), written (1/q) / (1/q + a): one pass fewer
@@ -351,10 +391,26 @@ def _gelu_block(h: np.ndarray, a: np.ndarray, t: np.ndarray, poly: np.ndarray) -
     for c in reversed(_PHI_C[:4]):
         poly += c
         poly *= t  # Horner: t (c1 + t (c2 + ...))
+    if slope is not None:
+        np.multiply(t, 5 * _PHI_C[4], out=slope)  # (n, F) poly'(t) = c1 + 2 c2 t + ... + 5 c5 t^4, by Horner
+        for power, c in reversed(list(enumerate(_PHI_C[:4], start=1))):
+            slope += power * c
+            if power > 1:
+                slope *= t
+        slope *= t
+        slope *= t
+        slope *= -_PHI_Q  # (n, F) poly'(t) dt/da, dt/da = -q t^2
+        np.multiply(a, poly, out=extra)  # (n, F)
+        slope -= extra  # (n, F) (d/da of poly(t) exp(-a^2 / 2)) / exp(-a^2 / 2)
     np.square(a, out=t)  # t = a^2 (t is no longer needed)
     t *= -0.5
     np.exp(t, out=t)  # exp(-a^2 / 2)
     poly *= t  # Phi(-a)
+    if slope is not None:
+        slope *= t  # (n, F) P'(a)
+        slope *= a
+        slope += poly  # (n, F) (aP)'(a) = P + a P'
+        np.subtract(1, slope, out=slope, where=h > 0)  # (n, F) GELU'(x)
     poly *= a  # |x| Phi(-|x|)
     h += a
     h *= 0.5  # max(x, 0) = (x + |x|) / 2 exactly, and faster than np.maximum with a scalar
@@ -384,6 +440,7 @@ class EncoderOutput:
     hidden: np.ndarray  # (L + 1, B, T, D) the embeddings' output, then each layer's; padding rows mean nothing
     weights: np.ndarray | None  # (L, B, H, T, T) every layer's and head's attention; padding keys get 0
     values: list[np.ndarray] | None = None  # with keep_values: per layer (B, H, T, d_h) the values v
+    tape: EncoderTape | None = None  # with tape: what the backward pass reads
 
 
 def project_qkv(rows: np.ndarray, layer: EncoderLayer, config: EncoderConfig, B: int, T: int):
@@ -408,25 +465,35 @@ def attention_out(context: np.ndarray, layer: EncoderLayer, real: np.ndarray | N
     return out
 
 
-def add_and_norm(out: np.ndarray, rows: np.ndarray, norm: tuple[np.ndarray, np.ndarray], eps: float) -> np.ndarray:
-    """Residual, then LayerNorm, in place on out (B*T, D): LayerNorm(rows + out)."""
+def add_and_norm(
+    out: np.ndarray, rows: np.ndarray, norm: tuple[np.ndarray, np.ndarray], eps: float, keep: list | None = None
+) -> np.ndarray:
+    """Residual, then LayerNorm, in place on out (B*T, D): LayerNorm(rows + out) (``keep``: see
+    :func:`affine_layer_norm`)."""
     out += rows  # residual
-    return affine_layer_norm(out, *norm, eps)  # (B*T, D)
+    return affine_layer_norm(out, *norm, eps, keep)  # (B*T, D)
 
 
 FFN_ROWS = 512  # rows per feed-forward block: a (512, F) inner block stays in cache between its two products
 
 
-def feed_forward(rows: np.ndarray, layer: EncoderLayer, out: np.ndarray | None = None) -> np.ndarray:
+def feed_forward(
+    rows: np.ndarray, layer: EncoderLayer, out: np.ndarray | None = None, keep: list | None = None
+) -> np.ndarray:
     """GELU(x W_1 + b_1) W_2 + b_2: rows (B*T, D) -> (B*T, D), before the residual, FFN_ROWS rows at a time,
-    into ``out`` (B*T, D) when given."""
+    into ``out`` (B*T, D) when given. ``keep`` (a list): (GELU's outputs (B*T, F), its slopes GELU'
+    (B*T, F)) is appended, what the backward pass reads."""
     out = np.empty((len(rows), layer.W_2.shape[1]), rows.dtype) if out is None else out  # (B*T, D)
+    kept = None if keep is None else np.empty((2, len(rows), layer.W_1.shape[1]), rows.dtype)  # (2, B*T, F)
     for start in range(0, len(rows), FFN_ROWS):
-        inner = rows[start : start + FFN_ROWS] @ layer.W_1  # (n, D) x (D, F) -> (n, F)
-        inner += layer.b_1
-        gelu(inner)  # (n, F) in place
-        np.matmul(inner, layer.W_2, out=out[start : start + FFN_ROWS])  # (n, F) x (F, D) -> (n, D)
+        block = slice(start, start + FFN_ROWS)
+        inner = np.matmul(rows[block], layer.W_1, out=None if kept is None else kept[0, block])  # (n, D) x (D, F)
+        inner += layer.b_1  # (n, F)
+        gelu(inner, None if kept is None else kept[1, block])  # (n, F) in place
+        np.matmul(inner, layer.W_2, out=out[block])  # (n, F) x (F, D) -> (n, D)
     out += layer.b_2
+    if keep is not None:
+        keep.append((kept[0], kept[1]))  # (B*T, F) each
     return out
 
 
@@ -439,6 +506,7 @@ def encoder_layer(
     out: np.ndarray,
     real: np.ndarray | None = None,
     weights_out: np.ndarray | None = None,
+    keep: list | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One layer: x (B, T, D) -> output written into ``out`` (B, T, D) (encode's own hidden[l + 1]: no copy);
     returns (the output's real rows (N, D), weights (B, H, T, T), values v (B, H, T, d_h)). The weights
@@ -449,16 +517,49 @@ def encoder_layer(
     the pieces and ``rows`` (N, D) holds x's real rows, packed: attention needs the padded layout, so
     q, k, v are made for every position from x (whose padding rows must be finite: cheaper than putting
     (N, 3D) packed rows back in place), and every step after it (output projection, feed-forward, both
-    LayerNorms) runs on the N real rows alone; the output's padding rows keep what ``out`` held."""
+    LayerNorms) runs on the N real rows alone; the output's padding rows keep what ``out`` held.
+    ``keep`` (a list): the layer's :class:`LayerTape` is appended, what the backward pass reads."""
     B, T, D = x.shape
     q, k, v = project_qkv(x.reshape(B * T, D), layer, config, B, T)  # (B, H, T, d_h) each
     context, weights = attention(q, k, v, key_bias=key_bias, out=weights_out)  # (B, H, T, d_h), (B, H, T, T)
-    attended = add_and_norm(attention_out(context, layer, real), rows, layer.norm1, config.eps)  # (N, D)
+    saved = None if keep is None else []  # the LayerNorms' and the feed-forward's tape, in the order they run
+    merged = attention_out(context, layer, real)  # (N, D)
+    attended = add_and_norm(merged, rows, layer.norm1, config.eps, saved)  # (N, D)
     into = out.reshape(B * T, D) if real is None else None  # (B*T, D) a view of out: no padding, no copy
-    rows = add_and_norm(feed_forward(attended, layer, into), attended, layer.norm2, config.eps)  # (N, D)
+    output = add_and_norm(feed_forward(attended, layer, into, saved), attended, layer.norm2, config.eps, saved)
     if real is not None:
-        out[real] = rows  # (B, T, D)[real] = (N, D): the pieces' rows back in place
-    return rows, weights, v
+        out[real] = output  # (B, T, D)[real] = (N, D): the pieces' rows back in place
+    if keep is not None:
+        norm1, (inner, slope), norm2 = saved
+        keep.append(LayerTape(rows, q, k, v, weights, context, norm1, attended, inner, slope, norm2))
+    return output, weights, v
+
+
+@dataclass(frozen=True)
+class LayerTape:
+    """What one layer's forward pass keeps for its backward pass (``encode(..., tape=True)``): N real rows."""
+
+    rows: np.ndarray  # (N, D) the layer's input
+    q: np.ndarray  # (B, H, T, d_h)
+    k: np.ndarray  # (B, H, T, d_h)
+    v: np.ndarray  # (B, H, T, d_h)
+    weights: np.ndarray  # (B, H, T, T) the attention weights; padding keys 0
+    context: np.ndarray  # (B, H, T, d_h) weights @ v
+    norm1: Standardized  # (N, D), (N, 1) the residual after attention, standardised
+    attended: np.ndarray  # (N, D) LayerNorm1's output: the feed-forward's input
+    inner: np.ndarray  # (N, F) GELU(attended W_1 + b_1)
+    slope: np.ndarray  # (N, F) GELU' at attended W_1 + b_1
+    norm2: Standardized  # (N, D), (N, 1) the residual after the feed-forward, standardised
+
+
+@dataclass(frozen=True)
+class EncoderTape:
+    """What :func:`encode` keeps with ``tape=True``: all the backward pass reads (ctxembed.train.encoder_backprop)."""
+
+    ids: np.ndarray  # (B, T) piece ids
+    real: np.ndarray  # (B, T) bool: True = a piece
+    norm: Standardized  # (N, D), (N, 1) the embeddings' sum, standardised (real rows)
+    layers: list[LayerTape]
 
 
 @dataclass(frozen=True)
@@ -505,14 +606,16 @@ def trace_layer(
     return traced.sentence(0, T) if unbatched else traced
 
 
-def embed(weights: EncoderWeights, ids: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def embed(
+    weights: EncoderWeights, ids: np.ndarray, out: np.ndarray | None = None, keep: list | None = None
+) -> np.ndarray:
     """Piece ids (B, T) -> the first layer's input (B, T, D): word + position + segment 0, then LayerNorm;
-    into ``out`` (B, T, D) when given (encode's own hidden[0]: no copy)."""
+    into ``out`` (B, T, D) when given (encode's own hidden[0]: no copy); ``keep``: see :func:`affine_layer_norm`."""
     B, T = ids.shape
     x = np.take(weights.word, ids, axis=0, out=out)  # (B, T, D) the pieces' rows
     x += weights.position[:T]  # (B, T, D) + (T, D)
     x += weights.segment[0]  # (B, T, D) + (D,)
-    return affine_layer_norm(x, *weights.norm, weights.config.eps)  # (B, T, D)
+    return affine_layer_norm(x, *weights.norm, weights.config.eps, keep)  # (B, T, D)
 
 
 def encode(
@@ -522,6 +625,7 @@ def encode(
     *,
     keep_weights: bool = True,
     keep_values: bool = False,
+    tape: bool = False,
 ) -> EncoderOutput:
     """Run the encoder on a padded batch: ids (B, T) int, real (B, T) bool (True = a piece, False = padding).
 
@@ -529,7 +633,8 @@ def encode(
     (L, B, H, T, T). A sentence's numbers do not depend on the padding around it (padding keys get
     weight exactly 0), up to float32 rounding of the batched matrix products. Padding rows are left out
     of every step after q, k, v and attention (:func:`encoder_layer`): in ``hidden`` they mean nothing
-    (0 after the embeddings), and neither do the weights of padding queries."""
+    (0 after the embeddings), and neither do the weights of padding queries. ``tape`` keeps what the
+    backward pass reads (:class:`EncoderTape`); every number is the same as without it, bit for bit."""
     ids = np.asarray(ids)
     real = np.asarray(real, dtype=bool)
     config = weights.config
@@ -542,17 +647,25 @@ def encode(
     padded = not real.all()
     key_bias = np.where(real, 0.0, -np.inf).astype(dtype) if padded else None  # (B, T) padding keys: -inf
     hidden = np.empty((config.layers + 1, B, T, config.hidden), dtype)  # (L+1, B, T, D)
-    x = embed(weights, ids, out=hidden[0])  # (B, T, D)
+    norms = [] if tape else None
+    x = embed(weights, ids, out=hidden[0], keep=norms)  # (B, T, D)
     rows = x.reshape(B * T, -1)  # (B*T, D) every row is a piece: no gather, no scatter
     if padded:
         hidden[1:, ~real] = 0  # (L, P, D) the padding rows, never written by the layers: finite, as q, k, v need
         rows = x[real]  # (N, D) the real pieces' rows, gathered once
     attentions = np.empty((config.layers, B, config.heads, T, T), dtype) if keep_weights else None  # (L, B, H, T, T)
     values = [] if keep_values else None
+    layer_tapes = [] if tape else None
     for number, layer in enumerate(weights.layers):
         x, out = hidden[number], hidden[number + 1]  # (B, T, D) the layer's input; it writes its output in out
         into = None if attentions is None else attentions[number]  # (B, H, T, T) where its weights go
-        rows, _, v = encoder_layer(x, rows, layer, config, key_bias, out, real if padded else None, into)
+        rows, _, v = encoder_layer(x, rows, layer, config, key_bias, out, real if padded else None, into, layer_tapes)
         if values is not None:
             values.append(np.ascontiguousarray(v))  # (B, H, T, d_h)
-    return EncoderOutput(hidden, attentions, values)
+    kept = None
+    if tape:
+        [norm] = norms
+        by_row = norm if not padded else Standardized(norm.normed[real], norm.std[real])  # (N, D), (N, 1)
+        flat = Standardized(by_row.normed.reshape(-1, config.hidden), by_row.std.reshape(-1, 1))  # (N, D), (N, 1)
+        kept = EncoderTape(ids, real, flat, layer_tapes)
+    return EncoderOutput(hidden, attentions, values, kept)
