@@ -83,7 +83,7 @@ def attend_document(
     top: int = default("top"),
 ) -> dict:
     summary = mean_over_heads(result.weights[-1])  # (h, T, T) -> (T, T) the last layer
-    a = engine.settings.attention
+    masks = engine.card.masks
     doc = {
         "schema": "ctxembed.attend/5",
         "vectors": vectors,
@@ -95,9 +95,9 @@ def attend_document(
         "weights": result.weights,  # (L, h, T, T)
         "masked_keys": masked_keys(
             len(result.prepared.used),
-            causal=a.causal,
-            exclude_self=a.exclude_self,
-            twins=twin_ids(result.static) if a.exclude_twins else None,
+            causal=masks.causal,
+            exclude_self=masks.exclude_self,
+            twins=twin_ids(result.static) if masks.exclude_twins else None,
         ),
         "top_attended": top_attended(summary, result, top),
         "static_contextual_cosine": result.moved(),

@@ -44,6 +44,9 @@ def test_rows_are_words_and_weights_are_layers_heads_words_words(engine):
     assert result.weights.shape == (engine.layers, engine.heads, T, T)
     first, second = result.index_of("bank"), result.index_of("bank#2")
     assert (first, second) == (5, 8)
+    # the textbook path without positions gives a word's copies one vector: positions tell them apart
+    placed = open_engine(None, "textbook", heads=2, layers=2, positions=True)
+    [result] = placed.run([placed.prepare("we sat on the river bank by the bank")])
     assert not np.array_equal(result.contextual[first], result.contextual[second])  # context differs
 
 
@@ -53,3 +56,32 @@ def test_importing_the_contract_or_the_registry_does_not_load_an_engine():
         "print('ctxembed.engine.glove' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+def test_the_glove_card_says_what_its_settings_make_it():
+    from ctxembed.engine.contract import ModelCard
+
+    card = open_engine(None, "default").card
+    assert isinstance(card, ModelCard) and (card.name, card.family, card.units) == ("glove", "attention", "words")
+    assert (card.layers, card.heads, card.out_dim) == (1, 1, card.dim) and card.dim > 0
+    assert card.masks.masked == ("self", "twins") and not card.masks.causal and not card.masks.hidden
+    assert card.readout == "0.2·h0 + 0.8·h1" and not card.trained
+    assert {"vectors", "limit", "trust", "oov", "max_tokens", "causal", "heads"} <= card.options
+    causal = open_engine(None, "textbook", causal=True, residual=True, residual_scale=0.5, layers=2).card
+    assert causal.masks.masked == ("causal",) and causal.readout == "the last layer" and causal.residual == 0.5
+
+
+def test_the_column_kernel_is_declared_not_probed(engine):
+    from ctxembed.engine.contract import ColumnKernel
+
+    assert engine.columns is engine and isinstance(engine.columns, ColumnKernel)
+
+
+def test_the_trained_card_hides_its_special_pieces_and_takes_only_max_tokens(minilm_folder):
+    engine = open_engine(model="minilm")
+    card = engine.card
+    assert (card.name, card.family, card.units, card.trained) == ("minilm", "bert", "wordpieces", True)
+    assert (card.layers, card.heads, card.dim, card.out_dim) == (6, 12, 384, 384)
+    assert card.masks.masked == () and card.masks.hidden == ("[CLS]", "[SEP]")
+    assert card.options == frozenset({"max_tokens"}) and engine.columns is None
+    assert card.readout.count("h") == 7  # the mean of h0 ... h6

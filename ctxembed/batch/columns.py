@@ -347,7 +347,7 @@ def _group_inputs(engine: Engine, sentences: Sentences, groups: list[np.ndarray]
     None for an empty group). Consecutive groups are gathered from the store together, up to
     SLAB_FLOATS floats (see :func:`_slab_rows`), and their twins found together (:func:`flat_twins`)."""
     lengths = sentences.lengths
-    exclude_twins = engine.settings.attention.exclude_twins
+    exclude_twins = engine.card.masks.exclude_twins
     for slab in _slabs(groups, lengths, engine.dim):
         gathered = np.concatenate(slab)  # (S,)
         if len(gathered):

@@ -67,8 +67,8 @@ def attend(
     check_saves(save)
     check_reading(attention, head=None if explain else head, all_heads=all_heads)
     ex = explorer()
-    a = ex.settings.attention
-    check_view(a.layers, a.heads, layer, head)
+    card = ex.engine.card
+    check_view(card.layers, card.heads, layer, head)
     shape = {"attention": attention, "top": top, "with_vectors": with_vectors}
     try:
         result = ex.explain(text, layer=layer, head=head, word=word, **shape) if explain else ex.attend(text, **shape)
@@ -88,7 +88,7 @@ def attend(
         doc,
         json_out,
         "render_attend_explained",
-        layer=a.layers - 1 if layer is None else layer,
+        layer=card.layers - 1 if layer is None else layer,
         head=head,
         all_heads=all_heads,
         all_layers=all_layers,

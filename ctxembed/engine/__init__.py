@@ -17,6 +17,9 @@ from typing import Any
 
 _EXPORTS = {
     "ContextEngine": "contract",
+    "ModelCard": "contract",
+    "Masks": "contract",
+    "ColumnKernel": "contract",
     "Prepared": "sentence",
     "Contextualized": "sentence",
     "LayerTrace": "sentence",

@@ -18,19 +18,99 @@ the model ran on, and say so: ``attention_parts`` (the readings) and ``layer_tra
 
 Commands, reports and views depend on this contract, never on one engine: they ask the registry
 (:func:`ctxembed.engine.registry.open_engine`) for an engine by its model name, and no code outside
-an engine writes ``if model == ...``.
+an engine writes ``if model == ...``. What a model is (its sizes, units, masks, read-out, the options
+it takes) they read from its card, :class:`ModelCard` (``engine.card``), never from one model's
+settings; what a model can do beyond the contract is declared (``engine.columns``, batch's column
+kernel, or None), never probed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ctxembed.core.abtt import TopRemoval
     from ctxembed.engine.sentence import AttentionParts, Contextualized, LayerTrace, Prepared
-    from ctxembed.presets import Settings
+    from ctxembed.vectors.lexicon import Lexicon
     from ctxembed.vectors.store import VectorStore
+
+WORDS, WORDPIECES = "words", "wordpieces"  # ModelCard.units: the units a model attends over
+
+
+@dataclass(frozen=True)
+class Masks:
+    """Which keys each query of the word-level maps cannot attend to, and why: what a document's
+    ``masked_keys`` lists and a view draws as masked. All off: every key is open."""
+
+    causal: bool = False  # the keys after the query (a decoder, or --causal)
+    exclude_self: bool = False  # the query's own key (--exclude-self)
+    exclude_twins: bool = False  # the keys with the query's static vector, its copies (--exclude-twins)
+    hidden: tuple[str, ...] = ()  # units it attends to that the word maps leave out ([CLS], [SEP])
+    about: str = ""  # why, in a line for people ("" when nothing is masked or hidden)
+
+    @property
+    def masked(self) -> tuple[str, ...]:
+        """The names of the masks that are on, in the order the views list them."""
+        on = (("self", self.exclude_self), ("twins", self.exclude_twins), ("causal", self.causal))
+        return tuple(name for name, is_on in on if is_on)
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """What a model is, for every command, report and view: read this, never one model's settings.
+
+    A result's rows are words whatever ``units`` says (see the module's docstring); ``units`` says
+    what the model attends over inside (the level ``--explain`` and the readings show)."""
+
+    name: str  # the registry's name: what --model takes and a document records
+    family: str  # how it is built and loaded: "attention" (static vectors + attention), "bert", ...
+    layers: int  # L: a result's weights are (L, h, T, T)
+    heads: int  # h: heads per layer
+    dim: int  # d: a static vector's size
+    out_dim: int  # d_out: a contextual vector's size
+    units: str  # WORDS or WORDPIECES: what the model attends over
+    masks: Masks  # the keys the word-level maps mask, and why
+    readout: str  # how a contextual vector is read out of the layers: "the last layer", "0.2·h0 + 0.8·h1"
+    options: frozenset[str]  # the settings and read options it takes, by their Python names (preset, vectors, ...)
+    trained: bool  # its weights are its own: no preset and no attention setting shapes it
+    # λ when the last layer's output is (...) + λ·x with no norm after it (0: none): the part of a
+    # contextual vector that is the word's own input (senses' own term)
+    residual: float = 0.0
+    upstream: str | None = None  # where a trained model's weights come from (Hugging Face's name)
+
+
+@runtime_checkable
+class ColumnKernel(Protocol):
+    """Batch's column kernel (:mod:`ctxembed.batch.columns`), an optional part of the contract
+    (``engine.columns``): a model whose sentences of one length run as one array of static vectors
+    (B, T, d), with the same arithmetic as ``run``. A model without one runs batch through ``prepare``
+    and ``run``."""
+
+    lexicon: Lexicon  # word -> pieces -> rows: a chunk's words resolved at once (TokenTable)
+    store: VectorStore
+    dim: int
+    out_dim: int
+    max_tokens: int
+    oov: str
+
+    def plan_groups(self, lengths: np.ndarray, *, weights: bool = True) -> list[np.ndarray]:
+        """The groups sentences of these lengths (n,) run in: arrays of indices."""
+
+    def run_group(self, static: np.ndarray, bias: np.ndarray | None, **keywords: Any) -> Any:
+        """B sentences of one length T: static (B, T, d), key biases (B, T) -> their GroupArrays."""
+
+    def run_rows(self, static: np.ndarray, bias: np.ndarray | None, rows: np.ndarray, twins: Any = ...) -> Any:
+        """One token's contextual vector per sentence (B, d_out), or None when only run_group can."""
+
+    def key_bias(self, ranks: np.ndarray) -> np.ndarray | None:
+        """(..., T) frequency ranks -> (..., T) key biases, or None."""
+
+    def fits_weights_budget(self, lengths: int | np.ndarray) -> bool | np.ndarray:
+        """Whether a sentence of ``lengths`` words keeps weights within the budget."""
 
 
 @runtime_checkable
@@ -45,7 +125,8 @@ class ContextEngine(Protocol):
     intermediate step (what ``--explain`` shows)."""
 
     model: str  # the registry's name for it: what --model names and a document records
-    settings: Settings  # the attention settings it runs with (layers, heads, mix, ...)
+    card: ModelCard  # what the model is: sizes, units, masks, read-out, options taken
+    columns: ColumnKernel | None  # batch's column kernel, or None: batch runs prepare and run
     store: VectorStore  # the neighbour search space: words with (d,) static vectors
     dim: int  # d: a static vector's size (the store's)
     out_dim: int  # d_out: a contextual vector's size

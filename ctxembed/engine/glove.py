@@ -38,25 +38,23 @@ from ctxembed.core.mix import LayerMix
 from ctxembed.core.projections import LayerParams
 from ctxembed.core.readings import sent_vectors
 from ctxembed.declarations import DEFAULT_MAX_TOKENS, AttentionConfig, ReadOptions
-from ctxembed.engine.projections import projection_params, projections_text, resolve_settings, top_removal
-from ctxembed.engine.sentence import (
-    NO_STEPS,
-    AttentionParts,
-    Contextualized,
-    LayerTrace,
-    Prepared,
+from ctxembed.engine.contract import ModelCard
+from ctxembed.engine.projections import (
+    layer_mix,
+    projection_params,
+    projections_text,
+    resolve_settings,
+    settings_card,
+    top_removal,
 )
+from ctxembed.engine.sentence import NO_STEPS, AttentionParts, Contextualized, LayerTrace, Prepared
 from ctxembed.errors import DataError, SettingError
 from ctxembed.output import say
 from ctxembed.presets import Settings, fit_to_vectors
 from ctxembed.vectors.lexicon import Lexicon, too_many_tokens
-from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.sources import open_vectors
 from ctxembed.vectors.store import VectorStore
-from ctxembed.vectors.weights import (
-    check_trained_weights,
-    weights_path,
-)
+from ctxembed.vectors.weights import check_trained_weights, weights_path
 
 # Floats one group of sentences holds at once in each of its arrays (512 KB of float32): a group's
 # (B, T, d) vectors stay in a core's cache between steps, and the memory of a chunk's attention is
@@ -145,9 +143,19 @@ class Engine:
             )
         except ValueError as exc:
             raise SettingError(str(exc)) from None
-        self.mix = self._layer_mix()
+        self.mix = layer_mix(settings, self.dim, self.out_dim)  # None: the last layer alone
         # Zipf estimate of a word's probability from its frequency rank: p(r) = 1 / (r * H_N)
         self._harmonic = math.log(max(len(store), 1)) + _EULER_GAMMA
+
+    @cached_property
+    def card(self) -> ModelCard:
+        readout = "the last layer" if self.mix is None else self.mix.formula()
+        return settings_card(self.settings, self.dim, self.out_dim, readout)
+
+    @property
+    def columns(self) -> Engine:
+        """Batch's column kernel (:mod:`ctxembed.batch.columns`): this engine's own run_group and plan_groups."""
+        return self
 
     @property
     def layers(self) -> int:
@@ -196,20 +204,6 @@ class Engine:
             positions=a.positions and layer == 0,
             shared_projection=self.settings.abtt > 0 and layer == 0,
         )
-
-    def _layer_mix(self) -> LayerMix | None:
-        """The mix the settings name, checked against the layers (None: the last layer alone)."""
-        mix = resolve_mix(self.settings.mix, self.settings.attention.layers)
-        if mix is not None and self.settings.mix_norm:
-            mix = replace(mix, normalize=True)
-        if mix is not None and self.out_dim != self.dim:
-            raise SettingError(
-                f"{{mix}} adds the layers up, but attention outputs have {self.out_dim} dimensions and its "
-                f"input {self.dim}: use {{output_projection}}, or {{mix}} off",
-                "mix",
-                "output_projection",
-            )
-        return mix
 
     # ------------------------------------------------------------------ sentences
     def prepare(self, text: str, *, words: Sequence[str] | None = None) -> Prepared:

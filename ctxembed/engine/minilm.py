@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from ctxembed.core.mix import LayerMix
 from ctxembed.core.pieces import word_attention, word_vectors
 from ctxembed.core.readings import sent_vectors
 from ctxembed.declarations import DEFAULT_MAX_TOKENS
+from ctxembed.engine.contract import WORDPIECES, Masks, ModelCard
 from ctxembed.engine.sentence import NO_STEPS, AttentionParts, Contextualized, LayerTrace, Prepared
 from ctxembed.errors import DataError
 from ctxembed.presets import PRESETS, Settings
@@ -79,6 +81,7 @@ class MiniLMEngine:
 
     model = "minilm"
     removal = None  # no all-but-the-top: the model's own space
+    columns = None  # no column kernel: batch runs prepare and run
 
     def __init__(
         self,
@@ -109,6 +112,23 @@ class MiniLMEngine:
         self.readout = f"mean of h0..h{self.layers}" if self.mix is None else self.mix.formula()
         self.mix = self.mix or LayerMix(
             np.full(self.layers + 1, 1 / (self.layers + 1)), 1.0, "mean of the hidden states"
+        )
+
+    @cached_property
+    def card(self) -> ModelCard:
+        return ModelCard(
+            name=self.model,
+            family="bert",
+            layers=self.layers,
+            heads=self.heads,
+            dim=self.dim,
+            out_dim=self.out_dim,
+            units=WORDPIECES,
+            masks=Masks(hidden=("[CLS]", "[SEP]"), about=HIDDEN),
+            readout=self.mix.formula(),
+            options=frozenset({"max_tokens"}),
+            trained=True,
+            upstream="sentence-transformers/all-MiniLM-L6-v2",
         )
 
     @property

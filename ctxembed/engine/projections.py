@@ -10,9 +10,12 @@ from typing import Any
 
 from ctxembed.budget import check_projections
 from ctxembed.core.abtt import TopRemoval
+from ctxembed.core.mix import LayerMix
 from ctxembed.core.projections import LayerParams, random_params
+from ctxembed.engine.contract import WORDS, Masks, ModelCard
 from ctxembed.errors import DataError, SettingError
 from ctxembed.presets import SETTINGS, Settings, build_settings
+from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.statistics import statistics
 from ctxembed.vectors.store import VectorStore
 from ctxembed.vectors.weights import describe_weights, load_projections, trained_settings, weights_path
@@ -84,3 +87,45 @@ def top_removal(store: VectorStore, settings: Settings) -> TopRemoval | None:
             "abtt",
         )
     return TopRemoval.from_statistics(statistics(store, min(settings.abtt_words, len(store))), settings.abtt)
+
+
+# what the glove model takes: where its vectors come from, how its words are read, and every setting
+GLOVE_OPTIONS = frozenset({"preset", "vectors", "limit", "trust", "oov", "max_tokens", *SETTINGS})
+
+
+def settings_card(settings: Settings, dim: int, out_dim: int, readout: str) -> ModelCard:
+    """The glove model's card (:class:`ctxembed.engine.contract.ModelCard`) for these settings: its
+    sizes and masks are the attention settings', its read-out the mix's (``readout``)."""
+    a = settings.attention
+    masks = Masks(causal=a.causal, exclude_self=a.exclude_self, exclude_twins=a.exclude_twins)
+    if masks.masked:
+        masks = replace(masks, about=f"the attention settings mask {', '.join(masks.masked)}")
+    return ModelCard(
+        name="glove",
+        family="attention",
+        layers=a.layers,
+        heads=a.heads,
+        dim=dim,
+        out_dim=out_dim,
+        units=WORDS,
+        masks=masks,
+        readout=readout,
+        options=GLOVE_OPTIONS,
+        trained=False,
+        residual=float(a.residual_scale) if a.residual and not a.layer_norm else 0.0,
+    )
+
+
+def layer_mix(settings: Settings, dim: int, out_dim: int) -> LayerMix | None:
+    """The mix the settings name, checked against the layers and the sizes (None: the last layer alone)."""
+    mix = resolve_mix(settings.mix, settings.attention.layers)
+    if mix is not None and settings.mix_norm:
+        mix = replace(mix, normalize=True)
+    if mix is not None and out_dim != dim:
+        raise SettingError(
+            f"{{mix}} adds the layers up, but attention outputs have {out_dim} dimensions and its "
+            f"input {dim}: use {{output_projection}}, or {{mix}} off",
+            "mix",
+            "output_projection",
+        )
+    return mix
