@@ -217,6 +217,12 @@ _DECLARED: dict[str, CommandOption] = {
         "||weight x value x W_out||, the size of what each token sends). See docs/attention.md.",
         choices=("raw", "mean", "rollout", "value-norm"),
     ),
+    "specials": CommandOption(
+        str, "hide",
+        "A subword model's [CLS] and [SEP] (--model minilm): hide (each word's row renormalised over the "
+        "words; the tables give their share) or show (columns of their own, each row as the model gave it).",
+        choices=("hide", "show"),
+    ),
     "scale_max": CommandOption(
         float, None,
         "Shade attention on an absolute scale: this weight is full (1.0: a token that attends to one "

@@ -103,6 +103,8 @@ def attend_document(
         "static_contextual_cosine": result.moved(),
         "warnings": sentence_warnings([result]),
     }
+    if result.hidden_share is not None:  # a subword model's [CLS], [SEP]: what the word rows leave out
+        doc["hidden"] = {"units": list(result.hidden_units), "share": result.hidden_share}  # (L, h, T, S)
     if with_vectors:
         doc["static"] = result.static
         doc["contextual"] = result.contextual

@@ -77,13 +77,15 @@ def numbers(rows: list[list[str]]) -> list[list]:
 
 
 def table(stdout: str, title: str) -> tuple[list[str], list[list[str]]]:
-    """The first rich table printed after a line containing ``title``: (header cells, body rows of cells)."""
+    """The first rich table printed after a line containing ``title``: (header cells, body rows of cells);
+    a header over several lines is joined, cell by cell, with spaces."""
     lines = stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if title in line)
     header, rows = [], []
     for line in lines[start + 1 :]:
         if line.startswith("┃"):
-            header = [cell.strip() for cell in line.strip("┃").split("┃")]
+            cells = [cell.strip() for cell in line.strip("┃").split("┃")]
+            header = [" ".join(filter(None, pair)) for pair in zip(header, cells, strict=True)] if header else cells
         elif line.startswith("│"):
             rows.append([cell.strip() for cell in line.strip("│").split("│")])
         elif line.startswith("└"):

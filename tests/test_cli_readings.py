@@ -84,7 +84,7 @@ def test_value_norm_with_an_output_projection_differs_from_the_weights():
 def test_the_terminal_shows_the_reading_and_its_top_tokens():
     out = succeeds("attend", "apple is the phone", *TOY_NOTES, "--attention", "value-norm").stdout
     assert "value-norm, layer 0 (the heads added up)" in out
-    assert "per token (last layer, value-norm)" in out
+    assert "per token (value-norm, layer 0 (the heads added up))" in out
     assert "Kobayashi" in out
 
 

@@ -57,6 +57,7 @@ def attend(
     ] = None,
     attention: str = OPTION,
     scale_max: float | None = OPTION,
+    specials: str = OPTION,
     save: list[Path] | None = OPTION,
     explorer=None,
 ) -> None:
@@ -66,6 +67,12 @@ def attend(
     text = read_sentence(sentence, "attend")
     check_saves(save)
     check_reading(attention, head=None if explain else head, all_heads=all_heads)
+    if specials == "show" and (all_heads or all_layers or attention in ("rollout", "value-norm")):
+        raise UsageError(
+            "{specials} show draws one map of the weights: drop --all-heads, --all-layers and "
+            "--attention rollout|value-norm",
+            "specials",
+        )
     ex = explorer()
     card = ex.engine.card
     check_view(card.layers, card.heads, layer, head)
@@ -77,6 +84,10 @@ def attend(
             raise
         raise DataError(f"--focus {exc.message}") from None
     doc = result.document()
+    if specials == "show" and "hidden" not in doc:
+        raise UsageError(
+            f"{{specials}} show: model {ex.engine.model} has no [CLS] or [SEP]: every unit is a word", "specials"
+        )
     focus_at = None
     if word is not None:
         try:
@@ -97,6 +108,7 @@ def attend(
         max_display=max_display,
         start=row_at_position(doc, start),
         scale_max=scale_max,
+        specials=specials,
     )
 
 

@@ -16,6 +16,9 @@ array([[0.2, 0.4],
 >>> word_attention(weights, owner, 2, renormalise=True)
 array([[0.33333333, 0.66666667],
        [0.33333333, 0.66666667]])
+>>> hidden_share(weights, owner, 2)           # what renormalising hid: each word's share to [CLS], [SEP]
+array([[0.2, 0.2],
+       [0.2, 0.2]])
 """
 
 from __future__ import annotations
@@ -48,3 +51,13 @@ def word_attention(weights: np.ndarray, owner: np.ndarray, words: int, *, renorm
         total = result.sum(axis=-1, keepdims=True)  # (..., W, 1)
         result /= np.where(total > 0, total, 1)  # (..., W, W) rows sum to 1 over the words
     return result
+
+
+def hidden_share(weights: np.ndarray, owner: np.ndarray, words: int) -> np.ndarray:
+    """Piece attention (..., P, P) -> (..., W, S): each word's share of its attention (its query pieces
+    averaged, as in :func:`word_attention`) that goes to each of the S pieces of no word ([CLS], [SEP]),
+    in their order: what ``renormalise`` hides. A word's S shares plus its unrenormalised row sum to 1."""
+    member = membership(owner, words, weights.dtype)  # (W, P)
+    mean_queries = member / member.sum(axis=1, keepdims=True)  # (W, P)
+    specials = np.flatnonzero(owner < 0)  # (S,)
+    return mean_queries @ weights[..., specials]  # (W, P) x (..., P, S) -> (..., W, S)

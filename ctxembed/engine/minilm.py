@@ -28,7 +28,7 @@ import numpy as np
 from ctxembed.core.attention import AttentionConfig
 from ctxembed.core.encoder import encode, trace_layer
 from ctxembed.core.mix import LayerMix
-from ctxembed.core.pieces import word_attention, word_vectors
+from ctxembed.core.pieces import hidden_share, word_attention, word_vectors
 from ctxembed.core.readings import sent_vectors
 from ctxembed.declarations import DEFAULT_MAX_TOKENS
 from ctxembed.engine.contract import WORDPIECES, Masks, ModelCard
@@ -264,6 +264,8 @@ class MiniLMEngine:
             piece_weights=piece_weights,
             piece_hidden=hidden.copy() if weights else None,
             values=None if out.values is None else [v[b, :, :P].copy() for v in out.values],  # L x (H, P, d_h)
+            hidden_share=None if piece_weights is None else hidden_share(piece_weights, sentence.owner, W),
+            hidden_units=("[CLS]", "[SEP]"),
         )
 
     def attention_parts(self, result: PiecedResult) -> AttentionParts:

@@ -178,6 +178,10 @@ class Contextualized:
     steps: list[LayerSteps] | None = None  # Engine.run(..., trace=True): every step of every layer
     top: np.ndarray | None = None  # (T, d_out) the last layer's output when a mix made ``contextual``
     mix: LayerMix | None = None  # the mix that made ``contextual`` from the layers, or None
+    # (L, h, T, S) each word's attention, before renormalising over the words, to the S units of no word
+    # (a subword model's [CLS], [SEP], named by hidden_units); None when every unit is a word
+    hidden_share: np.ndarray | None = None
+    hidden_units: tuple[str, ...] = ()
 
     @property
     def last_layer(self) -> np.ndarray:

@@ -259,6 +259,47 @@ def attention_view(doc: dict, view: View) -> tuple[str, list[tuple[str, np.ndarr
     return f"layer {layer}", [("", weights[layer, 0])]
 
 
+def table_view(doc: dict, view: View) -> tuple[str, np.ndarray]:
+    """The per-token table's map and its title: the map of the layer shown, its head (``view.head``) or
+    the mean of its heads, or the reading's map of that layer, so the table agrees with the matrix."""
+    weights = _floats(doc["weights"])  # (L, h, T, T)
+    layers, heads = weights.shape[:2]
+    layer = layers - 1 if view.layer is None else view.layer
+    reading = doc.get("attention")
+    if reading is not None:
+        title, panels = _reading_view(reading, layer, View(layer=layer, head=view.head))
+        return title, panels[0][1]
+    if view.head is not None:
+        return f"layer {layer}, head {view.head}", weights[layer, view.head]
+    return (f"layer {layer}, mean of {heads} heads" if heads > 1 else f"layer {layer}"), layer_weights(
+        weights, layer, None
+    )
+
+
+def top_keys(values: np.ndarray, top: int) -> list[list[int]]:
+    """Per row of ``values`` (T, T), the columns of its ``top`` largest weights above 0, largest first
+    (ties in column order), as the document's ``top_attended`` lists them."""
+    order = np.argsort(-values, axis=1, kind="stable")[:, :top]  # (T, top)
+    return [[int(j) for j in row if values[i, j] > 0] for i, row in enumerate(order)]
+
+
+def hidden_view(doc: dict, layer: int, head: int | None) -> tuple[list[str], np.ndarray] | None:
+    """The units of no word ([CLS], [SEP]) and each word's share of attention to each, (T, S), in
+    ``layer``: one head or the mean of its heads; None for a document without them (or with a reading
+    other than the mean, whose maps are not shares of the raw weights)."""
+    hidden = doc.get("hidden")
+    if hidden is None or (doc.get("attention") or {}).get("reading", "mean") != "mean":
+        return None
+    share = _floats(hidden["share"])[layer]  # (h, T, S)
+    return list(hidden["units"]), (share.mean(axis=0) if head is None else share[head])  # (T, S)
+
+
+def as_given(values: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """Word maps (T, T) renormalised over the words, back to the shares the model gave: each row times
+    what its units of no word left (1 - the sum of its (T, S) ``share``)."""
+    return values * (1 - share.sum(axis=1, keepdims=True))  # (T, T) x (T, 1) -> (T, T)
+
+
 def model_view(doc: dict, view: View) -> tuple[str, list[str], list[str], np.ndarray]:
     """The model view's maps: (title, row labels, column labels, maps (rows, columns, T, T)): with
     ``all_heads`` one row per layer and one column per head, else one row of the layers' own maps (the

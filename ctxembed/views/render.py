@@ -20,14 +20,27 @@ from ctxembed.budget import check_drawn
 from ctxembed.output import say, terminal_view
 from ctxembed.views.figures import (
     View,
+    as_given,
     attention_masks,
     attention_view,
+    hidden_view,
     marked,
     model_view,
     source_notes,
+    table_view,
     token_labels,
+    top_keys,
 )
-from ctxembed.views.layout import choose_layout, draw, heat_level, legend_lines, model_lines, wrap_parts
+from ctxembed.views.layout import (
+    GLYPHS,
+    choose_layout,
+    draw,
+    heat_level,
+    legend_lines,
+    model_lines,
+    text_width,
+    wrap_parts,
+)
 from ctxembed.views.palette import heat_style, map_colour, masked_colour, mode_of
 
 
@@ -286,12 +299,15 @@ def render_attend(
     start: int = 0,
     occurrence: tuple[int, int] | None = None,
     scale_max: float | None = None,
+    specials: str = "hide",
 ) -> None:
     """The attention matrix of one layer laid out to fit the console, then the per-token table.
 
     ``focus`` (a row index, see :func:`ctxembed.report.focus_row`) shows that token's row and column
     instead of the matrix (``occurrence``: which of how many tokens of that word it is); ``start`` and
-    ``max_display`` ask for a window; ``scale_max`` is the weight shaded full (default: the largest shown)."""
+    ``max_display`` ask for a window; ``scale_max`` is the weight shaded full (default: the largest shown);
+    ``specials`` "show" draws a subword model's [CLS] and [SEP] as columns of their own, every row as
+    the model gave it (the words' shares not renormalised)."""
     width = console.width
     _header(console, doc)
     status = Text("tokens   ")
@@ -309,19 +325,30 @@ def render_attend(
         title, panels = "", []
     else:
         title, panels = attention_view(doc, View(layer=layer, head=head, all_heads=all_heads))
+    layer_shown = len(doc["weights"]) - 1 if layer is None else layer
+    hidden = [hidden_view(doc, layer_shown, h if all_heads else head) for h in range(len(panels))]
+    extra = None  # --specials show: (units, (T, S) shares) beside the one matrix, its rows as the model gave them
+    if specials == "show" and len(panels) == 1 and hidden[0] is not None:
+        units, share = hidden[0]
+        panels = [(panels[0][0], as_given(panels[0][1], share))]
+        hidden = [(units, share)]
+        extra = (units, share)
     top = max((float(np.max(values, initial=0.0)) for _, values in panels), default=0.0)
+    if extra is not None:
+        top = max(top, float(np.max(extra[1], initial=0.0)))
     scale = f"{scale_max:g} (--scale-max)" if scale_max else f"the largest weight shown ({top:.2f})"
     top = scale_max or top
     if all_layers:
         pass
     elif focus is not None:
-        _render_focus(console, labels, positions, title, panels, masked, focus, top, occurrence)
+        _render_focus(console, labels, positions, title, panels, masked, focus, top, occurrence, hidden, extra)
     else:
         mode = mode_of(console)
         colour = mode is not None
+        beside = 0 if extra is None else 2 + 6 * len(extra[0])  # the [CLS], [SEP] columns
         layout = choose_layout(
             labels,
-            width,
+            width - beside,
             numbers=positions,
             titles=[t for t, _ in panels],
             colour=mode in ("truecolor", "256"),  # 16 colours shade in 4 steps: cells keep their glyph
@@ -332,7 +359,10 @@ def render_attend(
         console.print(Text(f"{what} (row: how much that token attends to each column)", style="bold"), overflow="fold")
         if "attention" in doc:
             console.print(Text(doc["attention"]["about"], style="dim"), overflow="fold")
-        for line in draw(layout, labels, positions, [(t, v, masked) for t, v in panels], top):
+        lines = draw(layout, labels, positions, [(t, v, masked) for t, v in panels], top)
+        if extra is not None:
+            lines = _with_specials(lines, layout, extra, top)
+        for line in lines:
             console.print(_segments_text(line, mode_of(console)), overflow="ignore", crop=False, no_wrap=True)
         shown = slice(layout.start, layout.start + layout.count)
         if layout.legend:
@@ -346,6 +376,8 @@ def render_attend(
         key.append("blank: exactly 0" if layout.cells == "glyphs" else "0 unshaded")
         if masked.any():
             key.append("· masked")
+        if extra is not None:
+            key.append(f"{', '.join(extra[0])}: the model's special pieces; each row sums to 1 with them")
         console.print(Text("; ".join(key), style="dim"), overflow="fold")
         sif = (doc.get("settings") or {}).get("sif")
         if sif:  # why every row leans to the same few columns
@@ -367,24 +399,86 @@ def render_attend(
                 ),
                 overflow="fold",
             )
+    _token_table(console, doc, labels, positions, masked, View(layer=layer, head=head))
+
+
+def _with_specials(lines: list, layout, extra: tuple[list[str], np.ndarray], top: float) -> list:
+    """The matrix's lines with a column per special unit ([CLS], [SEP]) at their right: the unit names
+    on the last header line, each shown row's shares, shaded on the matrix's scale."""
+    units, share = extra  # (T, S)
+    rows = range(layout.start, layout.start + layout.count)
+    heads = len(lines) - len(rows)
+    out = [list(line) for line in lines]
+    width = layout.label_width + 1 + layout.panel_width  # where the matrix ends
+    for index in range(heads):
+        if index == heads - 1:
+            used = sum(text_width(text) for text, _ in out[index])
+            names = " ".join(f"{u:>5}" for u in units)
+            out[index].append((" " * (width - used + 2) + names, "header"))
+    for index, i in zip(range(heads, len(out)), rows, strict=True):
+        used = sum(text_width(text) for text, _ in out[index])
+        out[index].append((" " * (width - used + 2), ""))
+        for s, value in enumerate(share[i]):
+            level = heat_level(float(value), top)
+            text = f"{value:.2f}" + ((GLYPHS[level - 1] if level else " ") if layout.with_glyph else "")
+            out[index].append(((" " if s else "") + f"{text:>5}", f"heat{level}" if level else "zero"))
+    return out
+
+
+def _packed(parts: list[str], width: int, separator: str = ", ") -> str:
+    """``parts`` joined, a new line before a part that would pass ``width``: no part is split."""
+    lines = [""]
+    for part in parts:
+        joined = f"{lines[-1]}{separator}{part}" if lines[-1] else part
+        if lines[-1] and text_width(joined) > width:
+            lines[-1] += separator.rstrip()
+            lines.append(part)
+        else:
+            lines[-1] = joined
+    return "\n".join(lines)
+
+
+def _token_table(console: Console, doc: dict, labels, positions, masked: np.ndarray, view: View) -> None:
+    """What each token attends to most in the map shown above (its layer, head or mean, reading), with
+    the share its row gave to [CLS]/[SEP] when the model has them, and how far context moved it."""
     reading = doc.get("attention")
     attended = doc["top_attended"] if reading is None else reading["top_attended"]
-    which = "mean over heads" if reading is None else reading["reading"]
-    console.print(Text(f"per token (last layer, {which})", style="bold"))
+    top = max((len(row) for row in attended), default=0)  # the document's --top (a row lists fewer only for 0s)
+    title, values = table_view(doc, view)
+    layer = len(doc["weights"]) - 1 if view.layer is None else view.layer
+    hidden = hidden_view(doc, layer, view.head)
+    console.print(Text(f"per token ({title})", style="bold"), overflow="fold")
     table = Table()
     table.add_column("#", justify="right", overflow="fold")
     table.add_column("token", style="bold", overflow="fold")
     table.add_column("attends most to", overflow="fold")
-    table.add_column("cos(static, contextual)", justify="right", overflow="fold")
+    if hidden is not None:
+        table.add_column("+".join(hidden[0]), justify="right", overflow="fold")
+    table.add_column("cos(static,\ncontextual)", justify="right", overflow="fold")
     moved = doc["static_contextual_cosine"]
-    for row, (label, position, tops) in enumerate(zip(labels, positions, attended, strict=True)):
-        listed = ", ".join(f"{t['text']} {t['weight']:.2f}" for t in tops)
+    keys = top_keys(values, top)
+    # the list's width: what the other columns and the borders leave (a pair is never split over lines)
+    others = len(str(max(positions, default=0))) + max(map(text_width, labels), default=0) + 11
+    room = console.width - others - (6 if hidden is None else 11) - 3 * (5 if hidden is None else 6) - 1
+    for row, (label, position, tops) in enumerate(zip(labels, positions, keys, strict=True)):
+        listed = _packed([f"{labels[j]} {values[row, j]:.2f}" for j in tops], room)
         if not tops:  # every key masked: a one-token sentence with the self mask, or the first token, causal
             listed = "(no token to attend to: every key is masked)" if masked[row].all() else "(no weight above 0)"
         cos = moved[row]
         shade = _diverging(cos, mode_of(console)) if cos is not None and np.isfinite(cos) else ""
-        table.add_row(str(position), label, listed, Text(_fmt(cos, 3), style=shade))
+        special = [] if hidden is None else [f"{float(hidden[1][row].sum()):.2f}"]
+        table.add_row(str(position), label, listed, *special, Text(_fmt(cos, 3), style=shade))
     console.print(table)
+    if hidden is not None:
+        console.print(
+            Text(
+                f"{'+'.join(hidden[0])}: the share of each word's attention that went to the model's special "
+                "pieces, hidden from the word maps (their rows are renormalised over the words); "
+                "--specials show draws them",
+                style="dim",
+            ),
+            overflow="fold",
+        )
 
 
 def _render_model(console: Console, doc: dict, view: View, labels: list[str], masked: np.ndarray) -> None:
@@ -419,12 +513,18 @@ def _bar(value: float, top: float, width: int = 10) -> str:
     return "█" * full + (_BAR_EIGHTHS[rest - 1] if rest else "")
 
 
-def _render_focus(console, labels, positions, title, panels, masked, row, top, occurrence=None) -> None:
+def _render_focus(
+    console, labels, positions, title, panels, masked, row, top, occurrence=None, hidden=None, shown=None
+) -> None:
+    """One token's row and column of each panel; ``hidden`` (per panel: the units of no word and the
+    (T, S) shares of each word's attention to them, or None) adds what the word maps leave out, one row
+    per unit when ``shown`` (--specials show: the panel is then as the model gave it)."""
     word = labels[row]
     which = f"#{positions[row]}"
     if occurrence is not None and occurrence[1] > 1:
         which += f", occurrence {occurrence[0]} of {occurrence[1]}"
-    for panel_title, values in panels:
+    hidden = hidden or [None] * len(panels)
+    for (panel_title, values), special in zip(panels, hidden, strict=True):
         heading = f"{title}{', ' + panel_title if panel_title else ''}"
         console.print(Text(f"attention of {word!r} ({which}), {heading}", style="bold"), overflow="fold")
         table = Table()
@@ -437,8 +537,28 @@ def _render_focus(console, labels, positions, title, panels, masked, row, top, o
             for value, is_masked in ((values[row, j], masked[row, j]), (values[j, row], masked[j, row])):
                 cells.append("·" if is_masked else f"{value:.3f} {_bar(value, top)}")
             table.add_row(str(position), Text(label, style="reverse" if j == row else ""), *cells)
+        if special is not None and shown is not None:  # --specials show: each unit a row, as the model gave it
+            for unit, value in zip(shown[0], shown[1][row], strict=True):
+                table.add_row("", unit, f"{value:.3f} {_bar(value, top)}", "")
+        elif special is not None:
+            units, share = special
+            table.add_row("", "+".join(units), f"{float(share[row].sum()):.3f} before renormalising", "")
         console.print(table)
     console.print(Text("bars: share of the largest weight shown; · masked", style="dim"))
+    if shown is not None:
+        console.print(
+            Text(f"{', '.join(shown[0])}: the model's special pieces; {word}'s row sums to 1 with them", style="dim")
+        )
+    elif any(special is not None for special in hidden):
+        units = "+".join(next(s for s in hidden if s is not None)[0])
+        console.print(
+            Text(
+                f"{units}: the share of {word}'s attention that went to the model's special pieces; the words' "
+                f"shares above are of the rest (renormalised over the words); --specials show draws them",
+                style="dim",
+            ),
+            overflow="fold",
+        )
 
 
 def _vectors(console: Console, tokens: list[str], vectors) -> None:
