@@ -42,6 +42,7 @@ from ctxembed.errors import DataError, UsageError, counted
 from ctxembed.presets import TRAIN_DEFAULTS, Settings, TrainOptions, build_settings
 from ctxembed.train import backprop
 from ctxembed.train.corpus import Batch, Corpus, fill_batch, make_batches
+from ctxembed.train.optim import Adam, clip_gradients, learning_rate
 from ctxembed.vectors.weights import vectors_record
 
 __all__ = ["TrainOptions", "Trainer", "TrainResult", "Model", "training_settings", "initial_params", "batch_loss"]
@@ -185,47 +186,6 @@ def batch_loss(
     np.add.at(d_word_bias, batch.negatives, d_negative_bias)  # (K,) likewise a word drawn twice
     grads["word_bias"] = d_word_bias
     return loss, grads
-
-
-class Adam:
-    """Adam (Kingma & Ba 2015) with bias correction, updating arrays in place."""
-
-    def __init__(self, names: list[str], shapes: dict[str, tuple], dtype, betas=(0.9, 0.999), eps=1e-8):
-        self.beta1, self.beta2, self.eps = betas[0], betas[1], eps
-        self.m = {name: np.zeros(shapes[name], dtype=dtype) for name in names}
-        self.v = {name: np.zeros(shapes[name], dtype=dtype) for name in names}
-        self.t = 0
-
-    def step(self, arrays: dict[str, np.ndarray], grads: dict[str, np.ndarray], lr: float) -> None:
-        self.t += 1
-        correction1 = 1 - self.beta1**self.t
-        correction2 = 1 - self.beta2**self.t
-        for name, value in arrays.items():
-            g = grads[name]
-            m, v = self.m[name], self.v[name]
-            m *= self.beta1
-            m += (1 - self.beta1) * g
-            v *= self.beta2
-            v += (1 - self.beta2) * g * g
-            value -= (lr / correction1) * m / (np.sqrt(v / correction2) + self.eps)
-
-
-def clip_gradients(grads: dict[str, np.ndarray], max_norm: float) -> float:
-    """Scale every gradient down in place when their global L2 norm exceeds ``max_norm``; return the norm."""
-    norm = math.sqrt(sum(float(np.vdot(g, g)) for g in grads.values()))
-    if max_norm and norm > max_norm:
-        for g in grads.values():
-            g *= max_norm / norm
-    return norm
-
-
-def learning_rate(step: int, total: int, peak: float, warmup: int) -> float:
-    """Linear warm-up over ``warmup`` steps (at most a tenth of the run), then cosine decay to peak / 10."""
-    warmup = min(warmup, max(1, total // 10))
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
 
 
 # ------------------------------------------------------------------------------------------ training
