@@ -121,3 +121,30 @@ def test_local_cluster_to_parquet_equals_the_single_machine_file(tmp_path):
     assert got.num_rows == 600 and got.schema.remove_metadata() == expected.schema.remove_metadata()
     assert got.to_pylist() == expected.to_pylist()
     assert got.schema.metadata[b"ctxembed"] == expected.schema.metadata[b"ctxembed"]
+
+
+def test_local_cluster_runs_the_trained_model_as_batch_does(tmp_path, minilm_folder):
+    """model="minilm" on two worker processes: embed_file's records are batch's bytes, and to_parquet's
+    parts read back as batch's Parquet file; one cluster for both."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from ctxembed.batch.scale import embed_file, to_parquet
+
+    path = tmp_path / "corpus.txt"
+    path.write_bytes((FIXTURES / "batch" / "lines.txt").read_bytes()[:1500])
+    lines = path.read_bytes().count(b"\n") + 1
+    expected = succeeds("batch", path, "--model", "minilm", "--no-weights", "--word", "the").stdout_bytes
+    single = tmp_path / "single.parquet"
+    succeeds("batch", path, "--model", "minilm", "--word", "the", "--format", "parquet", "--out", single)
+    folder = tmp_path / "parts"
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        bag = embed_file(str(path), blocksize=300, model="minilm", weights=False, word="the")
+        records = client.compute(bag).result()
+        written = to_parquet(str(path), str(folder), blocksize=300, model="minilm", word="the").compute()
+    assert bag.npartitions >= 4 and len(written) == bag.npartitions
+    assert ("\n".join(records) + "\n").encode() == expected and len(records) == lines
+    got, single_table = pq.read_table(folder), pq.read_table(single)
+    assert got.num_rows == lines and got.to_pylist() == single_table.to_pylist()
+    assert got.schema.metadata[b"ctxembed"] == single_table.schema.metadata[b"ctxembed"]

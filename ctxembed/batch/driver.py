@@ -433,8 +433,7 @@ def _results(engine: Engine, lines: LineSource, options: dict, size: int, worker
     while (block := lines.next_chunk(size)) is not None:
         full = len(block) >= size or lines.pending_bytes > 0 or bool(lines.lines)
         if not indexed and (len(block) >= _INDEX_AFTER_LINES or (full and not lines.eof)):
-            if hasattr(engine, "lexicon"):  # a trained model has no word table to share
-                engine.lexicon.prepare_bulk()  # before any fork, so the workers share its lookup table
+            prepare_bulk(engine)  # before any fork, so the workers share its lookup table
             indexed = True
         count = workers or (usable_cores() if full and not lines.eof else 1)
         if count > 1 and hasattr(os, "fork"):
@@ -442,6 +441,13 @@ def _results(engine: Engine, lines: LineSource, options: dict, size: int, worker
             yield from pool.run(block, lines, size)
             return
         yield work(block)
+
+
+def prepare_bulk(engine: Engine) -> None:
+    """Ready the engine for many sentences: the word table's bulk lookups, built once (in the parent
+    before any fork, so every worker shares it). An engine without batch's columns has nothing to build."""
+    if hasattr(engine, "lexicon"):  # a trained model has no word table to share
+        engine.lexicon.prepare_bulk()
 
 
 _CPU_LIMITS = (  # (file, how to read it): a container's CPU quota, cgroup v2 then v1

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxembed.batch.driver import chunk_table, line_limit, safe_process, safe_records
+from ctxembed.batch.driver import chunk_table, line_limit, prepare_bulk, safe_process, safe_records
 from ctxembed.batch.records import LongLine, chunk_records
 from ctxembed.engine import Engine, open_engine
 from ctxembed.errors import UsageError
@@ -145,7 +145,7 @@ def _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word
         raise UsageError(f"start must be a line number >= 0, not {start!r}")
     OPTIONS["chunk"].check(chunk)
     engine = explorer.engine if explorer is not None else shared_engine(**keywords)
-    engine.lexicon.prepare_bulk()  # bulk lookups for the run, as batch does for big input
+    prepare_bulk(engine)  # bulk lookups for the run, as batch does for big input
     options = {"with_vectors": with_vectors, "weights": weights, "word": word, "digits": None, "format": "jsonl"}
     limit = line_limit(engine.max_tokens)  # batch refuses longer lines unread; so does this
 

@@ -41,7 +41,7 @@ from ctxembed.vectors.store import VectorStore
 from ctxembed.vectors.tokenize import pretokenized, tokenize
 from ctxembed.vectors.wordpiece import WordPiece, pieces_to_words
 
-GROUP_PIECES = 4096  # pieces a padded group holds at most (B * T): its (L, B, H, T, T) weights stay small
+GROUP_PIECES = 4096  # pieces a group holds at most (B * T): its (L, B, H, T, T) weights stay small
 HIDDEN = "[CLS] and [SEP] hidden: each word's attention renormalised over the words"
 UNKNOWN = "[UNK]"  # the piece of a word the vocabulary cannot spell
 
@@ -214,7 +214,11 @@ class MiniLMEngine:
     # ------------------------------------------------------------------ pieces -> encoder -> words
 
     def run(self, sentences: Sequence[Prepared], *, weights: bool = True, trace: bool = False) -> list[PiecedResult]:
-        """Every sentence through the encoder, sorted by length and padded in groups; results in input order."""
+        """Every sentence through the encoder, in groups of one length in pieces; results in input order.
+
+        A group holds no padding: with padding, a sentence's sums (the softmax's, the weighted values')
+        ran over its neighbours' length, and its numbers changed in the last bits with the sentences it
+        ran with, so batch's records depended on its chunks (and Dask's partitions)."""
         from threadpoolctl import threadpool_limits  # one BLAS thread: faster per CPU-second, same sums each run
 
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].piece_ids))
@@ -223,7 +227,9 @@ class MiniLMEngine:
             start = 0
             while start < len(order):
                 stop = start + 1
-                while stop < len(order) and (stop - start + 1) * len(sentences[order[stop]].piece_ids) <= GROUP_PIECES:
+                P = len(sentences[order[start]].piece_ids)  # the group's one length, in pieces
+                fits = (GROUP_PIECES // P) + start  # a group holds at most GROUP_PIECES pieces
+                while stop < min(len(order), fits) and len(sentences[order[stop]].piece_ids) == P:
                     stop += 1
                 group = [sentences[i] for i in order[start:stop]]
                 for i, result in zip(order[start:stop], self._run_group(group, weights, trace), strict=True):
