@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ctxembed.views.figures import token_labels
 from tests.cli_helpers import run_json, succeeds
 
 SENTENCE = "the fisherman sat on the muddy river bank"
@@ -92,7 +93,7 @@ def test_attention_page_in_chromium(browser, tmp_path):
     path = tmp_path / "attend.html"
     succeeds("attend", SENTENCE, *ARGS, "--save", path)
     doc = run_json("attend", SENTENCE, *ARGS, "--json")
-    tokens = [doc["tokens"][p]["text"] for p in doc["attended_positions"]]
+    tokens = token_labels(doc)[0]  # as the CLI labels them: a repeated word's later copies are the#2, ...
     weights = doc["weights"]  # [layer][head][query][key]; the default preset masks the diagonal
     page = open_page(browser, path)
 

@@ -41,3 +41,15 @@ def test_one_token_and_the_per_token_table(page):  # noqa: F811
     assert "no other token to attend to" in page.inner_text("#view")
     table = page.inner_text("#view .per-token")
     assert "attends most to" in table and "every key is masked" in table
+
+
+def test_the_per_token_table_follows_the_layer_and_head_shown(page):  # noqa: F811
+    type_sentence(page, "the bank raised the interest rates")
+    before = draws(page)
+    page.fill("#setting-heads", "2")
+    settled(page, before)
+    assert page.inner_text("#view .per-token h3") == "per token (layer 0, mean of 2 heads)"
+    page.select_option("#view select.head", "1")
+    assert page.inner_text("#view .per-token h3") == "per token (layer 0, head 1)"
+    # a repeated word is labelled as the CLI labels it
+    assert page.locator("table.matrix th.row").all_text_contents()[3] == "the#2"

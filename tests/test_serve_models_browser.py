@@ -143,3 +143,17 @@ def test_a_model_not_installed_shows_the_install_command(no_models, page, server
     screenshot(page, "live-minilm-not-installed.png", tmp_path)
     pick_model(page, "glove")  # and back: the drawing follows the sentence again
     assert the_command(page) == ["attend", "we sat on the river bank again"]
+
+
+def test_the_page_shows_the_share_hidden_on_cls_and_sep(minilm_folder, page, server):
+    type_sentence(page, "we sat on the river bank")
+    pick_model(page, "minilm", "document.querySelectorAll('select.head option').length === 13")
+    page.select_option("#view select.layer", "2")
+    page.select_option("#view select.head", "7")
+    page.locator("svg.lines text.tok.q").nth(5).click()  # bank
+    row = page.locator(".info tr.hidden-share").inner_text()
+    assert "[CLS]+[SEP]" in row and "0.951" in row
+    header = page.locator("#view .per-token tr").first.inner_text()
+    assert "[CLS]+[SEP]" in header
+    assert page.locator("#view .per-token h3").inner_text() == "per token (layer 2, head 7)"
+    assert page.locator("table.matrix th.hidden-share").count() == 1

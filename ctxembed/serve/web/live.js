@@ -356,8 +356,7 @@
         root.appendChild(el("p", { "class": "hint" }, "one token: with the self mask (--exclude-self) it has no " +
           "other token to attend to, so every key is masked (grey); --include-self lets it attend to itself"));
       root.appendChild(el("div", { "class": "app" }));
-      window.ctxembedView(root, doc, kept);
-      root.appendChild(perToken(doc));
+      window.ctxembedView(root, doc, kept);  /* its per-token table follows the layer and head shown */
       return Promise.resolve();
     }
     if (view === "explain") {
@@ -372,25 +371,6 @@
     });
   }
   function terminalWidth() { return Math.max(60, Math.floor($("view").clientWidth / 7.3)); }
-  /* the CLI's per-token table: what each token attends to most (last layer) and how far context moved it */
-  function perToken(doc) {
-    var reading = doc.attention, tops = reading ? reading.top_attended : doc.top_attended;
-    var box = el("div", { "class": "per-token" });
-    box.appendChild(el("h3", {}, "per token (last layer, " + (reading ? reading.reading : "mean over heads") + ")"));
-    var table = box.appendChild(el("table", { "class": "numbers" }));
-    var head = table.appendChild(el("tr"));
-    ["#", "token", "attends most to", "cos(static, contextual)"].forEach(function (t) { head.appendChild(el("th", {}, t)); });
-    doc.attended_positions.forEach(function (p, row) {
-      var tr = table.appendChild(el("tr"));
-      var listed = (tops[row] || []).map(function (t) { return t.text + " " + t.weight.toFixed(2); }).join(", ");
-      var cos = doc.static_contextual_cosine[row];
-      tr.appendChild(el("td", {}, String(p)));
-      tr.appendChild(el("td", { "class": "t" }, doc.tokens[p].text));
-      tr.appendChild(el("td", {}, listed || "(no token to attend to: every key is masked)"));
-      tr.appendChild(el("td", { "class": "w" }, cos === null ? "nan" : cos.toFixed(3)));
-    });
-    return box;
-  }
   /* neighbours: the sentence's tokens, to choose one; the first word token until one is chosen */
   function neighborsTokens(body, mine, signal, doc) {
     var box = $("token-choices");
@@ -410,10 +390,19 @@
       learnShape(attendDoc);
       var tokens = tokensOf(attendDoc);
       if (!tokens.length) { show([]); status("no token of this sentence has a vector", true); return; }
-      chosenToken = tokens.filter(function (t) { return /\w/.test(t); }).pop() || tokens[0];
+      chosenToken = firstChoice(tokens);
       show(tokens);
       update();
     }).catch(failedFor(mine));
+  }
+  /* the token neighbours start on: the compare tab's word when the sentence has it, else its longest word
+     (a content word more often than the last or the first token) */
+  function firstChoice(tokens) {
+    var word = $("word").value.trim().toLowerCase();
+    var words = tokens.filter(function (t) { return /\w/.test(t) && t.indexOf("#") < 0; });
+    var named = words.filter(function (t) { return t.toLowerCase() === word; })[0];
+    if (named) return named;
+    return words.reduce(function (best, t) { return t.length > best.length ? t : best; }, words[0] || tokens[0]);
   }
   /* the error of a side request (tokens, a trained model's shape), unless a newer request replaced it */
   function failedFor(mine) {

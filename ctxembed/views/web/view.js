@@ -45,7 +45,13 @@ window.ctxembedView = function (root, given, givenView) {
   function attention() {
     var weights = doc.weights;  /* [layer][head][query][key] */
     var L = weights.length, H = weights[0].length;
-    var tokens = doc.attended_positions.map(function (p) { return doc.tokens[p].text + ({ estimated: "\u00b0", subword: "*", none: "\u2205", pieces: "+", unknown: "?" }[doc.tokens[p].source] || ""); });
+    var seen = {};  /* a word's second and later tokens as --word names them (the, ..., the#2), as the CLI labels them */
+    var tokens = doc.attended_positions.map(function (p) {
+      var text = doc.tokens[p].text;
+      seen[text] = (seen[text] || 0) + 1;
+      return (seen[text] > 1 ? text + "#" + seen[text] : text) +
+        ({ estimated: "\u00b0", subword: "*", none: "\u2205", pieces: "+", unknown: "?" }[doc.tokens[p].source] || "");
+    });
     var T = tokens.length;
     var state = {
       layer: view.layer === null || view.layer === undefined ? L - 1 : view.layer,
@@ -104,6 +110,9 @@ window.ctxembedView = function (root, given, givenView) {
     panes.appendChild(svg);
     var info = panes.appendChild(el("div", { "class": "info" }));
     var matrix = app.appendChild(el("table", { "class": "matrix" }));
+    var perToken = app.appendChild(el("div", { "class": "per-token" }));
+    var hidden = doc.hidden || null;  /* a subword model's [CLS], [SEP]: each word's share the word maps leave out */
+    var hiddenName = hidden ? hidden.units.join("+") : "";
 
     function masked(i, j) {  /* the keys the settings forced to weight 0 (a reading lists its own) */
       var listed = (state.reading !== "raw" ? reading.masked_keys : doc.masked_keys) || [];
@@ -119,6 +128,16 @@ window.ctxembedView = function (root, given, givenView) {
         return row.map(function (_, j) {
           var s = 0; for (var h = 0; h < H; h++) s += layer[h][i][j]; return s / H;
         });
+      });
+    }
+    function hiddenNow() {  /* (T,) each word's share to [CLS]+[SEP] in the layer and head shown, or null */
+      if (!hidden || state.reading !== "raw") return null;
+      var layer = hidden.share[state.layer];  /* [head][query][unit] */
+      var heads = state.head === "mean" ? layer : [layer[state.head]];
+      return tokens.map(function (_, i) {
+        var s = 0;
+        heads.forEach(function (h) { h[i].forEach(function (v) { s += v; }); });
+        return s / heads.length;
       });
     }
     var lines = [], left = [], right = [], highlights = [];
@@ -185,14 +204,17 @@ window.ctxembedView = function (root, given, givenView) {
           t.hlRect.setAttribute("visibility", active ? "visible" : "hidden");
         });
       });
-      drawInfo(w); drawMatrix(w, top);
+      var shares = hiddenNow();
+      drawInfo(w, shares); drawMatrix(w, top, shares); drawPerToken(w, shares);
     }
+    /* a line's width and opacity: its weight itself (bertviz's scale), so near-uniform attention reads as
+       faint lines, not as a hairball of full ones; the matrix below shades relative to its largest weight */
     function paint(line, v, top, on) {
-      line.setAttribute("stroke-width", on ? 1 + 5 * v / top : 1);
-      line.setAttribute("stroke-opacity", on ? (v / top).toFixed(4) : 0);
+      line.setAttribute("stroke-width", on ? 1 + 5 * v : 1);
+      line.setAttribute("stroke-opacity", on ? Math.min(1, v).toFixed(4) : 0);
       line.setAttribute("class", on && state.side !== null ? "active" : "");
     }
-    function drawInfo(w) {
+    function drawInfo(w, shares) {
       info.textContent = "";
       var whole = state.reading === "raw" ? "mean of " + H + " heads" : "whole layer";
       var heading = (state.reading === "raw" ? "" : state.reading + ", ") + "layer " + state.layer + ", " +
@@ -215,8 +237,14 @@ window.ctxembedView = function (root, given, givenView) {
         var bar = tr.appendChild(el("td", { "class": "bar" }));
         bar.appendChild(el("span", { style: "width:" + Math.round(120 * v) + "px" }));
       }
+      if (shares && state.side === "q") {
+        var special = table.appendChild(el("tr", { "class": "hidden-share" }));
+        special.appendChild(el("td", { "class": "t" }, hiddenName));
+        special.appendChild(el("td", { "class": "w" }, shares[i].toFixed(3)));
+        special.appendChild(el("td", { "class": "hint" }, "before renormalising: the words' shares above are of the rest"));
+      }
     }
-    function drawMatrix(w, top) {
+    function drawMatrix(w, top, shares) {
       matrix.textContent = "";
       if (T > MATRIX_MAX) {
         matrix.appendChild(el("caption", {}, "the matrix is drawn for up to " + MATRIX_MAX + " tokens; " +
@@ -227,6 +255,8 @@ window.ctxembedView = function (root, given, givenView) {
       var head = matrix.appendChild(el("tr"));
       head.appendChild(el("th"));
       tokens.forEach(function (t) { head.appendChild(el("th", { "class": "col" }, t)); });
+      if (shares) head.appendChild(el("th", { "class": "col hidden-share", title: "the share of each row's attention " +
+        "that went to " + hidden.units.join(" and ") + " before the row was renormalised over the words" }, hiddenName));
       for (var i = 0; i < T; i++) {
         var tr = matrix.appendChild(el("tr"));
         var th = tr.appendChild(el("th", { "class": "row", "data-i": i }, tokens[i]));
@@ -239,7 +269,35 @@ window.ctxembedView = function (root, given, givenView) {
           }, masked(i, j) ? "\u00b7" : (v === 0 ? "0" : v.toFixed(2).replace(/^0/, ""))));
           if ((state.side === "q" && i === state.index) || (state.side === "k" && j === state.index)) td.className = "sel";
         }
+        if (shares) tr.appendChild(el("td", { "class": "hidden-share", title: tokens[i] + " \u2192 " + hiddenName + ": " +
+          shares[i].toFixed(3) + " (hidden from the row)" }, shares[i].toFixed(2).replace(/^0/, "")));
       }
+    }
+    /* the CLI's per-token table, of the map shown: what each token attends to most, [CLS]+[SEP] when the
+       model has them, and how far context moved it */
+    function drawPerToken(w, shares) {
+      perToken.textContent = "";
+      var heading = (state.reading === "raw" ? "" : state.reading + ", ") + "layer " + state.layer + ", " +
+        (state.head === "mean" ? (state.reading === "raw" ? "mean of " + H + " heads" : "whole layer") : "head " + state.head);
+      perToken.appendChild(el("h3", {}, "per token (" + heading + ")"));
+      var table = perToken.appendChild(el("table", { "class": "numbers" }));
+      var head = table.appendChild(el("tr"));
+      ["#", "token", "attends most to"].concat(shares ? [hiddenName] : [], ["cos(static, contextual)"]).forEach(function (t) {
+        head.appendChild(el("th", {}, t));
+      });
+      var top = Math.max(1, doc.top_attended.reduce(function (m, r) { return Math.max(m, r.length); }, 0));
+      tokens.forEach(function (label, i) {
+        var order = w[i].map(function (v, j) { return j; }).filter(function (j) { return w[i][j] > 0; });
+        order.sort(function (a, b) { return w[i][b] - w[i][a] || a - b; });
+        var listed = order.slice(0, top).map(function (j) { return tokens[j] + " " + w[i][j].toFixed(2); }).join(", ");
+        var cos = doc.static_contextual_cosine[i];
+        var tr = table.appendChild(el("tr"));
+        tr.appendChild(el("td", {}, String(doc.attended_positions[i])));
+        tr.appendChild(el("td", { "class": "t" }, label));
+        tr.appendChild(el("td", {}, listed || "(no token to attend to: every key is masked)"));
+        if (shares) tr.appendChild(el("td", { "class": "w" }, shares[i].toFixed(2)));
+        tr.appendChild(el("td", { "class": "w" }, cos === null ? "nan" : cos.toFixed(3)));
+      });
     }
     draw();
   }
