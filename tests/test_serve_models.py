@@ -133,8 +133,8 @@ def test_one_cached_explorer_per_trained_model_shared_with_side_by_side(minilm_f
     answer("attend", {"sentence": SENTENCE, "model": "minilm"}, explorers)
     minilm = explorers.get({"model": "minilm"})[0]
     answer("side-by-side", {"sentences": [SENTENCE], "word": "bank"}, explorers)
-    keys = list(explorers._entries)
-    assert keys.count((("model", "str", "'minilm'"),)) == 1 and len(keys) == 3  # glove, glove learned, minilm
+    keys = list(explorers._entries)  # (lane, settings): the page's GloVe (light), side by side's three (heavy)
+    assert [settings for _, settings in keys].count((("model", "str", "'minilm'"),)) == 1 and len(keys) == 4
     assert explorers.get({"model": "minilm", "preset": "default"})[0] is minilm
     assert explorers.get({"model": "glove"})[0] is explorers.default
     with pytest.raises(UsageError, match="it takes no model"):

@@ -39,6 +39,7 @@ from ctxembed.errors import UsageError
 from ctxembed.options import OPTIONS, CommandOption
 from ctxembed.output import say
 from ctxembed.presets import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
+from ctxembed.serve.lanes import HEAVY, LIGHT, lanes
 from ctxembed.vectors.cache import cache_dir
 from ctxembed.vectors.models import PACKAGES, install_command, is_installed
 from ctxembed.views import render
@@ -83,9 +84,12 @@ def _required(name: str, spec: CommandOption) -> bool:
 
 # ------------------------------------------------------------------------------ explorers
 class Explorers:
-    """One :class:`Explorer` per distinct settings, on the vectors chosen at start; the most recently used
-    :data:`CACHED_EXPLORERS` are kept. Each comes with a lock: an Engine fills caches on first use, so
-    one request at a time uses it (a request costs about a millisecond; docs/serve.md measures this).
+    """One :class:`Explorer` per distinct settings and lane, on the vectors chosen at start; the most
+    recently used :data:`CACHED_EXPLORERS` of each lane are kept. Each comes with a lock: an Engine fills
+    caches on first use, so one request at a time uses it (a request costs about a millisecond;
+    docs/serve.md measures this). The light lane has explorers of its own, so a heavy request (a long
+    side by side) never holds a lock a light one waits for; a trained model, whose requests are all
+    heavy, has one explorer (:func:`lane_of`). ``lanes`` are the server's lanes (:mod:`ctxembed.serve.lanes`).
 
     An explorer is built outside the cache's lock, so a slow one (statistics of many words, large
     projections within the budget) holds up only the requests that wait for the same settings. The
@@ -95,18 +99,21 @@ class Explorers:
     def __init__(self, vectors: str | None = None, *, limit: int | None = None, trust: bool = False, size=None):
         self.source = {"vectors": vectors, "limit": limit, "trust": trust}
         self.size = size or CACHED_EXPLORERS
+        # (lane, the settings' key) -> the explorer and its lock, the most recently used last
         self._entries: OrderedDict[tuple, tuple[Explorer, threading.Lock]] = OrderedDict()
         self._building: dict[tuple, threading.Lock] = {}
         self._lock = threading.Lock()
         self.written: OrderedDict[Path, None] = OrderedDict()  # cache files this server's builds added
+        self.lanes = lanes()
         self.default = self.get({})[0]  # bad vectors fail here, before the server starts
 
-    def get(self, options: Mapping[str, Any]) -> tuple[Explorer, threading.Lock]:
-        """The explorer of ``options`` (model, preset, settings, oov, max_tokens) and its lock. The model
-        is part of the key; the default model and preset are the same key as none, so the page's explorers
-        and side-by-side's ({"model": "minilm", "preset": "default"}) are shared."""
+    def get(self, options: Mapping[str, Any], lane: str = LIGHT) -> tuple[Explorer, threading.Lock]:
+        """The explorer of ``options`` (model, preset, settings, oov, max_tokens) for ``lane`` and its
+        lock. The model is part of the key; the default model and preset are the same key as none, so the
+        heavy lane's explorers and side-by-side's ({"model": "minilm", "preset": "default"}) are shared."""
         options = _canonical(options)
-        key = tuple(sorted((name, type(value).__name__, repr(value)) for name, value in options.items()))
+        lane = lane_of(options, lane)
+        key = (lane, tuple(sorted((name, type(value).__name__, repr(value)) for name, value in options.items())))
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
@@ -122,8 +129,9 @@ class Explorers:
                 self._entries[key] = entry
                 self._entries.move_to_end(key)
                 self._building.pop(key, None)
-                while len(self._entries) > self.size:
-                    self._entries.popitem(last=False)
+                kept = [k for k in self._entries if k[0] == lane]  # oldest first
+                for oldest in kept[: max(0, len(kept) - self.size)]:
+                    del self._entries[oldest]
             return entry
 
     def _build(self, options: Mapping[str, Any]) -> Explorer:
@@ -149,6 +157,12 @@ class Explorers:
             while len(self.written) > BUDGET.server_cache_files:
                 oldest, _ = self.written.popitem(last=False)
                 oldest.unlink(missing_ok=True)
+
+
+def lane_of(options: Mapping[str, Any], lane: str) -> str:
+    """The lane whose explorer serves ``options``: ``lane``, but a trained model's requests are all heavy
+    (:func:`_light`), so it has one explorer (a second copy of MiniLM would cost about 92 MB)."""
+    return lane if MODELS[options.get("model", DEFAULT_MODEL)].settings else HEAVY
 
 
 def _canonical(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -251,19 +265,18 @@ def answer(endpoint: str, body: Any, explorers: Explorers) -> dict:
     request body."""
     own, options = split_body(endpoint, body)
     if endpoint == "side-by-side":
-        with HEAVY:  # every model of the registry: a heavy request
+        with explorers.lanes[HEAVY].slot():  # every model of the registry: a heavy request
             return _side_by_side(own, options, explorers)
     lane = LIGHT if _light(own, options) else HEAVY
-    with lane:
-        explorer, lock = explorers.get(options)
+    with explorers.lanes[lane].slot():  # Busy (503) when the lane and its queue are full
+        explorer, lock = explorers.get(options, lane)
         with lock:
             return _document(endpoint, own, explorer)
 
 
-# Requests run in two lanes, so heavy ones (long texts, many heads and layers, projections) queue among
-# themselves, never in front of the light ones a page sends at each pause in typing.
-HEAVY = threading.BoundedSemaphore(1)
-LIGHT = threading.BoundedSemaphore(4)
+# Requests run in two lanes (ctxembed.serve.lanes), so heavy ones (long texts, many heads and layers,
+# projections) queue among themselves, never in front of the light ones a page sends at each pause in
+# typing, and never hold an explorer's lock that a light one waits for (each lane has its own explorers).
 LIGHT_CHARACTERS = 2_000  # characters of text of a light request
 LIGHT_HEADS_LAYERS = 16  # heads x layers of a light request
 
@@ -302,14 +315,14 @@ def _document(endpoint: str, own: dict[str, Any], explorer: Explorer) -> dict:
 
 def _side_by_side(own: dict, options: dict, explorers: Explorers) -> dict:
     """Every view of the model registry on the same sentences (:func:`ctxembed.api.side_by_side`), each
-    view's engine from the cached explorers and used under its lock (taken in the registry's order; the
-    heavy lane runs one side-by-side at a time)."""
+    view's engine from the heavy lane's cached explorers and used under its lock (taken in the registry's
+    order; the heavy lane runs one side-by-side at a time, and the light lane's explorers are others)."""
     if options:
         raise UsageError(f"side-by-side shows each model with its own presets: it takes no {', '.join(options)}")
     with ExitStack() as held:
 
         def open_view(model: str, preset: str):
-            explorer, lock = explorers.get({"preset": preset, "model": model})
+            explorer, lock = explorers.get({"preset": preset, "model": model}, HEAVY)
             held.enter_context(lock)
             return explorer.engine
 

@@ -11,12 +11,19 @@ connection, no dependency. Routes (docs/serve.md):
 Safety: requests whose Host header is not this server (DNS rebinding) get 403, so do cross-origin
 posts; bodies are bounded; an error is a status and ``{"error": "one line"}``; a request that raises
 is logged to stderr as one line and answered 500, and the server keeps serving.
+
+Load: at most :data:`MAX_CONNECTIONS` connections have a thread; computing requests run in bounded
+lanes (:mod:`ctxembed.serve.lanes`). A connection past the limit, when none is idle, goes to the
+overflow lane: a thread or two that answer it at once (the page's files and settings as usual, a
+computing request 503 with ``Retry-After``), so a burst never leaves the server stuck and the page
+always loads. Refusals are counted (``load`` in ``/api/settings``) and summed up in a line on stderr.
 """
 
 from __future__ import annotations
 
 import errno
 import ipaddress
+import queue
 import socket
 import sys
 import threading
@@ -34,6 +41,7 @@ from ctxembed.errors import CtxembedError, DataError, UsageError
 from ctxembed.output import dumps, say
 from ctxembed.presets import flag
 from ctxembed.serve.endpoints import ENDPOINTS, MAX_BODY, Explorers, answer, drawing, registry
+from ctxembed.serve.lanes import LIGHT, Busy
 
 # path -> (package, file, content type): everything the page loads
 ASSETS = {
@@ -51,7 +59,12 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-MAX_CONNECTIONS = 64  # open connections; a new one past this closes the longest-idle one
+MAX_CONNECTIONS = 64  # open connections; a new one past this closes the longest-idle one (or overflows)
+OVERFLOW_THREADS = 2  # threads answering connections past MAX_CONNECTIONS when none is idle
+OVERFLOW_QUEUE = 256  # such connections waiting for them; past this a connection is closed unanswered
+OVERFLOW_TIMEOUT = 2.0  # seconds an overflowing client has to send its request and read the answer
+OVERFLOW_RETRY = 1  # Retry-After (seconds) of a computing request refused for want of a connection
+BUSY_LINE_EVERY = 5.0  # seconds between the lines on stderr that count refused requests
 IDLE_TIMEOUT = 15.0  # seconds a connection may wait for its next request line
 HEADER_TIMEOUT = 10.0  # seconds from the request line to the end of its headers and body (a trickle is cut)
 WRITE_TIMEOUT = 30.0  # seconds a client may take to read an answer
@@ -85,6 +98,11 @@ class LiveServer(ThreadingHTTPServer):
         # None while the server works on its request
         self.waiting: dict[socket.socket, float | None] = {}
         self.waiting_lock = threading.Lock()
+        self.overflow: queue.Queue = queue.Queue(OVERFLOW_QUEUE)  # connections past MAX_CONNECTIONS
+        self.overflowing: dict[socket.socket, float] = {}  # those being answered -> their deadline
+        self.refused = {"overflow": 0, "dropped": 0}  # computing requests answered 503; connections closed
+        self.told = 0  # refusals already counted in a line on stderr
+        self.closed = threading.Event()  # set by server_close: the watching threads end
         super().__init__((host.strip("[]"), port), Handler)
         self.host = host
         self.port = self.server_address[1]  # the chosen one when port was 0
@@ -97,20 +115,76 @@ class LiveServer(ThreadingHTTPServer):
             names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
         self.names = names
         threading.Thread(target=self._reap, name="ctxembed-serve-timeouts", daemon=True).start()
+        for number in range(OVERFLOW_THREADS):
+            threading.Thread(target=self._overflow, name=f"ctxembed-serve-overflow-{number}", daemon=True).start()
 
     # ------------------------------------------------------------------ connections
     def process_request(self, request, client_address) -> None:
+        """A thread for the connection; past MAX_CONNECTIONS the longest-idle one is closed for it, and
+        when every one is being answered it goes to the overflow lane. Nothing here blocks, and no
+        socket is shut while ``waiting_lock`` is held (shutdown_request takes it too)."""
         with self.waiting_lock:
-            if len(self.waiting) >= MAX_CONNECTIONS:
-                idle = [(deadline, c) for c, deadline in self.waiting.items() if deadline is not None]
-                if not idle:  # every connection is being answered: this one waits for none of them
-                    self.shutdown_request(request)
-                    return
-                oldest = min(idle, key=lambda item: item[0])[1]
+            full = len(self.waiting) >= MAX_CONNECTIONS
+            idle = [(deadline, c) for c, deadline in self.waiting.items() if deadline is not None] if full else []
+            oldest = min(idle, key=lambda item: item[0])[1] if idle else None
+            if oldest is not None:
                 del self.waiting[oldest]  # no longer counted: its thread ends as soon as it wakes
-                _shut(oldest)
-            self.waiting[request] = time.monotonic() + IDLE_TIMEOUT
+            if not full or oldest is not None:
+                self.waiting[request] = time.monotonic() + IDLE_TIMEOUT
+        if oldest is not None:
+            _shut(oldest)
+        if full and oldest is None:  # every connection is being answered: this one waits for none of them
+            try:
+                self.overflow.put_nowait((request, client_address))
+            except queue.Full:
+                self.count_refused("dropped")
+                super().shutdown_request(request)
+            return
         super().process_request(request, client_address)
+
+    def _overflow(self) -> None:
+        """Answer connections past MAX_CONNECTIONS, one request each, within OVERFLOW_TIMEOUT: the page's
+        files and settings as always (the page stays reachable), a computing request 503."""
+        while (item := self.overflow.get()) is not None:
+            request, client_address = item
+            with self.waiting_lock:
+                self.overflowing[request] = time.monotonic() + OVERFLOW_TIMEOUT
+            try:
+                OverflowHandler(request, client_address, self)
+            except Exception:  # noqa: BLE001 - as socketserver does: one line, and the lane goes on
+                self.handle_error(request, client_address)
+            finally:
+                with self.waiting_lock:
+                    self.overflowing.pop(request, None)
+                super().shutdown_request(request)
+
+    def count_refused(self, what: str) -> None:
+        with self.waiting_lock:
+            self.refused[what] += 1
+
+    def load(self) -> dict:
+        """What the server holds now and has refused: connections, the overflow lane and each lane."""
+        with self.waiting_lock:
+            connections = {"open": len(self.waiting), "limit": MAX_CONNECTIONS, **self.refused}
+        return {
+            "connections": connections,
+            **{name: lane.counts() for name, lane in self.explorers.lanes.items()},
+        }
+
+    def _tell_refusals(self) -> bool:
+        """One line on stderr when requests were refused since the last one (the reaper asks every
+        BUSY_LINE_EVERY s at most): a burst of 503s is counted, not logged request by request. Whether
+        there was something to tell."""
+        load = self.load()
+        counts = {"light": load["light"]["refused"], "heavy": load["heavy"]["refused"], **load["connections"]}
+        del counts["open"], counts["limit"]
+        total = sum(counts.values())
+        if total > self.told:
+            shown = ", ".join(f"{n:,} {what}" for what, n in counts.items())
+            _log(f"busy: {total - self.told:,} request(s) refused with 503 or closed ({shown} since the start)")
+            self.told = total
+            return True
+        return False
 
     def wait_for_client(self, connection, seconds: float | None) -> None:
         """The client of ``connection`` has ``seconds`` to send what is next (None: the server is working)."""
@@ -124,15 +198,32 @@ class LiveServer(ThreadingHTTPServer):
         super().shutdown_request(request)
 
     def _reap(self) -> None:
-        """Shut every connection whose client is late: a trickling or silent client holds no thread."""
-        while True:
-            time.sleep(0.25)
+        """Shut every connection whose client is late: a trickling or silent client holds no thread; and
+        count refusals on stderr now and then."""
+        told = time.monotonic() - BUSY_LINE_EVERY  # refusals after a quiet spell are told at once
+        while not self.closed.wait(0.25):
             now = time.monotonic()
             with self.waiting_lock:
                 late = [c for c, deadline in self.waiting.items() if deadline is not None and deadline < now]
                 for connection in late:
                     del self.waiting[connection]
-                    _shut(connection)
+                late += [c for c, deadline in self.overflowing.items() if deadline < now]
+            for connection in late:
+                _shut(connection)
+            if now - told >= BUSY_LINE_EVERY and self._tell_refusals():
+                told = now
+
+    def server_close(self) -> None:
+        """Stop listening; the refusals not yet told are told, and the watching threads end."""
+        super().server_close()
+        if not self.closed.is_set():
+            self.closed.set()
+            self._tell_refusals()
+            for _ in range(OVERFLOW_THREADS):
+                try:
+                    self.overflow.put_nowait(None)
+                except queue.Full:  # its threads are busy: they end with the process (daemons)
+                    break
 
     def handle_error(self, request, client_address) -> None:
         """A request that failed outside the handler's own answers (socketserver prints a traceback
@@ -216,6 +307,9 @@ class Handler(BaseHTTPRequestHandler):
         except _HttpError as exc:
             self.send_error(exc.status, exc.message, allow=exc.allow)
             return
+        except Busy as exc:  # a full lane: counted, and said on stderr now and then (LiveServer._tell_refusals)
+            self.send_error(503, str(exc), headers={"Retry-After": str(exc.retry_after)})
+            return
         except CtxembedError as exc:
             self.send_error(400 if isinstance(exc, UsageError) else 422, exc.render(flag))
             return
@@ -241,7 +335,11 @@ class Handler(BaseHTTPRequestHandler):
             if method not in ("GET", "HEAD"):
                 raise _HttpError(405, f"{path}: use GET", "GET, HEAD")
             if path == "/api/settings":
-                return 200, dumps(registry(self.server.explorers)).encode(), "application/json"
+                return (
+                    200,
+                    dumps({**registry(self.server.explorers), "load": self.server.load()}).encode(),
+                    ("application/json"),
+                )
             package, name, kind = ASSETS[path]
             return 200, resources.files(package).joinpath("web", name).read_bytes(), kind
         if not (path.startswith("/api/") and (endpoint in ENDPOINTS or endpoint == "draw")):
@@ -255,6 +353,7 @@ class Handler(BaseHTTPRequestHandler):
         if kind != "application/json":
             raise _HttpError(415, f"{path}: send Content-Type: application/json, not {kind!r}")
         body = self._json_body()
+        self.refuse_work()
         query = parse_qs(url.query)
         shown_as = query.get("as", ["svg" if endpoint == "draw" else "json"])[0]
         width = _int(query.get("width", ["100"])[0], "width")
@@ -263,8 +362,12 @@ class Handler(BaseHTTPRequestHandler):
             if shown_as == "json":
                 return 200, dumps(document).encode(), "application/json"
             body = document
-        text = drawing(body, shown_as, width)
+        with self.server.explorers.lanes[LIGHT].slot():  # drawing is work too: bounded like the rest
+            text = drawing(body, shown_as, width)
         return 200, text.encode(), "image/svg+xml" if shown_as == "svg" else "text/html; charset=utf-8"
+
+    def refuse_work(self) -> None:
+        """Nothing to refuse on a connection of its own (the overflow lane's handler refuses all work)."""
 
     def _same_origin(self, origin: str) -> bool:
         parts = urlsplit(origin)
@@ -292,15 +395,19 @@ class Handler(BaseHTTPRequestHandler):
             raise UsageError(f"the request body is not JSON: {exc}") from None
 
     # -------------------------------------------------------------------------- answers
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None, *, allow=None) -> None:
+    def send_error(
+        self, code: int, message: str | None = None, explain: str | None = None, *, allow=None, headers=None
+    ) -> None:
         """Every error, this server's and the standard library's (400, 414, 431, 501, 505 ...): one line of
-        JSON, logged as one bounded line. The connection closes after it unless the request's body was read."""
+        JSON, logged as one bounded line (503s are counted instead: a burst is one line). The connection
+        closes after it unless the request's body was read."""
         line = message.strip().splitlines()[0] if message and message.strip() else HTTPStatus(code).phrase
         request = (getattr(self, "requestline", "") or "")[:MAX_LOG]
-        _log(f"{request} -> {code} {line}")
+        if code != 503:
+            _log(f"{request} -> {code} {line}")
         if not self.body_read or code >= 500:
             self.close_connection = True
-        headers = {"Allow": allow} if allow else {}
+        headers = {**(headers or {}), **({"Allow": allow} if allow else {})}
         if code == 405 and not allow:
             headers["Allow"] = "GET, HEAD, POST"
         self._send(code, orjson.dumps({"error": line[:MAX_ERROR]}), headers=headers)
@@ -335,6 +442,30 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_error(self, format: str, *args: Any) -> None:
         """The standard library's own notes (timeouts) say nothing the error line does not."""
+
+
+class OverflowHandler(Handler):
+    """A connection past MAX_CONNECTIONS, answered by the overflow lane: one request, within
+    OVERFLOW_TIMEOUT, then closed; the page's files and settings are served, work is refused (503)."""
+
+    timeout = OVERFLOW_TIMEOUT
+
+    def handle(self) -> None:
+        self.close_connection = True
+        self.handle_one_request()
+
+    def refuse_work(self) -> None:
+        """Read (so the client sees the answer rather than a reset), then refused: 503, Retry-After."""
+        self.server.count_refused("overflow")
+        raise Busy(
+            f"the server is busy: all {MAX_CONNECTIONS} connections are being answered; "
+            f"try again in {OVERFLOW_RETRY} s",
+            OVERFLOW_RETRY,
+        )
+
+    def _send(self, status: int, body: bytes, kind: str = "application/json", *, headers=None) -> None:
+        self.close_connection = True
+        super()._send(status, body, kind, headers=headers)
 
 
 class _HttpError(Exception):
