@@ -56,6 +56,25 @@ def sentence_warnings(results: list[Contextualized]) -> list[str]:
     return [f"sentence {number}: {line}" if several else line for number, line in found if line is not None]
 
 
+def twins_warning(result: Contextualized, word: str) -> str | None:
+    """A line for people when ``word`` names a repeated word whose copies came out with one contextual
+    vector (without word order, copies of a word see the same sentence and get the same vector), so
+    ``bank#2`` cannot differ from ``bank``; None otherwise."""
+    found = result.prepared.locate(word)
+    if found is None or found[2] < 2:
+        return None
+    name = result.used_tokens()[found[0]].text.lower()
+    rows = [result.prepared.locate(f"{name}#{k}") for k in range(1, found[2] + 1)]
+    vectors = result.contextual[[r[0] for r in rows if r is not None]]  # (copies, d_out)
+    if len(vectors) < 2 or not np.allclose(vectors, vectors[0], rtol=1e-5, atol=1e-7):
+        return None
+    copies = " and ".join([name, *(f"{name}#{k}" for k in range(2, found[2] + 1))])
+    return (
+        f"{copies} share one contextual vector: these settings give attention no word order, so copies of a "
+        "word see the same sentence (--positions adds word order; a trained model such as --model minilm has it)"
+    )
+
+
 def skipped_records(result: Contextualized) -> list[dict]:
     return [{"text": t.text, "position": t.position} for t in result.prepared.skipped]
 
@@ -312,7 +331,12 @@ def compare_document(results: list[Contextualized], word: str | None, engine: Co
             for entry in entries
         ],
         "words": entries,
-        "warnings": sentence_warnings(results),
+        "warnings": sentence_warnings(results)
+        + [
+            f"sentence {number}: {line}" if len(results) > 1 else line
+            for number, result in enumerate(results, start=1)
+            if word is not None and (line := twins_warning(result, word))
+        ],
     }
 
 
@@ -371,7 +395,7 @@ def neighbors_document(
         "among": among,
         "static": [{"word": w, "similarity": s} for w, s in static_list],
         "contextual": [{"word": w, "similarity": s} for w, s in contextual_list],
-        "warnings": sentence_warnings([result]),
+        "warnings": sentence_warnings([result]) + [line for line in [twins_warning(result, word)] if line],
     }
 
 

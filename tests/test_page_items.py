@@ -53,3 +53,11 @@ def test_the_per_token_table_follows_the_layer_and_head_shown(page):  # noqa: F8
     assert page.inner_text("#view .per-token h3") == "per token (layer 0, head 1)"
     # a repeated word is labelled as the CLI labels it
     assert page.locator("table.matrix th.row").all_text_contents()[3] == "the#2"
+
+
+def test_the_page_shows_a_documents_warnings(page):  # noqa: F811
+    page.click("#tabs button[data-tab=neighbors]")
+    page.locator("#sentence").fill("I deposited cash at the bank and then sat on the river bank")
+    page.locator("#token-choices button", has_text="bank#2").click()
+    wait_until(page, "document.querySelector('#view .warnings') !== null")
+    assert "share one contextual vector" in page.inner_text("#view .warnings")

@@ -337,6 +337,16 @@
     });
   }
   function draw(view, doc, signal) {
+    return drawView(view, doc, signal).then(function () { warn($("view"), doc); });
+  }
+  /* the document's warnings (what the CLI prints on stderr), above the drawing */
+  function warn(root, doc) {
+    if (!doc || typeof doc !== "object" || !doc.warnings || !doc.warnings.length) return;
+    var box = el("div", { "class": "warnings" });
+    doc.warnings.forEach(function (line) { box.appendChild(el("p", {}, "warning: " + line)); });
+    root.insertBefore(box, root.firstChild);
+  }
+  function drawView(view, doc, signal) {
     var root = $("view");
     if (view === "attend") {
       var kept = {};
