@@ -72,3 +72,13 @@ def minilm_folder(monkeypatch):
         pytest.skip(message)
     monkeypatch.setenv("CTXEMBED_MODELS", str(REAL_MODELS))
     return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A second BERT-family model (tests/tiny_model.py: 2 layers, 4 heads, width 32, its own vocabulary),
+    registered as one registry entry and installed, for the module's tests; CTXEMBED_MODELS points at it."""
+    from tests.tiny_model import install_tiny
+
+    with pytest.MonkeyPatch.context() as patch:
+        yield install_tiny(tmp_path_factory.mktemp("models"), patch)

@@ -90,11 +90,11 @@ def test_two_sentences_give_one_row_per_layer_with_the_pairs_cosine():
 
 
 def test_minilm_layers_are_the_mean_of_the_words_pieces_at_each_hidden_state(minilm_folder):
-    from ctxembed.engine.minilm import MiniLMEngine
+    from ctxembed.engine.registry import open_engine
 
     sentences = ["the unbelievable riverbank flooded", "an unbelievable riverbank of money"]
     doc = run_json("compare", *sentences, "--word", "riverbank", "--model", "minilm", "--json")
-    engine = MiniLMEngine()
+    engine = open_engine(model="minilm")
     results = engine.run([engine.prepare(s) for s in sentences])
     vectors = []  # per sentence: (L + 1, D) the mean of riverbank's pieces at each hidden state
     for result in results:

@@ -85,3 +85,32 @@ def test_the_trained_card_hides_its_special_pieces_and_takes_only_max_tokens(min
     assert card.masks.masked == () and card.masks.hidden == ("[CLS]", "[SEP]")
     assert card.options == frozenset({"max_tokens"}) and engine.columns is None
     assert card.readout.count("h") == 7  # the mean of h0 ... h6
+
+
+@pytest.fixture(params=[*MODELS, "tiny"])
+def registered(request):
+    """Every model of the registry, and the tiny second BERT (tests/tiny_model.py) registered beside them."""
+    name = request.param
+    if name == "tiny":
+        request.getfixturevalue("tiny_model")
+    elif MODELS[name].trained:
+        request.getfixturevalue("minilm_folder")
+    return name
+
+
+def test_every_registered_model_keeps_the_contract_its_card_states(registered):
+    from ctxembed.engine.contract import ColumnKernel, ModelCard
+    from ctxembed.engine.registry import entry_of
+
+    engine = open_engine(model=registered)
+    card = engine.card
+    assert isinstance(engine, ContextEngine) and isinstance(card, ModelCard) and engine.model == card.name == registered
+    assert card.trained == entry_of(registered).trained and card.units in ("words", "wordpieces") and card.options
+    assert engine.columns is None or isinstance(engine.columns, ColumnKernel)
+    sizes = (engine.layers, engine.heads, engine.dim, engine.out_dim)
+    assert sizes == (card.layers, card.heads, card.dim, card.out_dim)
+    [result] = engine.run([engine.prepare("we sat on the river bank by the bank")])
+    T = len(result.prepared.used)
+    assert result.weights.shape == (card.layers, card.heads, T, T) and result.contextual.shape == (T, card.out_dim)
+    np.testing.assert_allclose(result.weights.sum(axis=-1), 1.0, atol=1e-5)  # every word's row is a distribution
+    assert engine.describe() and card.name in engine.summary() + engine.describe().get("model", "glove")

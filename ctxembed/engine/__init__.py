@@ -2,8 +2,11 @@
 
 - ``contract.py``  :class:`ContextEngine`, what every model gives: prepare -> Prepared, run -> Contextualized
 - ``sentence.py``  :class:`Prepared`, :class:`Contextualized`, and how a command names a word (bank#2)
-- ``registry.py``  :data:`MODELS`, model name -> engine, and :func:`open_engine` (model="glove")
-- ``glove.py``     the first engine: static word vectors -> attention layers (the model "glove")
+- ``registry.py``  :data:`MODELS` (the registry's entries, :mod:`ctxembed.vectors.catalogue`) and
+  :func:`open_engine` (model="glove"): an entry opened through its family
+- ``families.py``  :data:`FAMILIES`: how each family's models are loaded, tokenized, run and explained
+- ``glove.py``     the "attention" family's engine: static word vectors -> attention layers (the model "glove")
+- ``trained.py``   the one engine of every trained model (all-MiniLM-L6-v2 and any other BERT)
 - ``projections.py`` what settings make of a store: a weights file's settings, the projections, all-but-the-top
 
 ``from ctxembed.engine import open_engine`` (or any name of ``_EXPORTS``) works: the module that
@@ -31,6 +34,8 @@ _EXPORTS = {
     "MODELS": "registry",
     "DEFAULT_MODEL": "registry",
     "Model": "registry",
+    "FAMILIES": "families",
+    "TrainedEngine": "trained",
     "open_engine": "registry",
     "Engine": "glove",
     "resolve_settings": "projections",

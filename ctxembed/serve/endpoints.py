@@ -41,7 +41,7 @@ from ctxembed.output import say
 from ctxembed.presets import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
 from ctxembed.serve.lanes import HEAVY, LIGHT, lanes
 from ctxembed.vectors.cache import cache_dir
-from ctxembed.vectors.models import PACKAGES, install_command, is_installed
+from ctxembed.vectors.models import install_command, is_installed
 from ctxembed.views import render
 from ctxembed.views.figures import build_figure
 from ctxembed.views.svg import figure_svg
@@ -250,7 +250,7 @@ def split_body(endpoint: str, body: Any) -> tuple[dict[str, Any], dict[str, Any]
         raise UsageError(f"/api/{endpoint} needs {' and '.join(missing)}")
     model = options.get("model", DEFAULT_MODEL)
     given = [name for name in options if name != "model"]
-    if not MODELS[model].settings and given:  # so one explorer serves every request for it (docs/serve.md)
+    if MODELS[model].trained and given:  # so one explorer serves every request for it (docs/serve.md)
         shown = ", ".join("preset" if n == "preset" else "{" + n + "}" for n in given)
         named = [n for n in given if n != "preset"]
         raise UsageError(
@@ -285,7 +285,7 @@ def _light(own: dict[str, Any], options: dict[str, Any]) -> bool:
     """Whether a request is light whatever its vectors: a model shaped by the settings (a trained one runs
     all its layers and heads), short text, few heads and layers, the identity projection and the preset's
     statistics (no new abtt_words to compute)."""
-    if not MODELS[options.get("model", DEFAULT_MODEL)].settings:
+    if MODELS[options.get("model", DEFAULT_MODEL)].trained:
         return False
     texts = own.get("sentences") or [own.get("sentence", "")]
     preset = PRESETS.get(options.get("preset", "default"))
@@ -383,8 +383,8 @@ def registry(explorers: Explorers) -> dict:
                 "name": name,
                 "summary": entry.summary,
                 "installed": is_installed(name),
-                "install": install_command(name) if name in PACKAGES else None,
-                "settings": entry.settings,
+                "install": install_command(name) if entry.package is not None else None,
+                "settings": not entry.trained,
             }
             for name, entry in MODELS.items()
         ],

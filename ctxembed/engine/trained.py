@@ -1,17 +1,19 @@
-"""The trained engine behind the contract, registered as "minilm": all-MiniLM-L6-v2 in NumPy.
+"""The one engine of every trained model (every family but ``attention``): a registry entry and its
+family (:mod:`ctxembed.engine.families`) make it all-MiniLM-L6-v2, or any other model of the family.
 
     engine = open_engine(model="minilm")                       # after `ctxembed models install minilm`
     [result] = engine.run([engine.prepare("I deposited money in the bank")])
     result.weights.shape                                       # (6, 12, T, T) over ctxembed's T words
 
-text -> ctxembed's words (:mod:`ctxembed.vectors.tokenize`) and BERT's pieces of the whole text
-(:mod:`ctxembed.vectors.wordpiece`, each piece given to the word that holds it) -> [CLS] pieces [SEP]
--> :func:`ctxembed.core.encoder.encode` (sentences sorted by length, padded in groups, one BLAS thread)
+text -> ctxembed's words (:mod:`ctxembed.vectors.tokenize`) and the family's pieces of the whole text
+(its :class:`ctxembed.vectors.pieces.PieceTokenizer`, each piece given to the word that holds it) ->
+the family's special pieces around them ([CLS] pieces [SEP]) -> the block
+(:func:`ctxembed.core.encoder.encode`; sentences sorted by length, padded in groups, one BLAS thread)
 -> back to words (:mod:`ctxembed.core.pieces`): a word's vector is the mean of its pieces, its attention
-the sum over key pieces and the mean over query pieces, [CLS] and [SEP] hidden and each row renormalised
-over the words. ``static`` is the model's input (layer 0: embeddings + positions + LayerNorm);
-``contextual`` is the read-out, the mean of the 7 hidden states (h0 ... h6), the best of the read-outs
-measured on SCWS dev (docs/models.md); ``layers()`` gives every hidden state. Neighbours are searched
+the sum over key pieces and the mean over query pieces, the special pieces hidden and each row
+renormalised over the words. ``static`` is the model's input (layer 0); ``contextual`` is the read-out,
+by default the mean of every hidden state (h0 ... hL; for all-MiniLM-L6-v2 the best of the read-outs
+measured on SCWS dev, docs/models.md); ``layers()`` gives every hidden state. Neighbours are searched
 among the model's whole-word input embeddings (words.ctxv, written at install).
 """
 
@@ -21,12 +23,11 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ctxembed.core.attention import AttentionConfig
-from ctxembed.core.encoder import encode, trace_layer
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.pieces import hidden_share, word_attention, word_vectors
 from ctxembed.core.readings import sent_vectors
@@ -36,31 +37,38 @@ from ctxembed.engine.sentence import NO_STEPS, AttentionParts, Contextualized, L
 from ctxembed.errors import DataError
 from ctxembed.presets import PRESETS, Settings
 from ctxembed.vectors.mixfiles import resolve_mix
-from ctxembed.vectors.models import NEIGHBOURS, load_encoder, model_path
+from ctxembed.vectors.models import NEIGHBOURS, install_command, model_path
+from ctxembed.vectors.pieces import pieces_to_words
 from ctxembed.vectors.store import VectorStore
 from ctxembed.vectors.tokenize import pretokenized, tokenize
-from ctxembed.vectors.wordpiece import WordPiece, pieces_to_words
+
+if TYPE_CHECKING:
+    from ctxembed.engine.families import Family
+    from ctxembed.vectors.catalogue import ModelEntry
 
 GROUP_PIECES = 4096  # pieces a group holds at most (B * T): its (L, B, H, T, T) weights stay small
-HIDDEN = "[CLS] and [SEP] hidden: each word's attention renormalised over the words"
-UNKNOWN = "[UNK]"  # the piece of a word the vocabulary cannot spell
+WORDS_FROM_PIECES = (
+    "a word's vector: the mean of its pieces; its attention: sum over key pieces, mean over query pieces"
+)
+TRAINED_OPTIONS = frozenset({"max_tokens"})  # what a trained model takes: its words are its own, its layers too
 
 
 @dataclass(slots=True)
 class PiecedSentence(Prepared):
-    """A prepared sentence with BERT's pieces: ids (P,) with [CLS] and [SEP], and each piece's row
-    into ``used`` (-1: [CLS], [SEP])."""
+    """A prepared sentence with the model's pieces: ids (P,) with the special pieces, and each piece's
+    row into ``used`` (-1: a special piece)."""
 
     piece_ids: np.ndarray | None = None  # (P,) int64
     piece_texts: list[str] | None = None  # (P,)
     owner: np.ndarray | None = None  # (P,) row into used, -1 for the special pieces
+    unknown: str = "[UNK]"  # the tokenizer's piece for what it cannot spell
 
     def sources(self) -> list[str]:
         """Per token: "vocabulary" for a word that is one piece of the model's vocabulary, "pieces" for
         a word split into several (its vector the mean of theirs), "unknown" for a word read as [UNK],
         "none" for a token that gives no piece."""
         counts = np.bincount(self.owner[self.owner >= 0], minlength=len(self.used))  # (W,) pieces per word
-        unknown = {int(o) for o, text in zip(self.owner, self.piece_texts, strict=True) if text == UNKNOWN}
+        unknown = {int(o) for o, text in zip(self.owner, self.piece_texts, strict=True) if text == self.unknown}
         found = ["none"] * len(self.texts)
         for row, position in enumerate(self.used):
             found[position] = "unknown" if row in unknown else "vocabulary" if counts[row] == 1 else "pieces"
@@ -76,30 +84,36 @@ class PiecedResult(Contextualized):
     values: list[np.ndarray] | None = None  # with trace: per layer (h, P, d_h) the values
 
 
-class MiniLMEngine:
-    """all-MiniLM-L6-v2 (a 6-layer, 12-head, 384-wide BERT) behind the engine contract."""
+class TrainedEngine:
+    """A trained model of the registry (its entry) behind the engine contract, run as its family says."""
 
-    model = "minilm"
     removal = None  # no all-but-the-top: the model's own space
     columns = None  # no column kernel: batch runs prepare and run
 
     def __init__(
         self,
+        entry: ModelEntry,
+        family: Family,
         *,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         label: Callable[[str], str] = str,
         settings: Settings | None = None,
     ):
+        self.model, self.entry, self.family = entry.name, entry, family
+        # how documents name it: its upstream model's own name (all-MiniLM-L6-v2), else its registry name
+        self.upstream = entry.package.upstream if entry.package is not None else None
+        self.title = self.upstream.rpartition("/")[2] if self.upstream else entry.name
         folder = model_path(self.model)
         try:
-            self.config, self.weights = load_encoder(folder)  # a memory map, used as it is
-            self.vocab = WordPiece.from_file(folder / "vocab.txt")
+            self.config, self.weights, self.tokenizer = family.load(folder)  # weights: a memory map, used as it is
             self.store = VectorStore.open(folder / NEIGHBOURS)
+            self.special_ids = (
+                [self.tokenizer.id_of(p) for p in family.begin],
+                [self.tokenizer.id_of(p) for p in family.end],
+            )
         except (OSError, ValueError, KeyError, json.JSONDecodeError) as error:
             reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise DataError(
-                f"{folder} is damaged ({reason}): reinstall with `ctxembed models install minilm`"
-            ) from None
+            raise DataError(f"{folder} is damaged ({reason}): reinstall with `{install_command(self.model)}`") from None
         self.max_tokens = max_tokens
         self.label = label
         self.dim = self.out_dim = self.config.hidden
@@ -118,18 +132,23 @@ class MiniLMEngine:
     def card(self) -> ModelCard:
         return ModelCard(
             name=self.model,
-            family="bert",
+            family=self.family.name,
             layers=self.layers,
             heads=self.heads,
             dim=self.dim,
             out_dim=self.out_dim,
             units=WORDPIECES,
-            masks=Masks(hidden=("[CLS]", "[SEP]"), about=HIDDEN),
+            masks=Masks(causal=self.family.causal, hidden=self.family.specials, about=self._hidden),
             readout=self.mix.formula(),
-            options=frozenset({"max_tokens"}),
+            options=TRAINED_OPTIONS,
             trained=True,
-            upstream="sentence-transformers/all-MiniLM-L6-v2",
+            upstream=self.upstream,
         )
+
+    @property
+    def _hidden(self) -> str:
+        """What the word maps hide, for a document: the special pieces, each row renormalised."""
+        return f"{' and '.join(self.family.specials)} hidden: each word's attention renormalised over the words"
 
     @property
     def layers(self) -> int:
@@ -143,21 +162,20 @@ class MiniLMEngine:
         return {
             "preset": self.settings.preset,  # the configuration's name: minilm, or eval's minilm@N
             "model": self.model,
-            "upstream": "sentence-transformers/all-MiniLM-L6-v2",
+            "upstream": self.upstream,
             "layers": self.layers,
             "heads": self.heads,
             "dim": self.dim,
             "readout": self.mix.formula(),
-            "words": "a word's vector: the mean of its pieces; "
-            "its attention: sum over key pieces, mean over query pieces",
-            "hidden": HIDDEN,
+            "words": WORDS_FROM_PIECES,
+            "hidden": self._hidden,
         }
 
     def summary(self) -> str:
         shape = f"{self.layers} layers x {self.heads} heads"
         # each part fits an 80-column line after the views' "settings " prefix (they break between parts)
-        hidden = "[CLS], [SEP] hidden (rows renormalised over the words)"
-        return f"model minilm (all-MiniLM-L6-v2, {shape}) | read-out {self.readout} | {hidden}"
+        hidden = f"{', '.join(self.family.specials)} hidden (rows renormalised over the words)"
+        return f"model {self.model} ({self.title}, {shape}) | read-out {self.readout} | {hidden}"
 
     # ------------------------------------------------------------------ sentence -> words and pieces
 
@@ -172,21 +190,22 @@ class MiniLMEngine:
             spans = [(t.start, t.end) for t in tokens]
         if not tokens:
             raise DataError("the sentence has no words")
-        pieces = self.vocab.encode(text)
+        pieces = self.tokenizer.encode(text)
         holder = pieces_to_words(pieces, spans)  # (P,) token position per piece
         used = sorted({int(h) for h in holder if h >= 0})
         if not used:
             raise DataError("no word of the sentence gives a word piece")
         if len(used) > self.max_tokens:
             raise DataError(f"{len(used)} words: at most {{max_tokens}} {self.max_tokens}", "max_tokens")
-        if len(pieces) + 2 > self.config.max_positions:
-            raise DataError(f"{len(pieces)} word pieces: the model takes at most {self.config.max_positions - 2}")
+        room = self.config.max_positions - len(self.family.specials)  # pieces a sentence may have
+        if len(pieces) > room:
+            raise DataError(f"{len(pieces)} word pieces: the model takes at most {room}")
         row_of = {position: row for row, position in enumerate(used)}
-        owner = np.array([-1, *(row_of.get(int(h), -1) for h in holder), -1], dtype=np.int64)  # (P,)
-        ids = np.array([self.vocab.cls_id, *(p.id for p in pieces), self.vocab.sep_id], dtype=np.int64)  # (P,)
-        single = {
-            row: [p.text for p, o in zip(pieces, owner[1:-1], strict=True) if o == row] for row in range(len(used))
-        }
+        begin, end = self.special_ids
+        owner = np.array([*(-1 for _ in begin), *(row_of.get(int(h), -1) for h in holder), *(-1 for _ in end)])  # (P,)
+        ids = np.array([*begin, *(p.id for p in pieces), *end], dtype=np.int64)  # (P,)
+        own = owner[len(begin) : len(owner) - len(end)]  # (pieces,) the sentence's own pieces' words
+        single = {row: [p.text for p, o in zip(pieces, own, strict=True) if o == row] for row in range(len(used))}
         # find: a binary search of the store's sorted words, so one sentence does not build the word -> row dict
         found = [self.store.find(single[r][0]) if len(single[r]) == 1 else None for r in range(len(used))]
         rows = [-1 if row is None else row for row in found]
@@ -204,8 +223,9 @@ class MiniLMEngine:
             {},
             self.store,
             piece_ids=ids,
-            piece_texts=["[CLS]", *(p.text for p in pieces), "[SEP]"],
-            owner=owner,
+            piece_texts=[*self.family.begin, *(p.text for p in pieces), *self.family.end],
+            owner=owner.astype(np.int64),
+            unknown=self.tokenizer.unknown,
         )
         if words is not None:
             sentence._tokens = tokens
@@ -244,7 +264,9 @@ class MiniLMEngine:
         for b, s in enumerate(group):
             ids[b, : len(s.piece_ids)] = s.piece_ids
             real[b, : len(s.piece_ids)] = True
-        out = encode(self.weights, ids, real, keep_values=trace)  # hidden (L+1, B, T, D), weights (L, B, H, T, T)
+        out = self.family.encode(
+            self.weights, ids, real, keep_values=trace
+        )  # hidden (L+1, B, T, D), weights (L, B, H, T, T)
         return [self._to_words(s, out, b, weights) for b, s in enumerate(group)]
 
     def _to_words(self, sentence: PiecedSentence, out, b: int, weights: bool) -> PiecedResult:
@@ -271,7 +293,7 @@ class MiniLMEngine:
             piece_hidden=hidden.copy() if weights else None,
             values=None if out.values is None else [v[b, :, :P].copy() for v in out.values],  # L x (H, P, d_h)
             hidden_share=None if piece_weights is None else hidden_share(piece_weights, sentence.owner, W),
-            hidden_units=("[CLS]", "[SEP]"),
+            hidden_units=self.family.specials,
         )
 
     def attention_parts(self, result: PiecedResult) -> AttentionParts:
@@ -284,49 +306,36 @@ class MiniLMEngine:
         return AttentionParts(result.piece_weights, sent, lambda maps: word_attention(maps, owner, W, renormalise=True))
 
     def layer_trace(self, result: PiecedResult, layer: int) -> LayerTrace:
-        """Layer ``layer`` step by step over the pieces ([CLS] and [SEP] included), recomputed from the
-        layer's input (the result's hidden state h_layer) by :func:`ctxembed.core.encoder.trace_layer`,
-        the encoder's own functions on the same one-sentence batch: its weights equal the result's
-        ``piece_weights[layer]``. A word's query in the neuron view is its first piece."""
+        """Layer ``layer`` step by step over the pieces (the special ones included), recomputed from the
+        layer's input (the result's hidden state h_layer) by the family's traced block
+        (:func:`ctxembed.core.encoder.trace_layer`), the block's own functions on the same one-sentence
+        batch: its weights equal the result's ``piece_weights[layer]``. Named in the family's words.
+        A word's query in the neuron view is its first piece."""
         if result.piece_hidden is None:
             raise DataError(NO_STEPS, "explain")
         from threadpoolctl import threadpool_limits  # one BLAS thread, as run() computed it: the same sums
 
         with threadpool_limits(limits=1, user_api="blas"):
-            steps = trace_layer(self.weights, layer, result.piece_hidden[layer])  # (P, D) -> q (H, P, d_h) ...
-        owner = result.prepared.owner  # (P,) word row per piece, -1 for [CLS] and [SEP]
+            steps = self.family.trace(self.weights, layer, result.piece_hidden[layer])  # (P, D) -> q (H, P, d_h) ...
+        owner = result.prepared.owner  # (P,) word row per piece, -1 for the special pieces
         first = [int(np.flatnonzero(owner == row)[0]) for row in range(len(result.prepared.used))]
-        inputs = (
-            "h0: word-piece embeddings + learned position embeddings + segment 0, then LayerNorm"
-            if layer == 0
-            else f"h{layer}: the output of layer {layer - 1}"
-        )
+        names = self.family.steps
+        inputs = names.inputs if layer == 0 else names.later_inputs.format(layer=layer, previous=layer - 1)
         return LayerTrace(
             steps,
-            # BERT's ingredients: scaled softmax, no mask but padding, residual and LayerNorm per sub-layer
-            AttentionConfig(layers=self.layers, heads=self.heads, residual=True, layer_norm=True),
+            # the block's ingredients: scaled softmax, its mask, residual and LayerNorm per sub-layer
+            AttentionConfig(
+                layers=self.layers, heads=self.heads, residual=True, layer_norm=True, causal=self.family.causal
+            ),
             units=list(result.prepared.piece_texts),
             sources=["vocabulary"] * len(owner),  # every piece is a row of the model's vocabulary
             query_units=first,
             level="pieces",
             projected=True,
-            projections="W_q, W_k, W_v trained (all-MiniLM-L6-v2), each with a bias",
+            projections=names.projections.format(upstream=self.title),
             biases=True,
             output_projection=True,
             inputs_about=inputs,
             attended=steps.attended,
-            notes=(
-                "rows are WordPiece pieces with [CLS] and [SEP], the units the model attends over; its "
-                "word-level maps sum a word's key pieces and average its query pieces",
-                "a word's query (--word) is its first piece",
-            ),
+            notes=(names.level.format(specials=" and ".join(self.family.specials)), names.query),
         )
-
-
-def open_minilm(vectors=None, preset: str = "default", **keywords: Any) -> MiniLMEngine:
-    """The registry's opener: the vector source and preset belong to the glove model and are ignored."""
-    return MiniLMEngine(
-        max_tokens=keywords.get("max_tokens") or DEFAULT_MAX_TOKENS,
-        label=keywords.get("label") or str,
-        settings=keywords.get("settings"),
-    )

