@@ -56,7 +56,6 @@ def test_batch_jsonl_and_parquet_run_the_tiny_model(tiny_model, tmp_path):
     assert json.loads(table.schema.metadata[b"ctxembed"])["settings"]["model"] == "tiny"
 
 
-@pytest.mark.xfail(reason="batch/embed.py reads engine.lexicon, which a trained model has none of (issue 41, paths)")
 def test_embed_lines_runs_the_tiny_model(tiny_model):
     import ctxembed
 

@@ -162,7 +162,7 @@ class Explorers:
 def lane_of(options: Mapping[str, Any], lane: str) -> str:
     """The lane whose explorer serves ``options``: ``lane``, but a trained model's requests are all heavy
     (:func:`_light`), so it has one explorer (a second copy of MiniLM would cost about 92 MB)."""
-    return lane if MODELS[options.get("model", DEFAULT_MODEL)].settings else HEAVY
+    return lane if not MODELS[options.get("model", DEFAULT_MODEL)].trained else HEAVY
 
 
 def _canonical(options: Mapping[str, Any]) -> dict[str, Any]:
