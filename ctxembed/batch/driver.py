@@ -43,6 +43,7 @@ from contextlib import contextmanager
 
 from ctxembed.batch.pool import WorkerPool, write_all
 from ctxembed.batch.records import Encoded, LongLine, Tally, encoded_records, error_record
+from ctxembed.batch.size import note_weights_size
 from ctxembed.engine import Engine, split_word
 from ctxembed.errors import CtxembedError, DataError
 from ctxembed.options import default
@@ -333,6 +334,8 @@ def run_batch(
     else:
         stream = open_file(source, "a file of sentences")  # closed below
         total_bytes = os.fstat(stream.fileno()).st_size
+    if weights:  # a note before a run that would write a lot of weights (a 6 x 12 model's, say)
+        note_weights_size(engine, None if source == "-" else source, total_bytes, fmt, digits)
     name = "stdin" if source == "-" else source
     lines = LineSource(stream, line_limit(engine.max_tokens), name=name, total_bytes=total_bytes)
     sink = _sink(engine, options, out)
