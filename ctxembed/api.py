@@ -101,15 +101,9 @@ def check_run_cost(engine, lengths: list[int], *, trace: bool = False) -> None:
     """Refuse, before it starts, a run of ``engine`` over sentences of ``lengths`` words that would pass the
     cost budget (:class:`ctxembed.budget.CostBudget`): its weights (a trace's steps count many times),
     projections applied per token and layer outputs kept."""
-    params = getattr(engine, "params", None) or []
-    parameters = sum(
-        array.size
-        for layer in params
-        for array in [layer.W_out, *(a for head in layer.heads or [] for a in vars(head).values())]
-        if array is not None
-    )
-    heads, layers = engine.heads, engine.layers
-    width = max(engine.out_dim, engine.dim)
+    card = engine.card
+    heads, layers = card.heads, card.layers
+    width = max(card.out_dim, card.dim)
     check_cost(
         lengths,
         copies=TRACE_COST if trace else 1,
@@ -117,8 +111,8 @@ def check_run_cost(engine, lengths: list[int], *, trace: bool = False) -> None:
         layers=layers,
         head_size=max(width // heads, 1),
         width=width,
-        parameters=parameters,
-        kept_layers=layers if trace or getattr(engine, "mix", None) is not None else 1,
+        parameters=card.parameters,
+        kept_layers=layers if trace or card.keeps_layers else 1,
     )
 
 
@@ -215,11 +209,11 @@ class Explorer:
         ``word`` (``bank``, ``bank#2``, ``#5``) adds ``explain.neuron``: its q . k_j term by term. Under a
         subword model the steps' rows are its pieces with [CLS] and [SEP], and a word queries with its
         first piece (the engine's ``layer_trace``)."""
-        a = self.settings.attention
-        check_view(a.layers, a.heads, layer, head)
+        card = self.engine.card
+        check_view(card.layers, card.heads, layer, head)
         result = self.attend(text, trace=True, attention=attention, top=top, with_vectors=with_vectors)
         query = None if word is None else locate_word(result.result, word, "the sentence")[0]
-        result.explained = (a.layers - 1 if layer is None else layer, head or 0, query)
+        result.explained = (card.layers - 1 if layer is None else layer, head or 0, query)
         return result
 
     def compare(self, sentences: Sequence[str], word: str | None = default("word", "compare")) -> CompareResult:

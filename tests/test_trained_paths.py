@@ -148,3 +148,16 @@ def test_serve_answers_batch_vectors_and_weights(corpus):
         doc = orjson.loads(dumps(answer("attend", body, explorers)))  # as the server sends it
         assert doc["contextual"] == record["contextual"] and doc["static"] == record["static"]
         assert doc["weights"] == record["weights"]
+
+
+def test_a_trained_model_runs_batch_without_loading_the_glove_engine(minilm_folder):
+    """Batch asks the engine for its declared column kernel; it never imports a model's engine itself."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ctxembed; record = next(ctxembed.embed_lines(['the bank'], model='minilm', weights=False)); "
+        "print(record['tokens'], 'ctxembed.engine.glove' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out == "['the', 'bank'] False\n"

@@ -92,7 +92,7 @@ def chunk_columns(engine, chunk: list, options: dict, *, lists: bool = True) -> 
     batch's column machinery (then :func:`from_records`). ``lists=False`` leaves out the token list
     columns (tokens, sources, in_vocab, attended positions), which npz and the Projector do not keep.
     An unexpected failure raises: the caller redoes the chunk line by line."""
-    if not hasattr(engine, "lexicon"):
+    if engine.columns is None:
         return None
     one_blas_thread()
     with collector_paused():

@@ -6,9 +6,10 @@
 
 The numbers are the readable path's: a text's tokens, vocabulary status and store rows are those
 :meth:`Engine.prepare` gives it (``sentences.sentence(i) == engine.prepare(texts[i])``,
-tests/test_fast_paths.py), and each group runs through the same kernel, :meth:`Engine.run_group`,
-with the groups of :meth:`Engine.plan_groups`, so a record's numbers are byte for byte those of
-``engine.run([engine.prepare(text)])``: tests/test_engine_groups.py's
+tests/test_fast_paths.py), and each group runs through the same kernel, the one the engine declares
+(``engine.columns``, a :class:`ctxembed.engine.contract.ColumnKernel`: the glove engine's own
+:meth:`Engine.run_group`, with the groups of :meth:`Engine.plan_groups`), so a record's numbers are
+byte for byte those of ``engine.run([engine.prepare(text)])``: tests/test_engine_groups.py's
 ``test_batch_columns_give_the_bytes_of_engine_run`` proves it, and tests/test_batch_golden.py
 pins batch's output.
 What differs is the bookkeeping: each distinct word is tokenised and looked up once per chunk
@@ -26,8 +27,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ctxembed.core.attention import flat_twins
-from ctxembed.engine.glove import Engine, GroupArrays
-from ctxembed.engine.sentence import Prepared, first_match, split_word
+from ctxembed.engine.contract import ColumnKernel, ContextEngine
+from ctxembed.engine.sentence import GroupArrays, Prepared, first_match, split_word
 from ctxembed.errors import DataError
 from ctxembed.vectors.lexicon import TOKEN_SOURCES, TokenTable, offsets, places, source_codes
 from ctxembed.vectors.tokenize import WINDOW
@@ -243,7 +244,7 @@ class ColumnGroup(GroupArrays):
     word_vectors: np.ndarray | None = None
 
 
-def prepare_many(engine: Engine, texts: Sequence[str]) -> Sentences:
+def prepare_many(engine: ContextEngine, texts: Sequence[str]) -> Sentences:
     """:meth:`Engine.prepare` of many texts, as columns (:class:`Sentences`); a text that cannot be
     prepared has its DataError in ``errors`` (not raised).
 
@@ -253,9 +254,11 @@ def prepare_many(engine: Engine, texts: Sequence[str]) -> Sentences:
     problem goes through :meth:`Engine.prepare` alone: one it refuses (no token with a vector, too
     many tokens, --oov error), or one longer than the tokenizer's window (which prepare refuses
     without tokenising it whole). ``sentences.sentence(i)`` equals ``engine.prepare(texts[i])``
-    either way (tests/test_fast_paths.py)."""
+    either way (tests/test_fast_paths.py). The engine's column kernel (``engine.columns``) resolves and
+    checks the words."""
+    kernel: ColumnKernel = engine.columns
     n = len(texts)
-    table = engine.lexicon.table()
+    table = kernel.lexicon.table()
     fast = np.fromiter(map(len, texts), np.int64, n) <= WINDOW  # (n,)
     short = texts if fast.all() else [text if ok else "" for text, ok in zip(texts, fast.tolist(), strict=True)]
     pieces, piece_starts = table.chunk(short)
@@ -265,9 +268,9 @@ def prepare_many(engine: Engine, texts: Sequence[str]) -> Sentences:
     known_before = offsets(known)  # (P + 1,)
     lengths = np.diff(used_before[piece_starts])  # (n,) tokens that enter attention
     n_known = np.diff(known_before[piece_starts])  # (n,) tokens with a vector
-    fast &= (n_known > 0) & (lengths <= engine.max_tokens)  # else prepare() says what is wrong
-    fast &= engine.fits_weights_budget(lengths)
-    if engine.oov == "error":
+    fast &= (n_known > 0) & (lengths <= kernel.max_tokens)  # else prepare() says what is wrong
+    fast &= kernel.fits_weights_budget(lengths)
+    if kernel.oov == "error":
         fast &= n_known == count
     starts = used_before[piece_starts[:-1]]  # (n,) where each text's rows begin
     rows, vectors = table.row[pieces[used]], table.vector[pieces[used]]  # (total,)
@@ -305,7 +308,7 @@ def prepare_many(engine: Engine, texts: Sequence[str]) -> Sentences:
 
 
 def arrays(
-    engine: Engine, sentences: Sentences, *, weights: bool = True, vectors: bool = True, word: str | None = None
+    engine: ContextEngine, sentences: Sentences, *, weights: bool = True, vectors: bool = True, word: str | None = None
 ):
     """Yield (indices into sentences, :class:`ColumnGroup`) group by group, in the order of
     :meth:`Engine.plan_groups` (shortest sentences first; a text in ``sentences.errors`` is in no
@@ -313,45 +316,50 @@ def arrays(
     its weights, and no contextual vector is made. ``word`` is for a caller that reads that word's
     vector alone (weights and vectors False): each group's ``word_vectors`` (see :func:`_word_group`).
     The static vectors of consecutive groups are gathered from the store together, up to
-    SLAB_FLOATS floats (see :func:`_slab_rows`)."""
-    groups = engine.plan_groups(sentences.lengths, weights=weights)
+    SLAB_FLOATS floats (see :func:`_slab_rows`). The groups run through the engine's column kernel
+    (``engine.columns``), with the twins its card masks."""
+    kernel: ColumnKernel = engine.columns
+    twins = engine.card.masks.exclude_twins
+    groups = kernel.plan_groups(sentences.lengths, weights=weights)
     if word is not None:
-        yield from _word_groups(engine, sentences, groups, word_positions(sentences, word))
+        yield from _word_groups(kernel, sentences, groups, word_positions(sentences, word), twins)
         return
-    for members, (static, bias, twins) in zip(groups, _group_inputs(engine, sentences, groups), strict=True):
-        group = engine.run_group(static, bias, weights=weights, vectors=vectors, twins=twins)
+    inputs = _group_inputs(kernel, sentences, groups, twins)
+    for members, (static, bias, twin_ids) in zip(groups, inputs, strict=True):
+        group = kernel.run_group(static, bias, weights=weights, vectors=vectors, twins=twin_ids)
         kept = {f.name: getattr(group, f.name) for f in fields(GroupArrays)}
         chosen = members.tolist()
         yield chosen, ColumnGroup(**kept, sentences=sentences, members=chosen)
 
 
-def _word_groups(engine: Engine, sentences: Sentences, groups: list[np.ndarray], found: np.ndarray):
+def _word_groups(
+    kernel: ColumnKernel, sentences: Sentences, groups: list[np.ndarray], found: np.ndarray, exclude_twins: bool
+):
     """:func:`arrays` for one word's vectors: per group, the word's vector in each sentence (B, d_out),
     zeros where ``found`` (n,) says it lacks the word; only the sentences that hold it are gathered
     and run (:func:`_word_group`). The group's other arrays are not made (None)."""
     held = [members[found[members] >= 0] for members in groups]  # (S,) each: the sentences that hold the word
     nothing = dict(static=None, inputs=None, contextual=None, weights=None, layer_inputs=[], top=None, steps=None)
     for members, holders, (static, bias, twins) in zip(
-        groups, held, _group_inputs(engine, sentences, held), strict=True
+        groups, held, _group_inputs(kernel, sentences, held, exclude_twins), strict=True
     ):
-        word_vectors = np.zeros((len(members), engine.out_dim), np.float32)  # (B, d_out)
+        word_vectors = np.zeros((len(members), kernel.out_dim), np.float32)  # (B, d_out)
         if len(holders):
-            word_vectors[found[members] >= 0] = _word_group(engine, static, bias, found[holders], twins)  # (S, d_out)
+            word_vectors[found[members] >= 0] = _word_group(kernel, static, bias, found[holders], twins)  # (S, d_out)
         chosen = members.tolist()
         yield chosen, ColumnGroup(**nothing, sentences=sentences, members=chosen, word_vectors=word_vectors)
 
 
-def _group_inputs(engine: Engine, sentences: Sentences, groups: list[np.ndarray]):
+def _group_inputs(kernel: ColumnKernel, sentences: Sentences, groups: list[np.ndarray], exclude_twins: bool):
     """Per group (indices of B sentences of one length T; may be empty), what the kernel reads: its
     static vectors (B, T, d), key biases (B, T) or None, and twin ids (B, T) or None (None, None,
     None for an empty group). Consecutive groups are gathered from the store together, up to
     SLAB_FLOATS floats (see :func:`_slab_rows`), and their twins found together (:func:`flat_twins`)."""
     lengths = sentences.lengths
-    exclude_twins = engine.card.masks.exclude_twins
-    for slab in _slabs(groups, lengths, engine.dim):
+    for slab in _slabs(groups, lengths, kernel.dim):
         gathered = np.concatenate(slab)  # (S,)
         if len(gathered):
-            static, bias = _slab_rows(engine, sentences, gathered)  # (n, d), (n,) or None
+            static, bias = _slab_rows(kernel, sentences, gathered)  # (n, d), (n,) or None
             # the slab's twins in one pass (row by row, exact): (n,) ids, None where no sentence repeats a vector
             twins = flat_twins(static, lengths[gathered]) if exclude_twins else None
         first = 0  # where the group's rows begin in the slab
@@ -388,15 +396,15 @@ def _group_twins(ids: np.ndarray, first: int, B: int) -> np.ndarray | None:
 
 
 def _word_group(
-    engine: Engine, static: np.ndarray, bias: np.ndarray | None, rows: np.ndarray, twins: np.ndarray | None
+    kernel: ColumnKernel, static: np.ndarray, bias: np.ndarray | None, rows: np.ndarray, twins: np.ndarray | None
 ) -> np.ndarray:
     """The word's contextual vector in each of S sentences that hold it (S, d_out), at ``rows`` (S,):
     :meth:`Engine.run_rows` (one softmax row each), or, where it cannot serve, the word's rows of
     :meth:`Engine.run_group`. The same numbers either way (tests/test_batch_columnar.py); a
     sentence's numbers do not depend on the others it runs with. ``twins`` (S, T): their twin ids, or None."""
-    vectors = engine.run_rows(static, bias, rows, twins)  # (S, d_out) or None
+    vectors = kernel.run_rows(static, bias, rows, twins)  # (S, d_out) or None
     if vectors is None:
-        contextual = engine.run_group(static, bias, weights=False, twins=twins).contextual  # (S, T, d_out)
+        contextual = kernel.run_group(static, bias, weights=False, twins=twins).contextual  # (S, T, d_out)
         vectors = contextual[np.arange(len(rows)), rows]  # (S, d_out)
     return vectors
 
@@ -417,7 +425,7 @@ def _slabs(groups: list[np.ndarray], lengths: np.ndarray, dim: int):
         yield slab
 
 
-def _slab_rows(engine: Engine, sentences: Sentences, members: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+def _slab_rows(kernel: ColumnKernel, sentences: Sentences, members: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """The static vectors (n, d) and SIF key biases (n,) or None of the sentences ``members``,
     their rows one after the other. Both are computed row by row: a row's numbers are the same
     whichever rows it is computed with. (All-but-the-top is not: BLAS may round a matrix
@@ -427,7 +435,7 @@ def _slab_rows(engine: Engine, sentences: Sentences, members: np.ndarray) -> tup
     n = int(firsts[-1] + lengths[-1])
     at = np.arange(n) + np.repeat(sentences.starts[members] - firsts, lengths)  # (n,) positions in sentences.rows
     ranks = sentences.rows[at]  # (n,) store rows, -1 for none
-    static = engine.store.rows(np.maximum(ranks, 0))  # (n, d)
+    static = kernel.store.rows(np.maximum(ranks, 0))  # (n, d)
     built = sentences.vectors[at]  # (n,) rows of table.vectors: subwords, --oov zero
     if (built >= 0).any():
         static[built >= 0] = sentences.table.vectors[built[built >= 0]]
@@ -437,4 +445,4 @@ def _slab_rows(engine: Engine, sentences: Sentences, members: np.ndarray) -> tup
             if given is not None:
                 for index, vector in given.extra.items():
                     static[first + index] = vector
-    return static, engine.key_bias(ranks)  # (n, d), (n,) or None
+    return static, kernel.key_bias(ranks)  # (n, d), (n,) or None

@@ -44,7 +44,7 @@ from contextlib import contextmanager
 from ctxembed.batch.pool import WorkerPool, write_all
 from ctxembed.batch.records import Encoded, LongLine, Tally, encoded_records, error_record
 from ctxembed.batch.size import note_weights_size
-from ctxembed.engine import Engine, split_word
+from ctxembed.engine import ContextEngine, split_word
 from ctxembed.errors import CtxembedError, DataError
 from ctxembed.options import default
 from ctxembed.output import say
@@ -303,7 +303,7 @@ def _signals_deferred():
 
 # ------------------------------------------------------------------------------ the driver
 def run_batch(
-    engine: Engine,
+    engine: ContextEngine,
     source: str,
     *,
     with_vectors: bool = default("with_vectors"),
@@ -362,7 +362,7 @@ def run_batch(
     return lines.number
 
 
-def _sink(engine: Engine, options: dict, out: str | None):
+def _sink(engine: ContextEngine, options: dict, out: str | None):
     """Where the blocks go: stdout (JSON Lines), or a file at ``out`` made whole at the end, written
     behind the pool (see WriteBehind)."""
     if options["format"] == "jsonl" and out is None:
@@ -421,7 +421,7 @@ def _summary(lines: int, errors: int, lacking: int, word: str | None) -> None:
         say(f'batch: {errors:,} of {lines:,} lines could not be used: their records have an "error"')
 
 
-def _results(engine: Engine, lines: LineSource, options: dict, size: int, workers: int) -> Iterator[Encoded]:
+def _results(engine: ContextEngine, lines: LineSource, options: dict, size: int, workers: int) -> Iterator[Encoded]:
     """Encoded records of every chunk, in order: in this process until the input proves big
     (a full chunk with more to come), then over worker processes if fork is available."""
 
@@ -446,11 +446,11 @@ def _results(engine: Engine, lines: LineSource, options: dict, size: int, worker
         yield work(block)
 
 
-def prepare_bulk(engine: Engine) -> None:
+def prepare_bulk(engine: ContextEngine) -> None:
     """Ready the engine for many sentences: the word table's bulk lookups, built once (in the parent
-    before any fork, so every worker shares it). An engine without batch's columns has nothing to build."""
-    if hasattr(engine, "lexicon"):  # a trained model has no word table to share
-        engine.lexicon.prepare_bulk()
+    before any fork, so every worker shares it). An engine without batch's column kernel has none."""
+    if engine.columns is not None:
+        engine.columns.lexicon.prepare_bulk()
 
 
 _CPU_LIMITS = (  # (file, how to read it): a container's CPU quota, cgroup v2 then v1
@@ -489,12 +489,12 @@ def _read(path: str) -> str | None:
         return None
 
 
-def safe_process(engine: Engine, block: list, options: dict) -> bytes:
+def safe_process(engine: ContextEngine, block: list, options: dict) -> bytes:
     """The output lines of ``block``, joined: what batch writes for it."""
     return b"".join(safe_records(engine, block, options))
 
 
-def safe_records(engine: Engine, block: list, options: dict, *, make=None, error=error_record) -> list:
+def safe_records(engine: ContextEngine, block: list, options: dict, *, make=None, error=error_record) -> list:
     """encoded_records (or ``make``'s records), but an unexpected exception (or running out of memory)
     redoes the chunk line by line, and a line that still fails becomes ``error(line, message)``: one bad
     line never costs the others."""
@@ -515,14 +515,14 @@ def safe_records(engine: Engine, block: list, options: dict, *, make=None, error
         return [line for item in block for line in safe_records(engine, [item], options, make=make, error=error)]
 
 
-def columnar_work(engine: Engine, block: list, options: dict) -> Encoded:
+def columnar_work(engine: ContextEngine, block: list, options: dict) -> Encoded:
     """A chunk as the columns of ``options["format"]`` (see :mod:`ctxembed.batch.columnar`)."""
     from ctxembed.batch.columnar import column_block  # the columnar formats only
 
     return column_block(engine, chunk_table(engine, block, options), options)
 
 
-def chunk_table(engine: Engine, block: list, options: dict):
+def chunk_table(engine: ContextEngine, block: list, options: dict):
     """A chunk's :class:`ctxembed.batch.column_chunk.ChunkColumns`, built from the group arrays; an
     engine without batch's columns, or an unexpected exception, takes the records' path, where
     :func:`safe_records` redoes the chunk line by line: one bad line never costs the others."""
@@ -549,7 +549,7 @@ def _worker_start(options: dict):
     return lean_memory
 
 
-def _lost_maker(engine: Engine, options: dict):
+def _lost_maker(engine: ContextEngine, options: dict):
     """What a chunk whose worker died twice becomes: its lines as error records, in the run's format."""
     if options.get("format", "jsonl") == "jsonl":
         return None

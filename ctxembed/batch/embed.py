@@ -42,7 +42,7 @@ import numpy as np
 
 from ctxembed.batch.driver import chunk_table, line_limit, prepare_bulk, safe_process, safe_records
 from ctxembed.batch.records import LongLine, chunk_records
-from ctxembed.engine import Engine, open_engine
+from ctxembed.engine import ContextEngine, open_engine
 from ctxembed.errors import UsageError
 from ctxembed.options import OPTIONS, default
 
@@ -160,11 +160,11 @@ def _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_engine(frozen: tuple) -> Engine:
+def _cached_engine(frozen: tuple) -> ContextEngine:
     return open_engine(**dict(frozen))
 
 
-def shared_engine(**keywords: Any) -> Engine:
+def shared_engine(**keywords: Any) -> ContextEngine:
     """The process's engine for these keywords (:func:`ctxembed.engine.open_engine`'s): built on first
     use, then reused (each worker of a pool or cluster builds it once, not once per task)."""
     try:

@@ -20,7 +20,7 @@ import numpy as np
 import orjson  # encodes numpy arrays directly, ~10x faster than json
 
 from ctxembed.batch import columns
-from ctxembed.engine import Engine
+from ctxembed.engine import ContextEngine
 from ctxembed.errors import DataError
 
 
@@ -117,12 +117,12 @@ def error_record(number: int, message: str) -> bytes:
     return (json.dumps({"line": number, "error": message}, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def process_chunk(engine: Engine, chunk: list[tuple[int, bytes]], options: dict) -> bytes:
+def process_chunk(engine: ContextEngine, chunk: list[tuple[int, bytes]], options: dict) -> bytes:
     """Input lines -> their output lines (bytes, newline-terminated), in the same order."""
     return b"".join(encoded_records(engine, chunk, options))
 
 
-def encoded_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict) -> list[bytes]:
+def encoded_records(engine: ContextEngine, chunk: list[tuple[int, bytes]], options: dict) -> list[bytes]:
     """Input lines -> their output lines, one ``bytes`` each (newline-terminated), in the same order."""
     return Tally().records(engine, chunk, options)  # the counts unread
 
@@ -151,7 +151,7 @@ class Tally:
         self.errors = 0
         self.lacking = 0
 
-    def records(self, engine: Engine, chunk: list[tuple[int, bytes]], options: dict) -> list[bytes]:
+    def records(self, engine: ContextEngine, chunk: list[tuple[int, bytes]], options: dict) -> list[bytes]:
         """:func:`encoded_records`, counted; a chunk counts only once all its records are made (a chunk
         that fails part way is redone line by line, see ``driver.safe_records``)."""
         errors = lacking = 0
@@ -180,11 +180,11 @@ class Tally:
         return error_record(number, message)
 
 
-def chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict, *, encode=None) -> list:
+def chunk_records(engine: ContextEngine, chunk: list[tuple[int, bytes]], options: dict, *, encode=None) -> list:
     """Input lines -> their records (dicts; NumPy arrays for vectors and weights), in the same order.
 
     With ``encode``, each record is replaced by ``encode(record)`` as soon as its group of sentences
-    has run, so a chunk never holds more than one group's arrays (see :meth:`Engine.groups`)."""
+    has run, so a chunk never holds more than one group's arrays (see :func:`asked_groups`)."""
     one_blas_thread()
     with collector_paused():
         return _chunk_records(engine, chunk, options, encode)
@@ -256,9 +256,9 @@ def _parse_each(chunk: list[tuple[int, bytes]], label: Callable[[str], str]) -> 
     return records, texts, read
 
 
-def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict, encode) -> list:
+def _chunk_records(engine: ContextEngine, chunk: list[tuple[int, bytes]], options: dict, encode) -> list:
     records, texts, read = parse_chunk(chunk, engine.label)
-    if not hasattr(engine, "lexicon"):  # an engine without batch's columns (a trained model): the contract alone
+    if engine.columns is None:  # an engine without batch's column kernel (a trained model): the contract alone
         return _contract_records(engine, records, texts, read, options, encode)
     sentences = columns.prepare_many(engine, texts)
     for i, exc in sentences.errors.items():
@@ -275,7 +275,7 @@ def _chunk_records(engine: Engine, chunk: list[tuple[int, bytes]], options: dict
     return records
 
 
-def asked_groups(engine: Engine, sentences: columns.Sentences, options: dict):
+def asked_groups(engine: ContextEngine, sentences: columns.Sentences, options: dict):
     """:func:`columns.arrays` of what batch's ``options`` ask for: the weights with weights, the vectors
     when --with-vectors or --word reads them (else the weights alone are read), and with --word alone
     (no weights, no vectors) the word's vector only, one softmax row per sentence that holds it."""

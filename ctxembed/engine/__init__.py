@@ -39,7 +39,7 @@ _EXPORTS = {
     "open_engine": "registry",
     "Engine": "glove",
     "resolve_settings": "projections",
-    "GroupArrays": "glove",
+    "GroupArrays": "sentence",
     "DEFAULT_MAX_TOKENS": "glove",
 }
 

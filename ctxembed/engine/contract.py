@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ctxembed.vectors.store import VectorStore
 
 WORDS, WORDPIECES = "words", "wordpieces"  # ModelCard.units: the units a model attends over
+LAST_LAYER = "the last layer"  # ModelCard.readout of a model whose contextual vector is its last layer's output
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,13 @@ class ModelCard:
     # contextual vector that is the word's own input (senses' own term)
     residual: float = 0.0
     upstream: str | None = None  # where a trained model's weights come from (Hugging Face's name)
+    # projection numbers applied to each token, all layers together (0: the identity): the cost budget's work
+    parameters: int = 0
+
+    @property
+    def keeps_layers(self) -> bool:
+        """Whether a run keeps every layer's output: a read-out other than the last layer (a mix) reads them."""
+        return self.readout != LAST_LAYER
 
 
 @runtime_checkable

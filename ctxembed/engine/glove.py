@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cached_property
 from os import PathLike
 from typing import Any
@@ -26,7 +26,6 @@ import numpy as np
 
 from ctxembed.budget import WEIGHTS_BUDGET, attention_weights
 from ctxembed.core.attention import (
-    LayerSteps,
     encode,
     identity_params,
     input_positions,
@@ -34,20 +33,20 @@ from ctxembed.core.attention import (
     sentence_twins,
     validate_params,
 )
-from ctxembed.core.mix import LayerMix
 from ctxembed.core.projections import LayerParams
 from ctxembed.core.readings import sent_vectors
 from ctxembed.declarations import DEFAULT_MAX_TOKENS, AttentionConfig, ReadOptions
-from ctxembed.engine.contract import ModelCard
+from ctxembed.engine.contract import LAST_LAYER, ModelCard
 from ctxembed.engine.projections import (
     layer_mix,
+    projection_parameters,
     projection_params,
     projections_text,
     resolve_settings,
     settings_card,
     top_removal,
 )
-from ctxembed.engine.sentence import NO_STEPS, AttentionParts, Contextualized, LayerTrace, Prepared
+from ctxembed.engine.sentence import NO_STEPS, AttentionParts, Contextualized, GroupArrays, LayerTrace, Prepared
 from ctxembed.errors import DataError, SettingError
 from ctxembed.output import say
 from ctxembed.presets import Settings, fit_to_vectors
@@ -63,38 +62,6 @@ from ctxembed.vectors.weights import check_trained_weights, weights_path
 GROUP_FLOATS = 1 << 17
 _EULER_GAMMA = 0.5772156649
 FIND = "find"  # run_group's and run_rows' twins: found in the static vectors
-
-
-@dataclass
-class GroupArrays:
-    """The numbers of a group of B sentences of one length T, as :meth:`Engine.run_group` computed
-    them, before they are cut into one :class:`Contextualized` per sentence."""
-
-    static: np.ndarray  # (B, T, d) the static vectors
-    inputs: np.ndarray  # (B, T, d) after all-but-the-top removal: what attention saw
-    contextual: np.ndarray | None  # (B, T, d_out) the mix when one is on, else the last layer (None: not asked)
-    weights: np.ndarray | None  # (B, L, h, T, T) C-contiguous, so weights[b] is one block (None: not kept)
-    layer_inputs: list[np.ndarray]  # L arrays (B, T, d_l), positions included (empty without vectors)
-    top: np.ndarray | None  # (B, T, d_out) the last layer's output when a mix made ``contextual``
-    steps: list[LayerSteps] | None  # with trace: every step of every layer, the B axis kept
-
-    def results(self, sentences: Sequence[Prepared], mix: LayerMix | None) -> list[Contextualized]:
-        """One :class:`Contextualized` per sentence of the group: views into the group's arrays."""
-        T = self.static.shape[1]
-        return [
-            Contextualized(
-                prepared=sentence,
-                static=self.static[b],  # (T, d)
-                inputs=self.inputs[b],  # (T, d)
-                contextual=self.contextual[b],  # (T, d_out)
-                weights=None if self.weights is None else self.weights[b],  # (L, h, T, T)
-                layer_inputs=[layer[b] for layer in self.layer_inputs],  # L arrays (T, d_l)
-                steps=None if self.steps is None else [layer.sentence(b, T) for layer in self.steps],
-                top=None if self.top is None else self.top[b],  # (T, d_out)
-                mix=mix,
-            )
-            for b, sentence in enumerate(sentences)
-        ]
 
 
 MAX_MIXED = 1e15  # largest |value| of a mixed vector: its squared norm stays inside float32 (3.4e38)
@@ -149,8 +116,9 @@ class Engine:
 
     @cached_property
     def card(self) -> ModelCard:
-        readout = "the last layer" if self.mix is None else self.mix.formula()
-        return settings_card(self.settings, self.dim, self.out_dim, readout)
+        readout = LAST_LAYER if self.mix is None else self.mix.formula()
+        parameters = projection_parameters(self.params)
+        return settings_card(self.settings, self.dim, self.out_dim, readout, parameters=parameters)
 
     @property
     def columns(self) -> Engine:

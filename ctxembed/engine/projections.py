@@ -93,9 +93,10 @@ def top_removal(store: VectorStore, settings: Settings) -> TopRemoval | None:
 GLOVE_OPTIONS = frozenset({"preset", "vectors", "limit", "trust", "oov", "max_tokens", *SETTINGS})
 
 
-def settings_card(settings: Settings, dim: int, out_dim: int, readout: str) -> ModelCard:
+def settings_card(settings: Settings, dim: int, out_dim: int, readout: str, *, parameters: int = 0) -> ModelCard:
     """The glove model's card (:class:`ctxembed.engine.contract.ModelCard`) for these settings: its
-    sizes and masks are the attention settings', its read-out the mix's (``readout``)."""
+    sizes and masks are the attention settings', its read-out the mix's (``readout``), ``parameters``
+    its projections' numbers (:func:`projection_parameters`)."""
     a = settings.attention
     masks = Masks(causal=a.causal, exclude_self=a.exclude_self, exclude_twins=a.exclude_twins)
     if masks.masked:
@@ -113,6 +114,18 @@ def settings_card(settings: Settings, dim: int, out_dim: int, readout: str) -> M
         options=GLOVE_OPTIONS,
         trained=False,
         residual=float(a.residual_scale) if a.residual and not a.layer_norm else 0.0,
+        parameters=parameters,
+    )
+
+
+def projection_parameters(params: list[LayerParams] | None) -> int:
+    """The numbers of every layer's projections (W_q, W_k, W_v per head, W_out): what each token is
+    multiplied by (0 for the identity, which has none)."""
+    return sum(
+        array.size
+        for layer in params or []
+        for array in [layer.W_out, *(a for head in layer.heads or [] for a in vars(head).values())]
+        if array is not None
     )
 
 

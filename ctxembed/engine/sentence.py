@@ -260,3 +260,36 @@ class LayerTrace:
     inputs_about: str | None = None  # what the input x is, when more than "the static vectors" says
     attended: np.ndarray | None = None  # (U, d) after attention, residual and norm: a feed-forward's input
     notes: tuple[str, ...] = ()  # lines for the view's heading (the level, how a word picks its query)
+
+
+@dataclass
+class GroupArrays:
+    """The numbers of a group of B sentences of one length T, as a column kernel's ``run_group`` computed
+    them (:class:`ctxembed.engine.contract.ColumnKernel`), before they are cut into one
+    :class:`Contextualized` per sentence."""
+
+    static: np.ndarray  # (B, T, d) the static vectors
+    inputs: np.ndarray  # (B, T, d) after all-but-the-top removal: what attention saw
+    contextual: np.ndarray | None  # (B, T, d_out) the mix when one is on, else the last layer (None: not asked)
+    weights: np.ndarray | None  # (B, L, h, T, T) C-contiguous, so weights[b] is one block (None: not kept)
+    layer_inputs: list[np.ndarray]  # L arrays (B, T, d_l), positions included (empty without vectors)
+    top: np.ndarray | None  # (B, T, d_out) the last layer's output when a mix made ``contextual``
+    steps: list[LayerSteps] | None  # with trace: every step of every layer, the B axis kept
+
+    def results(self, sentences: Sequence[Prepared], mix: LayerMix | None) -> list[Contextualized]:
+        """One :class:`Contextualized` per sentence of the group: views into the group's arrays."""
+        T = self.static.shape[1]
+        return [
+            Contextualized(
+                prepared=sentence,
+                static=self.static[b],  # (T, d)
+                inputs=self.inputs[b],  # (T, d)
+                contextual=self.contextual[b],  # (T, d_out)
+                weights=None if self.weights is None else self.weights[b],  # (L, h, T, T)
+                layer_inputs=[layer[b] for layer in self.layer_inputs],  # L arrays (T, d_l)
+                steps=None if self.steps is None else [layer.sentence(b, T) for layer in self.steps],
+                top=None if self.top is None else self.top[b],  # (T, d_out)
+                mix=mix,
+            )
+            for b, sentence in enumerate(sentences)
+        ]

@@ -36,27 +36,33 @@ LADDER = ladder()
 CONFIG_NAMES = (*LADDER, "custom")
 
 
-def layer_read_out(settings: Settings, layer: int, name: str) -> Settings:
+def layer_read_out(settings: Settings, layer: int, name: str, layers: int) -> Settings:
     """``settings`` read out at one layer: h_layer alone (0 the attention input, L the last layer's
-    output) instead of the last layer or the layer mix, as the mix 0,...,1,...,0 that weighs it alone."""
-    layers = settings.attention.layers
+    output) instead of the last layer or the layer mix, as the mix 0,...,1,...,0 that weighs it alone.
+    ``layers``: L, its model's (the card's)."""
     if not 0 <= layer <= layers:
         raise UsageError(f"{name}: layer {layer} does not exist; its layers are 0 (the input) to {layers}")
     weights = ",".join("1" if j == layer else "0" for j in range(layers + 1))
     return replace(settings, mix=weights, mix_norm=False, preset=name)
 
 
-def named_settings(name: str, custom: Settings | None = None) -> Settings | None:
+def named_settings(name: str, custom: Settings | None = None, store: VectorStore | None = None) -> Settings | None:
     """Settings of a ladder configuration (None for static); "custom" is the command line's.
-    ``NAME@N`` reads configuration NAME out at layer N (:func:`layer_read_out`): a per-layer ladder."""
+    ``NAME@N`` reads configuration NAME out at layer N (:func:`layer_read_out`): a per-layer ladder,
+    over the layers of the model that computes NAME on ``store`` (default: the shipped vectors)."""
     base, at, layer = name.rpartition("@")[0], "@" in name, name.rpartition("@")[2]
     if at:
         if not layer.isdigit():
             raise UsageError(f"{name}: the layer after @ must be a number (e.g. learned@1)")
-        settings = named_settings(base, custom)
+        settings = named_settings(base, custom, store)
         if settings is None:
             raise UsageError(f"{name}: {base} has no layers to read out")
-        return layer_read_out(settings, int(layer), name)
+        if store is None:
+            from ctxembed.vectors.sources import open_vectors  # the shipped vectors: a caller that gave none
+
+            store = open_vectors(None)
+        layers = open_for(store, settings, 4096).card.layers
+        return layer_read_out(settings, int(layer), name, layers)
     if name == "custom":
         if custom is None:
             raise UsageError("the custom configuration needs attention options")
@@ -161,7 +167,9 @@ def _prepare_targets(engine: ContextEngine, store: VectorStore, occurrences: lis
     prepared, rows = [], []
     for n, occ in enumerate(occurrences):
         words = list(occ.words)
-        lexicon = getattr(engine, "lexicon", None)  # a subword model has none: every word gets pieces
+        # a model with batch's column kernel reads words through its lexicon; one without (a subword
+        # model) has none: every word gets pieces
+        lexicon = None if engine.columns is None else engine.columns.lexicon
         if lexicon is not None and lexicon.row(words[occ.index]) is None:
             coverage["target_oov"] += 1
             if occ.lemma in store:

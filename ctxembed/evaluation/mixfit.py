@@ -93,12 +93,12 @@ def fit_document(store, settings, sources: list[LabelledPairs], vectors: dict) -
         else:
             entry["spearman"] = spearman(cos, source.targets[covered]) if len(cos) > 2 else None
         results.append(entry)
-    layers = settings.attention.layers
+    engine = open_for(store, settings, max_tokens=4096)
     return {
         "schema": MIX_SCHEMA,
         "vectors": vectors,
-        **settings_block(open_for(store, settings, max_tokens=4096)),  # as every document of the model has it
-        "layers": layers,
+        **settings_block(engine),  # as every document of the model has it
+        "layers": engine.card.layers,
         "weights": [float(w) for w in fitted.weights],
         "logits": [float(w) for w in fitted.logits],
         "gamma": fitted.gamma,

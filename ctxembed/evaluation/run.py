@@ -64,7 +64,7 @@ def sweep(
     chosen = list(names or (default if model == DEFAULT_MODEL else ("static", model)))
     if not names and "learned" in chosen and not fits_learned_weights(store):  # trained on the shipped vectors
         chosen.remove("learned")
-    configured = {name: named_settings(name, custom) for name in chosen}
+    configured = {name: named_settings(name, custom, store) for name in chosen}
     for name, settings in configured.items():  # refused before any is computed
         if settings is not None and model != DEFAULT_MODEL and model_of(settings) != model:
             raise UsageError(

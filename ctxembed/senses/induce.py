@@ -68,8 +68,7 @@ def own_term(engine: ContextEngine, result, row: int) -> np.ndarray | None:
     the layer-0 term of a layer mix (γ·s₀·h0), plus the last layer's residual λ·x (weighted by the
     mix's last weight when there is a mix) when the settings have a residual and no layer norm after it.
     None when there is no such term."""
-    a = engine.settings.attention
-    residual = float(a.residual_scale) if a.residual and not a.layer_norm else 0.0
+    residual = engine.card.residual
     mix = result.mix
     if mix is None:
         return residual * result.layer_inputs[-1][row] if residual else None

@@ -145,7 +145,9 @@ def contextual_vectors(store: VectorStore, settings: Settings | None, items, *, 
     and a (n,) mask of the targets that got one. The engine is the registry's for ``settings``
     (:func:`ctxembed.engine.registry.engine_for`): ``-c minilm`` runs the trained model."""
     engine = engine_for(settings or build_settings("textbook"), store, max_tokens=max_tokens)
-    lexicon = getattr(engine, "lexicon", None)  # a subword model has none: every word gets pieces
+    # a model with batch's column kernel reads words through its lexicon; one without (a subword
+    # model) has none: every word gets pieces
+    lexicon = None if engine.columns is None else engine.columns.lexicon
     prepared, rows, kept = [], [], []
     for n, item in enumerate(items):
         words = list(item.words)

@@ -334,13 +334,13 @@ def _sized(explorer: Explorer, sentence: str) -> Prepared:
     """The sentence prepared (once: attend and explain run what this returns), refused when its weights
     would be too many for a page, before attention runs."""
     prepared = explorer.engine.prepare(sentence)
-    a = explorer.settings.attention
+    card = explorer.engine.card
     tokens = len(prepared.used)
-    count = attention_weights(a.layers, a.heads, tokens)
+    count = attention_weights(card.layers, card.heads, tokens)
     if count > MAX_WEIGHTS:
         raise UsageError(
-            f"{tokens} tokens x {a.heads} head(s) x {a.layers} layer(s) give {count:,} attention weights, more than "
-            f"the page draws ({MAX_WEIGHTS:,}): use a shorter sentence, fewer {{heads}} or {{layers}}",
+            f"{tokens} tokens x {card.heads} head(s) x {card.layers} layer(s) give {count:,} attention weights, more "
+            f"than the page draws ({MAX_WEIGHTS:,}): use a shorter sentence, fewer {{heads}} or {{layers}}",
             "heads",
             "layers",
         )
