@@ -217,6 +217,12 @@ _DECLARED: dict[str, CommandOption] = {
         "||weight x value x W_out||, the size of what each token sends). See docs/attention.md.",
         choices=("raw", "mean", "rollout", "value-norm"),
     ),
+    "cosine_scale": CommandOption(
+        str, "fitted",
+        "Colours of cosine maps: fitted (lightest at the lowest cosine shown, darkest at the highest, off "
+        "the diagonal; the range is printed) or absolute (-1 to 1, centred on 0).",
+        choices=("fitted", "absolute"),
+    ),
     "specials": CommandOption(
         str, "hide",
         "A subword model's [CLS] and [SEP] (--model minilm): hide (each word's row renormalised over the "

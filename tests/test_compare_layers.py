@@ -142,11 +142,11 @@ def test_the_compare_figure_has_the_layers_panel(tmp_path):
     doc = run_json("compare", *RIVER, MONEY[0], "--word", "bank", "--json")
     save_document(doc, tmp_path / "c.svg")
     texts = svg_texts(tmp_path / "c.svg")
-    assert "cosine of 'bank' at each layer" in texts
+    assert any(t.startswith("cosine of 'bank' at each layer (colours ") for t in texts)
     assert {"layer 0", "layer 1", "read-out", "S1-S2", "S1-S3", "S2-S3"} <= set(texts)
     from ctxembed.views.figures import build_figure
 
-    [panel] = [p for p in build_figure(doc).panels if p.title == "cosine of 'bank' at each layer"]
+    [panel] = [p for p in build_figure(doc).panels if p.title.startswith("cosine of 'bank' at each layer")]
     layers, readout = np.array(doc["layers"]), np.array(doc["contextual_similarity"])
     expected = [[m[0, 1], m[0, 2], m[1, 2]] for m in [*layers, readout]]  # rows: layers, then the read-out
     np.testing.assert_allclose(panel.values, expected, atol=1e-12)

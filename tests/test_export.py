@@ -61,7 +61,8 @@ def test_compare_and_neighbors_svgs(tmp_path):
     compare = run_json("compare", "we sat on the river bank", "I paid the bank", "--word", "bank", "--json")
     save_document(compare, tmp_path / "c.svg")
     texts = svg_texts(tmp_path / "c.svg")
-    assert "static cosine: 'bank'" in texts and "contextual cosine: 'bank'" in texts
+    # two sentences: one cosine off the diagonal, nothing to fit, so the absolute scale
+    assert "static cosine: 'bank' (colours -1 to 1)" in texts and "contextual cosine: 'bank' (colours -1 to 1)" in texts
     assert "S2: I paid the bank" in texts
     neighbors = run_json("neighbors", "we sat on the river bank", "--word", "bank", "-k", "5", "--json")
     save_document(neighbors, tmp_path / "n.svg")

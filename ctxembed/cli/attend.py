@@ -123,6 +123,7 @@ def compare(
     sentences: list[str] | None = OPTION,
     word: str | None = OPTION,
     json_out: bool = OPTION,
+    cosine_scale: str = OPTION,
     save: list[Path] | None = OPTION,
     explorer=None,
 ) -> None:
@@ -132,8 +133,8 @@ def compare(
         raise UsageError(f"compare needs at least two sentences, got {len(sentences)}")
     check_saves(save)
     doc = explorer().compare(sentences, word).document()
-    save_all(doc, save)
-    show(doc, json_out, "render_compare")
+    save_all(doc, save, cosine_scale=cosine_scale)
+    show(doc, json_out, "render_compare", cosine_scale=cosine_scale)
 
 
 @app.command(epilog="Example: ctxembed neighbors 'we sat on the river bank' --word bank -k 8")
@@ -211,6 +212,7 @@ def side_by_side(
     word: str = OPTION,
     vectors: str | None = OPTION,
     json_out: bool = OPTION,
+    cosine_scale: str = OPTION,
     save: list[Path] | None = OPTION,
 ) -> None:
     """The same sentence under textbook attention (GloVe, default preset), learned projections and every
@@ -220,5 +222,5 @@ def side_by_side(
     sentences = sentences_or_stdin(sentences, "SENTENCES")
     check_saves(save)
     doc = side_by_side(sentences, word, vectors=vectors, on_note=say).document()
-    save_all(doc, save)
-    show(doc, json_out, "render_side_by_side")
+    save_all(doc, save, cosine_scale=cosine_scale)
+    show(doc, json_out, "render_side_by_side", cosine_scale=cosine_scale)

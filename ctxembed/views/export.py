@@ -70,6 +70,7 @@ def save_document(
     head: int | None = None,
     all_heads: bool = False,
     all_layers: bool = False,
+    cosine_scale: str = "fitted",
 ) -> None:
     """Write ``doc`` to ``path`` in the format its suffix names (see the module doc).
 
@@ -78,7 +79,8 @@ def save_document(
     written or the PNG extra is missing."""
     path = Path(path)
     suffix = check_path(path)
-    data = render_bytes(doc, suffix, View(layer=layer, head=head, all_heads=all_heads, all_layers=all_layers))
+    view = View(layer=layer, head=head, all_heads=all_heads, all_layers=all_layers, cosine_scale=cosine_scale)
+    data = render_bytes(doc, suffix, view)
     try:
         with atomic_file(path) as fh:
             fh.write(data)

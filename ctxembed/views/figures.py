@@ -111,6 +111,7 @@ class View:
     head: int | None = None
     all_heads: bool = False
     all_layers: bool = False  # every layer: with all_heads the model view (layers x heads)
+    cosine_scale: str = "fitted"  # cosines' colours: "fitted" to the values shown, or "absolute" (-1 to 1)
 
 
 @dataclass
@@ -444,10 +445,11 @@ def compare_figure(doc: dict, view: View) -> Figure:
                     x_label="sentence",
                     y_label="sentence",
                     symmetric=True,
+                    absolute=view.cosine_scale == "absolute",
                 )
             )
         if entry.get("layers") is not None:  # ctxembed.compare/5: the cosines at each layer
-            panels.append(_layers_heatmap(entry, labels))
+            panels.append(_layers_heatmap(entry, labels, absolute=view.cosine_scale == "absolute"))
     return Figure(
         "static against contextual cosine",
         _settings_lines(doc),
@@ -457,7 +459,7 @@ def compare_figure(doc: dict, view: View) -> Figure:
     )
 
 
-def _layers_heatmap(entry: dict, labels: list[str]) -> Heatmap:
+def _layers_heatmap(entry: dict, labels: list[str], *, absolute: bool = False) -> Heatmap:
     """The word's cosine for each pair of sentences (columns) at each layer and at the read-out (rows)."""
     matrices = [*_floats(entry["layers"]), _floats(entry["contextual_similarity"])]  # L + 2 of (N, N)
     pairs = [(i, j) for i in range(len(labels)) for j in range(i + 1, len(labels))]
@@ -469,12 +471,49 @@ def _layers_heatmap(entry: dict, labels: list[str]) -> Heatmap:
         f"cosine of {entry['word']!r}",
         x_label="sentence pair",
         y_label="layer (0: the input to layer 1)",
+        absolute=absolute,
     )
 
 
-def _cosine_map(title: str, rows: list[str], columns: list[str], values, label: str, **axes) -> Heatmap:
-    """A heatmap of cosines: one scale from -1 to 1 centred on 0, three digits in each cell."""
-    return Heatmap(title, rows, columns, values, low=-1.0, high=1.0, diverging=True, digits=3, label=label, **axes)
+def cosine_range(values, *, symmetric: bool = False, absolute: bool = False) -> tuple[float, float, bool]:
+    """(low, high, diverging): the colour scale of a map of cosines. Fitted (the default): light at the
+    lowest value shown and dark at the highest (off the diagonal of a symmetric map, whose 1s say
+    nothing), so cosines of 0.83 to 0.95 are told apart; ``absolute``, or values all alike: -1 to 1,
+    centred on 0."""
+    if not absolute:
+        array = np.asarray(values, dtype=np.float64)
+        if symmetric and array.ndim == 2 and array.shape[0] == array.shape[1] and len(array) > 1:
+            array = array[~np.eye(len(array), dtype=bool)]  # (N * (N - 1),) off the diagonal
+        finite = array[np.isfinite(array)]
+        if finite.size and float(finite.max() - finite.min()) > 1e-6:
+            return float(finite.min()), float(finite.max()), False
+    return -1.0, 1.0, True
+
+
+def scale_note(low: float, high: float, diverging: bool) -> str:
+    """How a cosine map's colours read, for a title or a legend."""
+    if diverging:
+        return "colours -1 to 1"
+    return f"colours {low:.3f} to {high:.3f}, fitted"
+
+
+def _cosine_map(
+    title: str, rows: list[str], columns: list[str], values, label: str, *, absolute: bool = False, **axes
+) -> Heatmap:
+    """A heatmap of cosines, three digits in each cell, coloured on :func:`cosine_range`'s scale."""
+    low, high, diverging = cosine_range(values, symmetric=axes.get("symmetric", False), absolute=absolute)
+    return Heatmap(
+        f"{title} ({scale_note(low, high, diverging)})",
+        rows,
+        columns,
+        values,
+        low=low,
+        high=high,
+        diverging=diverging,
+        digits=3,
+        label=label,
+        **axes,
+    )
 
 
 @figure_for("ctxembed.neighbors/3")
@@ -577,16 +616,14 @@ def side_by_side_figure(doc: dict, view: View) -> Figure:
     ]
     labels = [f"S{i + 1}" for i in range(len(doc["sentences"]))]
     panels += [
-        Heatmap(
+        _cosine_map(
             f"{name}: {word!r} across sentences",
             labels,
             labels,
             _floats(entry["across"]["contextual_similarity"]),
-            low=-1.0,
-            diverging=True,
-            digits=3,
-            label=f"contextual cosine of {word!r}",
+            f"contextual cosine of {word!r}",
             symmetric=True,
+            absolute=view.cosine_scale == "absolute",
         )
         for name, entry in zip(names, views, strict=True)
         if entry["across"] is not None

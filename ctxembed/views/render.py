@@ -23,9 +23,11 @@ from ctxembed.views.figures import (
     as_given,
     attention_masks,
     attention_view,
+    cosine_range,
     hidden_view,
     marked,
     model_view,
+    scale_note,
     source_notes,
     table_view,
     token_labels,
@@ -759,8 +761,16 @@ def _render_neuron(console: Console, neuron: dict, tokens: list[str], raw: np.nd
 
 
 # ------------------------------------------------------------------------------ compare
+def _cosine_table(title: str, rows, cols, values, absolute: bool, symmetric: bool = True) -> _MatrixTable:
+    """:func:`matrix_table` of cosines on :func:`cosine_range`'s scale, which its title states."""
+    low, high, diverging = cosine_range(values, symmetric=symmetric, absolute=absolute)
+    heading = f"{title} ({scale_note(low, high, diverging)})" if title else ""
+    return matrix_table(heading, rows, cols, values, low=low, high=high, diverging=diverging, digits=3)
+
+
 @terminal_view
-def render_compare(console: Console, doc: dict) -> None:
+def render_compare(console: Console, doc: dict, *, cosine_scale: str = "fitted") -> None:
+    absolute = cosine_scale == "absolute"
     _header_compare(console, doc)
     labels = [f"S{i + 1}" for i in range(len(doc["sentences"]))]
     if doc.get("summary") is not None and doc["word"] is None:  # every shared word: one row each
@@ -775,26 +785,20 @@ def render_compare(console: Console, doc: dict) -> None:
         console.print(Text("--word WORD shows one word's static and contextual matrices", style="dim"))
         return
     for entry in doc["words"]:
-        static = matrix_table(
-            f"static cosine: {entry['word']!r}", labels, labels, entry["static_similarity"], diverging=True, digits=3
-        )
-        contextual = matrix_table(
-            f"contextual cosine: {entry['word']!r}",
-            labels,
-            labels,
-            entry["contextual_similarity"],
-            diverging=True,
-            digits=3,
+        word = entry["word"]
+        static = _cosine_table(f"static cosine: {word!r}", labels, labels, entry["static_similarity"], absolute)
+        contextual = _cosine_table(
+            f"contextual cosine: {word!r}", labels, labels, entry["contextual_similarity"], absolute
         )
         console.print(Group(static, contextual))
         if entry.get("layers") is not None:  # documents before ctxembed.compare/5 have none
-            _layer_tables(console, entry, labels)
+            _layer_tables(console, entry, labels, absolute)
 
 
 PAIR_COLUMN = 9  # characters a pair's column takes in a table: "-0.123" with padding and border
 
 
-def _layer_tables(console: Console, entry: dict, labels: list[str]) -> None:
+def _layer_tables(console: Console, entry: dict, labels: list[str], absolute: bool = False) -> None:
     """The word's cosine for each pair of sentences (columns) at each layer and at the read-out (rows),
     split into tables of as many pairs as the console's width holds."""
     layers = [np.asarray(m, dtype=np.float64) for m in entry["layers"]]  # L + 1 matrices (N, N)
@@ -802,12 +806,18 @@ def _layer_tables(console: Console, entry: dict, labels: list[str]) -> None:
     pairs = [(i, j) for i in range(len(labels)) for j in range(i + 1, len(labels))]
     rows = [str(layer) for layer in range(len(layers))] + ["read-out"]
     per_table = max(1, (console.width - 12) // PAIR_COLUMN)  # 12: the row labels' column
+    every = np.array([[m[i, j] for i, j in pairs] for m in [*layers, readout]])  # (L + 2, pairs)
+    low, high, diverging = cosine_range(every, absolute=absolute)  # one scale for all the blocks
     for start in range(0, len(pairs), per_table):
         shown = pairs[start : start + per_table]
         cells = np.array([[m[i, j] for i, j in shown] for m in [*layers, readout]])  # (L + 2, pairs)
-        title = f"cosine of {entry['word']!r} at each layer (0: the input to layer 1)" if start == 0 else ""
+        title = (
+            f"cosine of {entry['word']!r} at each layer (0: the input to layer 1; {scale_note(low, high, diverging)})"
+            if start == 0
+            else ""
+        )
         columns = [f"{labels[i]}-{labels[j]}" for i, j in shown]
-        console.print(matrix_table(title, rows, columns, cells, diverging=True, digits=3))
+        console.print(matrix_table(title, rows, columns, cells, low=low, high=high, diverging=diverging, digits=3))
 
 
 def _header_compare(console: Console, doc: dict) -> None:
@@ -968,7 +978,7 @@ def view_label(entry: dict) -> str:
 
 
 @terminal_view
-def render_side_by_side(console: Console, doc: dict) -> None:
+def render_side_by_side(console: Console, doc: dict, *, cosine_scale: str = "fitted") -> None:
     """The word's attention and cosines, one column per model (reads the side-by-side document)."""
     word, views = doc["word"], doc["models"]
     for i, sentence in enumerate(doc["sentences"]):
@@ -1003,11 +1013,8 @@ def render_side_by_side(console: Console, doc: dict) -> None:
         labels = [f"S{i + 1}" for i in range(len(doc["sentences"]))]
         console.print(Text(f"contextual cosine of {word!r} across the sentences", style="bold"))
         for entry in across:
-            console.print(
-                matrix_table(
-                    view_label(entry), labels, labels, entry["across"]["contextual_similarity"], diverging=True
-                )
-            )
+            values = entry["across"]["contextual_similarity"]
+            console.print(_cosine_table(view_label(entry), labels, labels, values, cosine_scale == "absolute"))
     for entry in views:
         console.print(Text(f"{view_label(entry)}: {entry['settings_summary']}", style="dim"), overflow="fold")
     for gone in doc["missing"]:
