@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from rich.color import Color
+from rich.columns import Columns
 from rich.console import Console, Group
+from rich.measure import Measurement
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
@@ -201,6 +203,12 @@ class _MatrixTable:
         shown = [f"keys {c[0]}-{c[-1]}" for c in blocks]
         yield Text(f"{self.title} (in {len(blocks)} blocks of columns: {', '.join(shown)})", style="bold")
         yield from tables
+
+    def __rich_measure__(self, console: Console, options) -> Measurement:
+        """As wide as its table (a longer title wraps over it), not the whole console, so that rich's
+        ``Columns`` can set two matrices side by side when they fit."""
+        table = Measurement.get(console, options, self._table(console, range(len(self.cols))))
+        return Measurement(table.minimum, table.maximum).clamp(max_width=options.max_width)
 
     def _blocks(self, width: int) -> list[range]:
         """Runs of whole columns that each fit ``width`` with the row labels: a rich table's column takes
@@ -981,6 +989,7 @@ def view_label(entry: dict) -> str:
 def render_side_by_side(console: Console, doc: dict, *, cosine_scale: str = "fitted") -> None:
     """The word's attention and cosines, one column per model (reads the side-by-side document)."""
     word, views = doc["word"], doc["models"]
+    absolute = cosine_scale == "absolute"
     for i, sentence in enumerate(doc["sentences"]):
         console.print(Text(f"S{i + 1}  {sentence}", style="bold" if i == 0 else ""), overflow="fold")
     positions = sorted({p for entry in views for p in entry["attended_positions"]})
@@ -1012,9 +1021,11 @@ def render_side_by_side(console: Console, doc: dict, *, cosine_scale: str = "fit
     if across:
         labels = [f"S{i + 1}" for i in range(len(doc["sentences"]))]
         console.print(Text(f"contextual cosine of {word!r} across the sentences", style="bold"))
-        for entry in across:
-            values = entry["across"]["contextual_similarity"]
-            console.print(_cosine_table(view_label(entry), labels, labels, values, cosine_scale == "absolute"))
+        tables = [
+            _cosine_table(view_label(entry), labels, labels, entry["across"]["contextual_similarity"], absolute)
+            for entry in across
+        ]
+        console.print(Columns(tables, padding=(0, 4)))  # model beside model when they fit
     for entry in views:
         console.print(Text(f"{view_label(entry)}: {entry['settings_summary']}", style="dim"), overflow="fold")
     for gone in doc["missing"]:
