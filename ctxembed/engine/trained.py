@@ -147,7 +147,9 @@ class TrainedEngine:
 
     @property
     def _hidden(self) -> str:
-        """What the word maps hide, for a document: the special pieces, each row renormalised."""
+        """What the word maps hide, for a document: the special pieces, each row renormalised ("": none)."""
+        if not self.family.specials:
+            return ""
         return f"{' and '.join(self.family.specials)} hidden: each word's attention renormalised over the words"
 
     @property
@@ -174,8 +176,9 @@ class TrainedEngine:
     def summary(self) -> str:
         shape = f"{self.layers} layers x {self.heads} heads"
         # each part fits an 80-column line after the views' "settings " prefix (they break between parts)
-        hidden = f"{', '.join(self.family.specials)} hidden (rows renormalised over the words)"
-        return f"model {self.model} ({self.title}, {shape}) | read-out {self.readout} | {hidden}"
+        specials = ", ".join(self.family.specials)
+        hidden = f" | {specials} hidden (rows renormalised over the words)" if specials else ""
+        return f"model {self.model} ({self.title}, {shape}) | read-out {self.readout}{hidden}"
 
     # ------------------------------------------------------------------ sentence -> words and pieces
 
