@@ -14,6 +14,7 @@ from ctxembed.core.attention import build_mask, masked_keys, mean_over_heads, tw
 from ctxembed.core.readings import READINGS, rollout, score_terms, value_norm
 from ctxembed.core.similarity import cosine, cosine_matrix
 from ctxembed.engine import Contextualized, locate, split_word
+from ctxembed.engine.steps import named_steps
 from ctxembed.errors import DataError, UsageError, counted
 from ctxembed.options import NEIGHBOURS_AMONG, default
 from ctxembed.vectors.search import nearest
@@ -417,7 +418,7 @@ def explain_steps(
         allowed = allowed & build_mask(n, causal=True)[0, 0]  # (T, T)
     masked = ~allowed  # (T, T) keys the normaliser could not use
     scores = steps.scores[head]  # (T, T)
-    return {
+    explained = {
         "layer": layer,
         "head": head,
         "heads": a.heads,
@@ -457,6 +458,8 @@ def explain_steps(
         "mix": _mix_step(result) if layer == a.layers - 1 else None,
         "neuron": None if query is None else _neuron(result, trace, head, query),
     }
+    explained["steps"] = named_steps(explained, trace.after_attention)  # each step's name, and what to draw
+    return explained
 
 
 def _neuron(result: Contextualized, trace: LayerTrace, head: int, row: int) -> dict:

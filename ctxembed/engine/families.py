@@ -38,7 +38,7 @@ class StepNames:
     projections: str  # where q, k, v come from ({upstream}: the model's name)
     level: str  # the units the rows are, and how a word's maps are made from them
     query: str  # which unit a word queries with in the neuron view
-    feed_forward: str  # the step after attention's residual and norm (empty: none)
+    feed_forward: tuple[str, ...]  # the sub-layer after attention's residual and norm, in parts (empty: none)
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ BERT_STEPS = StepNames(
     level="rows are WordPiece pieces with {specials}, the units the model attends over; its word-level maps sum "
     "a word's key pieces and average its query pieces",
     query="a word's query (--word) is its first piece",
-    feed_forward="feed-forward GELU(a W_1 + b_1) W_2 + b_2, plus a, then layer norm",
+    feed_forward=("feed-forward GELU(a W_1 + b_1) W_2 + b_2", "plus a", "then layer norm"),
 )
 
 FAMILIES: dict[str, Family] = {

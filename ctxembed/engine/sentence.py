@@ -260,6 +260,9 @@ class LayerTrace:
     inputs_about: str | None = None  # what the input x is, when more than "the static vectors" says
     attended: np.ndarray | None = None  # (U, d) after attention, residual and norm: a feed-forward's input
     notes: tuple[str, ...] = ()  # lines for the view's heading (the level, how a word picks its query)
+    # the family's words for the sub-layer after attention's residual and norm, whose input is ``attended``
+    # (BERT: its feed-forward, residual and norm); empty when the layer ends with attention
+    after_attention: tuple[str, ...] = ()
 
 
 @dataclass

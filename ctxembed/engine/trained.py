@@ -341,4 +341,5 @@ class TrainedEngine:
             inputs_about=inputs,
             attended=steps.attended,
             notes=(names.level.format(specials=" and ".join(self.family.specials)), names.query),
+            after_attention=names.feed_forward,
         )

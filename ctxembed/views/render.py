@@ -590,155 +590,82 @@ def render_attend_explained(console: Console, doc: dict, **view) -> None:
 
 @terminal_view
 def render_explain(console: Console, steps: dict) -> None:
-    """Every step of one layer and head, numbered 1 to 8 (9: the layer mix, when there is one), each
-    matrix once (reads the explain document)."""
+    """Every step of one layer and head, as the explain document names them (``steps["steps"]``: each a
+    heading, lines under it and what to draw, by the name of one of the document's arrays); this only
+    draws them (reads the explain document)."""
     tokens = steps["tokens"]
     check_drawn(len(tokens))
-    layer, head = steps["layer"], steps["head"]
-    pieces = steps.get("level") == "pieces"  # a subword model: rows are its pieces, [CLS] and [SEP] too
-    console.rule(f"step by step: layer {layer}, head {head}" + (", over word pieces" if pieces else ""))
-    for note in steps.get("notes") or ():
-        console.print(Text(f"({note})", style="dim"), overflow="fold")
-    x = np.asarray(steps["inputs"], dtype=np.float64)  # (T, d_l)
-    dims = x.shape[1]
-    shown = "; first 6 shown" if dims > 6 else ""
-    units = "pieces" if pieces else "tokens"
-    console.print(Text(f"1. inputs x ({len(tokens)} {units} x {dims} dimensions{shown})", style="bold"))
-    if steps.get("inputs_about"):
-        console.print(Text(f"   ({steps['inputs_about']})"), overflow="fold")
-    if steps["shared_projection"]:
-        console.print("   (static vectors after the shared projection (x - mean)(I - U Uᵀ): all-but-the-top)")
-    if steps["positions"]:
-        console.print("   (sinusoidal position encodings added)")
-    sources = steps.get("sources") or ["vocabulary"] * len(tokens)
-    _vectors(console, [marked(t, source) for t, source in zip(tokens, sources, strict=True)], x)
-    _source_legend(console, sources)
-    q = np.asarray(steps["queries"])
-    if not steps["projected"]:
-        part = "" if steps["heads"] == 1 else f" (head {head}: its slice of {q.shape[1]} dimensions)"
-        console.print(Text(f"2. queries, keys, values: q = k = v = x (no parameters){part}", style="bold"))
-    else:
-        console.print(Text(f"2. queries, keys, values: projected to d_k = {q.shape[1]}", style="bold"))
-        if steps.get("projections"):
-            console.print(Text(f"   ({steps['projections']})"))
-        if steps.get("biases"):
-            console.print(Text(f"   q = x W_q + b_q, k = x W_k + b_k, v = x W_v + b_v (head {head}: its slice)"))
-        for name in ("queries", "keys", "values"):
-            console.print(Text(f"   {name}", style="bold"))
-            _vectors(console, tokens, steps[name])
-    raw = np.asarray(steps["raw_scores"], dtype=np.float64)
-    console.print(
-        matrix_table(
-            "3. raw scores q_i . k_j", tokens, tokens, raw, low=float(raw.min()), high=float(raw.max()), split=True
-        )
-    )
-    if steps.get("neuron"):
-        _render_neuron(console, steps["neuron"], tokens, raw)
-    scaled = np.asarray(steps["scaled_scores"], dtype=np.float64)
-    if steps["divisor"] != 1.0:
+    for step in steps["steps"]:
+        if "rule" in step:
+            console.rule(step["rule"])
+            for note in step["notes"]:
+                console.print(Text(f"({note})", style="dim"), overflow="fold")
+            continue
+        draw = step["draw"] or {}
+        if step["label"] is not None and "matrix" not in draw:
+            label = step["label"].replace("{shown}", "; first 6 shown" if np.shape(steps["inputs"])[1] > 6 else "")
+            console.print(Text(label, style="bold"), overflow="fold" if step["fold"] else None)
+        for line in step["lines"]:
+            text = line["text"] if line["style"] is None else Text(line["text"], style=line["style"])
+            console.print(text, overflow="fold" if line["fold"] else None)
+        _draw_step(console, steps, step["label"], draw)
+
+
+def _array(doc: dict, key: str):
+    """The document's array named ``key`` ("mix.contextual": a key of a key)."""
+    for part in key.split("."):
+        doc = doc[part]
+    return doc
+
+
+def _draw_step(console: Console, steps: dict, label: str | None, draw: dict) -> None:
+    """What one named step draws: vectors, a matrix, each context as its sum, or the neuron view."""
+    tokens = steps["tokens"]
+    if "vectors" in draw:
+        rows, sources = draw.get("rows"), None
+        if rows == "sources":  # each row marked with where its vector came from
+            sources = steps.get("sources") or ["vocabulary"] * len(tokens)
+            labels = [marked(t, source) for t, source in zip(tokens, sources, strict=True)]
+        else:
+            labels = (_array(steps, rows) if rows else None) or tokens
+        _vectors(console, labels, np.asarray(_array(steps, draw["vectors"]), dtype=np.float64))
+        if draw.get("legend"):
+            _source_legend(console, sources)
+    for name in draw.get("each", ()):
+        console.print(Text(f"   {name}", style="bold"))
+        _vectors(console, tokens, steps[name])
+    if "matrix" in draw:
+        values = _finite_or_nan(steps[draw["matrix"]])
+        masked = ~np.isfinite(_finite_or_nan(steps[draw["mask"]])) if draw.get("mask") else None
+        low, high = 0.0, 1.0
+        if draw.get("range") == "all":
+            low, high = float(values.min()), float(values.max())
+        elif draw.get("range") == "finite":
+            finite = values[~masked]
+            low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        if masked is not None and not masked.any() and draw.get("range") != "finite":
+            masked = None
+        digits = draw.get("digits", 2)
         console.print(
-            matrix_table(
-                f"4. scaled scores: divided by {steps['divisor']:.4g}",
-                tokens,
-                tokens,
-                scaled,
-                low=float(scaled.min()),
-                high=float(scaled.max()),
-                split=True,
-            )
+            matrix_table(label, tokens, tokens, values, digits=digits, low=low, high=high, masked=masked, split=True)
         )
-    else:
-        console.print(Text("4. no scaling (--no-scale): scaled scores = raw scores", style="bold"))
-    scores = np.array(
-        [[np.nan if v is None else v for v in row] for row in np.asarray(steps["scores"], dtype=object)],
-        dtype=np.float64,
+    if "terms" in draw:
+        weights = np.asarray(steps["weights"], dtype=np.float64)
+        context = np.asarray(steps[draw["terms"]], dtype=np.float64)
+        width = max(len(t) for t in tokens)
+        for i, row in enumerate(tokens):
+            terms = " + ".join(f"{weights[i, j]:.2f}·{tokens[j]}" for j in range(len(tokens)) if weights[i, j] >= 0.005)
+            console.print(f"   {row:>{width}} = {terms or '0'}", overflow="fold")
+            console.print(f"   {'':>{width}} = {_vector_text(context[i])}", overflow="fold")
+    if "neuron" in draw:
+        _render_neuron(console, steps[draw["neuron"]], tokens, np.asarray(steps["raw_scores"], dtype=np.float64))
+
+
+def _finite_or_nan(values) -> np.ndarray:
+    """A matrix of a document as float64, its nulls (masked keys, in JSON) as NaN."""
+    return np.array(
+        [[np.nan if v is None else v for v in row] for row in np.asarray(values, dtype=object)], dtype=np.float64
     )
-    masked = ~np.isfinite(scores)
-    what = []
-    if steps["key_bias"] is not None:
-        bias = ", ".join(f"{t} {b:.2f}" for t, b in zip(tokens, steps["key_bias"], strict=True))
-        what.append(f"key bias log(a / (a + p(w))) added to each column ({bias})")
-    masks = [
-        m
-        for m, on in (
-            ("self", steps["exclude_self"]),
-            ("twins", steps.get("exclude_twins")),
-            ("future (causal)", steps["causal"] and steps["causal_mode"] == "before"),
-        )
-        if on
-    ]
-    if masked.any() or masks:
-        what.append(f"· masked keys ({', '.join(masks) or 'none'})")
-    if what:
-        finite = scores[~masked]
-        low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-        console.print(
-            matrix_table(
-                "5. scores after the key bias and the mask: " + "; ".join(what),
-                tokens,
-                tokens,
-                scores,
-                low=low,
-                high=high,
-                masked=masked,
-                split=True,
-            )
-        )
-    else:
-        console.print(Text("5. no key bias and no mask: the scores above go to the normaliser", style="bold"))
-    how = (
-        "softmax: exp(s_ij) / sum_j exp(s_ij)"
-        if steps["normalization"] == "softmax"
-        else "sum: max(s_ij, 0) / sum_j max(s_ij, 0)"
-    )
-    if steps["causal"] and steps["causal_mode"] == "after":
-        how += ", then future keys zeroed and rows renormalised (causal after)"
-    weights = np.asarray(steps["weights"], dtype=np.float64)
-    console.print(
-        matrix_table(
-            f"6. weights, {how}", tokens, tokens, weights, digits=3, masked=masked if masked.any() else None, split=True
-        )
-    )
-    console.print(Text("7. context_i = sum_j weight_ij * v_j", style="bold"))
-    context = np.asarray(steps["context"], dtype=np.float64)
-    width = max(len(t) for t in tokens)
-    for i, label in enumerate(tokens):
-        terms = " + ".join(f"{weights[i, j]:.2f}·{tokens[j]}" for j in range(len(tokens)) if weights[i, j] >= 0.005)
-        console.print(f"   {label:>{width}} = {terms or '0'}", overflow="fold")
-        console.print(f"   {'':>{width}} = {_vector_text(context[i])}", overflow="fold")
-    parts = []
-    if steps["heads"] > 1:
-        parts.append(f"the {steps['heads']} heads' contexts side by side")
-    if steps["output_projection"]:
-        parts.append("times W_out" + (" plus b_out" if steps.get("biases") else ""))
-    if steps["residual"]:
-        parts.append(f"plus {steps['residual_scale']:.3g}·x")
-    if steps["layer_norm"]:
-        parts.append("then layer norm")
-    which = "the contextual vectors" if steps["last_layer"] else f"the input of layer {layer + 1}"
-    mix = steps.get("mix")
-    if mix is not None:
-        which = "the last layer's output h" + str(len(mix["weights"]) - 1)
-    number = 8
-    if steps.get("attended") is not None:  # a feed-forward sub-layer follows attention (BERT)
-        console.print(Text(f"8. a = {', '.join(parts)}: the feed-forward's input", style="bold"))
-        _vectors(console, tokens, steps["attended"])
-        parts, number = ["feed-forward GELU(a W_1 + b_1) W_2 + b_2", "plus a", "then layer norm"], 9
-    console.print(Text(f"{number}. output = {', '.join(parts) or 'the context'}: {which}", style="bold"))
-    _vectors(console, tokens, steps["output"])
-    if mix is not None:
-        last = len(mix["weights"]) - 1  # h0 is the input, h{n} the output of layer n-1
-        outputs = "h1 the output of layer 0" if last == 1 else f"h1 ... h{last} the outputs of layers 0 ... {last - 1}"
-        per_word = ", each word's h_l the mean of its pieces" if pieces else ""
-        console.print(
-            Text(
-                f"{number + 1}. layer mix: contextual = {mix['formula']}, where h0 is the attention input (step 1 "
-                f"of layer 0) and {outputs}{per_word}",
-                style="bold",
-            ),
-            overflow="fold",
-        )
-        _vectors(console, mix.get("tokens") or tokens, mix["contextual"])
 
 
 def _render_neuron(console: Console, neuron: dict, tokens: list[str], raw: np.ndarray, shown: int = 3) -> None:
