@@ -201,6 +201,7 @@ _DECLARED: dict[str, CommandOption] = {
     "head": CommandOption(
         int, None, "Head to show, from 0 (default: the mean of the heads; --explain: head 0).", minimum=0,
         optional=True, show_default=False,
+        commands={"before_after": {"help": "Head to show, from 0 (default: the mean of the heads)."}},
     ),
     "k": CommandOption(int, 10, "How many neighbours.", flags=("-k", "--k"), minimum=1, maximum=1000),
     "include_context": CommandOption(bool, False, "Keep the sentence's own words among the neighbours."),
@@ -248,6 +249,13 @@ _DECLARED: dict[str, CommandOption] = {
         "Also write the result to PATH; the suffix picks the format: .svg, .html (interactive, offline), "
         ".png (needs ctxembed[plot]) or .json. Repeatable.",
         repeatable=True, optional=True, show_default=False,
+        commands={
+            "senses": {
+                "help": "Also write the result to PATH; the suffix picks the format: .svg, .html (interactive, "
+                "offline), .png (needs ctxembed[plot]), .json, or .tsv or a folder (the TensorBoard "
+                "Projector's vectors and metadata). Repeatable."
+            }
+        },
     ),
     "output_format": CommandOption(
         str, "jsonl",

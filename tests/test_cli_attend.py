@@ -512,7 +512,7 @@ def test_focus_shows_a_row_and_a_column_for_a_long_sentence():
 
 
 def test_focus_on_an_unknown_word_is_a_data_error():
-    assert "--focus 'zebra'" in fails(1, "attend", "the river bank", "--focus", "zebra")
+    assert "--word 'zebra'" in fails(1, "attend", "the river bank", "--focus", "zebra")
 
 
 @pytest.mark.parametrize(

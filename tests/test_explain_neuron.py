@@ -46,7 +46,7 @@ def test_terminal_lists_the_terms_that_add_and_take_most():
 
 def test_a_focus_word_not_in_the_sentence_is_a_data_error():
     line = fails(1, "attend", "apple is the phone", *TOY_NOTES, "--explain", "--focus", "banana")
-    assert "--focus 'banana' is not among the words of the sentence" in line
+    assert "--word 'banana' is not among the words of the sentence" in line
 
 
 def test_a_result_without_steps_is_one_clear_error():

@@ -40,3 +40,11 @@ def test_the_process_pattern_catches_what_it_should():
         assert PROCESS.search(phrase), phrase
     for phrase in ("make test", "bank#2", "the river bank", "# needs: the WiC data"):
         assert not PROCESS.search(phrase), phrase
+
+
+def test_docs_give_the_pipe_width_the_code_uses():
+    from ctxembed.output import PIPE_WIDTH
+
+    views = (REPO / "docs" / "views.md").read_text(encoding="utf-8")
+    assert f"else {PIPE_WIDTH} columns" in views and "160 columns" not in views
+    assert f"else {PIPE_WIDTH} columns" in README.read_text(encoding="utf-8")

@@ -358,7 +358,7 @@ def run_batch(
             progress.stop()
         if source != "-":
             stream.close()
-    _summary(lines.number, errors, lacking, word)
+    _summary(lines.number, errors, lacking, word, fmt)
     return lines.number
 
 
@@ -411,14 +411,18 @@ class WriteBehind:
             self.sink.close(complete)
 
 
-def _summary(lines: int, errors: int, lacking: int, word: str | None) -> None:
-    """What a person would miss in the records, on stderr; a run where no line could be used fails."""
+def _summary(lines: int, errors: int, lacking: int, word: str | None, fmt: str = "jsonl") -> None:
+    """What a person would miss in the output, on stderr; a run where no line could be used fails. npz
+    and projector hold a row per occurrence of --word, so what they miss has no row (no record says so)."""
+    rows = fmt in ("npz", "projector")
     if lacking:
-        say(f'batch: {lacking:,} of {lines - errors:,} sentences lack {word!r}: their records have "word": null')
+        kept = "they have no row" if rows else 'their records have "word": null'
+        say(f"batch: {lacking:,} of {lines - errors:,} sentences lack {word!r}: {kept}")
     if errors and errors == lines:
         raise DataError(f'no line could be used: all {lines:,} records are errors (each says why in "error")')
     if errors:
-        say(f'batch: {errors:,} of {lines:,} lines could not be used: their records have an "error"')
+        kept = "they have no row" if rows else 'their records have an "error"'
+        say(f"batch: {errors:,} of {lines:,} lines could not be used: {kept}")
 
 
 def _results(engine: ContextEngine, lines: LineSource, options: dict, size: int, workers: int) -> Iterator[Encoded]:

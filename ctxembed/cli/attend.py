@@ -79,10 +79,10 @@ def attend(
     shape = {"attention": attention, "top": top, "with_vectors": with_vectors}
     try:
         result = ex.explain(text, layer=layer, head=head, word=word, **shape) if explain else ex.attend(text, **shape)
-    except DataError as exc:  # the word to explain is not in the sentence: as --focus says it below
+    except DataError as exc:  # the word to explain is not in the sentence: as --word says it below
         if not explain or word is None:
             raise
-        raise DataError(f"--focus {exc.message}") from None
+        raise DataError(f"--word {exc.message}") from None
     doc = result.document()
     if specials == "show" and "hidden" not in doc:
         raise UsageError(
@@ -93,7 +93,7 @@ def attend(
         try:
             focus_at = focus_token(doc, word)
         except DataError as exc:  # a word not in the sentence is data, exit 1, as in every command
-            raise DataError(f"--focus {exc.message}") from None
+            raise DataError(f"--word {exc.message}") from None
     save_all(doc, save, layer=layer, head=head, all_heads=all_heads, all_layers=all_layers)
     show(
         doc,
@@ -180,10 +180,11 @@ def batch(
     digits: int | None = OPTION,
     explorer=None,
 ) -> None:
-    """One JSON line per input line, in order; bad lines become {"line": k, "error": ...} records.
+    """Many sentences, one per line: a record each, in order, as JSON Lines or columns.
 
-    --format parquet writes the same records as columns, a row per line; npz and projector one
-    --word's vectors (docs/scale.md shows how to read each)."""
+    JSON Lines by default (bad lines become {"line": k, "error": ...} records); --format parquet writes
+    the same records as columns, a row per line; npz and projector one --word's vectors (docs/scale.md
+    shows how to read each)."""
     from ctxembed.batch.driver import run_batch  # batch only
 
     run_batch(
@@ -215,8 +216,9 @@ def side_by_side(
     cosine_scale: str = OPTION,
     save: list[Path] | None = OPTION,
 ) -> None:
-    """The same sentence under textbook attention (GloVe, default preset), learned projections and every
-    other installed model: the word's attention and its cosines, model beside model."""
+    """The same sentence under the GloVe model's default preset (parameter-free attention), its learned
+    projections (preset learned) and every other installed model: the word's attention and its cosines,
+    model beside model."""
     from ctxembed.api import side_by_side  # help and option errors never need it
 
     sentences = sentences_or_stdin(sentences, "SENTENCES")

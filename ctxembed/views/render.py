@@ -136,6 +136,14 @@ def print_settings(console: Console, summary: str, prefix: str = "settings ", st
         console.print(Text(line, style=style), overflow="fold", crop=False)
 
 
+def labelled(console: Console, label: str, text: Text, width: int = 9) -> None:
+    """``label`` in a column of ``width``, then ``text``, whose continuation lines start under its
+    first character (not at column 0), with no trailing space."""
+    for k, line in enumerate(text.wrap(console, max(1, console.width - width), overflow="fold")):
+        line.rstrip()
+        console.print(Text(label.ljust(width) if k == 0 else " " * width) + line, overflow="ignore", crop=False)
+
+
 def caption(console: Console, text: str) -> None:
     """A table's caption on its own line: as a rich table title it would be padded with trailing
     spaces (or wrapped) to the table's width."""
@@ -320,12 +328,13 @@ def render_attend(
     the model gave it (the words' shares not renormalised)."""
     width = console.width
     _header(console, doc)
-    status = Text("tokens   ")
-    for token in doc["tokens"]:
+    status = Text()
+    for k, token in enumerate(doc["tokens"]):
         source = token.get("source")
+        status.append(" " if k else "")
         status.append(token["text"], style="green" if token["in_vocab"] else "red strike")
-        status.append((marked("", source) if source else "" if token["in_vocab"] else "(oov)") + " ")
-    console.print(status, overflow="fold")
+        status.append(marked("", source) if source else "" if token["in_vocab"] else "(oov)")
+    labelled(console, "tokens", status)
     _source_legend(console, [t.get("source") for t in doc["tokens"]])
     labels, positions = token_labels(doc)
     n = len(labels)

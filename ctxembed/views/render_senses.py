@@ -31,7 +31,7 @@ def kwic(text: str, start: int, end: int, width: int) -> tuple[str, str, str]:
 @terminal_view
 def render_senses(console: Console, doc: dict) -> None:
     corpus = doc["corpus"]
-    for line in wrap_parts("", doc["settings_summary"].split(" | "), console.width or 100):
+    for line in wrap_parts("settings ", doc["settings_summary"].split(" | "), console.width or 100):
         console.print(Text(line, style="dim"), overflow="fold", crop=False)  # broken only between settings
     console.print(
         Text(

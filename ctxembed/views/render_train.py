@@ -46,7 +46,7 @@ def render_train(console: Console, doc: dict) -> None:
     console.print(
         Text.assemble(("ctxembed train", "bold"), f": {state} after {doc['steps']:,} of {doc['total_steps']:,} steps")
     )
-    print_settings(console, doc["settings_summary"], prefix="", style="dim")
+    print_settings(console, doc["settings_summary"], style="dim")
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")
     facts.add_column()
@@ -97,7 +97,7 @@ def render_before_after(console: Console, doc: dict, *, layer: int | None = None
     labels = [before["tokens"][p]["text"] for p in [t["position"] for t in before["tokens"] if t["used"]]]
     losses = doc["losses"]
     console.print(Text.assemble(("weights", "bold"), f" {doc['weights_file']}"), highlight=False)
-    print_settings(console, after["settings_summary"], prefix="", style="dim")
+    print_settings(console, after["settings_summary"], style="dim")
     which = "mean of heads" if head is None else f"head {head}"
     held = ""
     if losses.get("held_out_initial") is not None and losses.get("held_out") is not None:
