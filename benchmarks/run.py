@@ -1320,6 +1320,17 @@ def minilm_job(repeat: int) -> Report:
             None,
         )
     )
+    checks = integrity_cost(env, repeat)
+    report.rows.append(
+        Row(
+            "what opening a model checks (sizes, header, config, finite layers) adds to that cold start",
+            f"{secs(checks['after'])}, CPU {secs(checks['cpu']['after'])}",
+            f"{INTEGRITY_BEFORE}, before the checks: {secs(checks['before'])}, CPU {secs(checks['cpu']['before'])}",
+            f"{1000 * checks['added']:+.1f} ms (CPU {1000 * checks['cpu_added']:+.1f} ms)",
+            f"≤ {1000 * INTEGRITY_BUDGET:.0f} ms",
+            checks["added"] <= INTEGRITY_BUDGET,
+        )
+    )
     long = " ".join(["the river bank"] * 85)  # 255 words, 257 pieces with [CLS] and [SEP]
     peak = max(
         run_process([CTXEMBED, "attend", long, "--model", "minilm", "--json"], env).peak_rss
@@ -1341,8 +1352,34 @@ def minilm_job(repeat: int) -> Report:
         "cold_cpu": cpu,
         "cold_glove": glove_wall,
         "cold_glove_cpu": glove_cpu,
+        "integrity": checks,
     }
     return report
+
+
+INTEGRITY_BEFORE = "fc7501b"  # the last commit whose start read a model's files unchecked
+INTEGRITY_BUDGET = 0.020  # s: what the checks of each open may add to a cold start (issue 45)
+
+
+def integrity_cost(env: dict, repeat: int) -> dict:
+    """The cold `attend --model minilm --json` of this tree and of INTEGRITY_BEFORE's, alternating, on the
+    same installed model: the medians and what the checks added (this tree's median minus the other's)."""
+    command = [PYTHON, "-m", "ctxembed", "attend", "we sat on the river bank", "--model", "minilm", "--json"]
+    tree = extracted(INTEGRITY_BEFORE, "before-integrity")
+    models = {"CTXEMBED_MODELS": env["CTXEMBED_MODELS"]} if "CTXEMBED_MODELS" in env else {}
+    sides = {"after": env, "before": tree_env(tree, base_env(tree / ".cache")) | models | {"OPENBLAS_NUM_THREADS": "1"}}
+    for side in sides.values():  # warm-up: bytecode, page cache, a first open's full check remembered
+        run_process(command, side)
+    samples = alternate(sides, max(repeat, 11), lambda side: run_process(command, side))
+    after, before = (spread([s.wall for s in samples[side]]) for side in ("after", "before"))
+    cpu = {side: spread([s.cpu for s in samples[side]]) for side in sides}
+    return {
+        "after": after,
+        "before": before,
+        "added": after["median"] - before["median"],
+        "cpu": cpu,
+        "cpu_added": cpu["after"]["median"] - cpu["before"]["median"],
+    }
 
 
 def main() -> None:

@@ -56,11 +56,24 @@ print("MODULES", *(name for name in heavy if name in sys.modules), file=sys.stde
 """
 
 
-def test_the_trained_model_starts_without_torch_or_install_machinery(minilm_folder, isolated_env):
+def test_the_trained_model_starts_without_torch_or_install_machinery(minilm_folder, isolated_env, tmp_path):
     """attend --model minilm --json runs the NumPy encoder: torch, transformers and sentence-transformers
     stay out even where they are installed, and so do the install's zip and hashing and the cache's
-    temporary files, which a start that only maps the converted model does not use."""
-    env = dict(os.environ, CTXEMBED_CACHE_DIR=str(isolated_env), PYTHONPATH=str(REPO))
+    temporary files, which a start that only maps the converted model does not use (its files as
+    installed.json recorded them: the installed files, linked, with the record this version writes)."""
+    import json
+
+    from ctxembed.vectors import models
+
+    folder = tmp_path / "minilm"
+    folder.mkdir()
+    for f in minilm_folder.iterdir():
+        if f.name != models.INSTALLED:
+            (folder / f.name).symlink_to(f)
+    record = json.loads((minilm_folder / models.INSTALLED).read_text())
+    record["files"] = {f: models.recorded_stat(minilm_folder / f) for f in models.FILES}
+    (folder / models.INSTALLED).write_text(json.dumps(record))
+    env = dict(os.environ, CTXEMBED_CACHE_DIR=str(isolated_env), PYTHONPATH=str(REPO), CTXEMBED_MODELS=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", TRAINED_PROBE], capture_output=True, text=True, env=env, timeout=120)
     assert [x for x in out.stderr.splitlines() if x.startswith("MODULES")] == ["MODULES"], out.stderr
 

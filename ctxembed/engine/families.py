@@ -86,12 +86,10 @@ def _open_trained(entry: ModelEntry, vectors: Any, preset: str, **keywords: Any)
 
 
 def _load_bert(folder: Path):
-    """A converted BERT folder: (EncoderConfig, EncoderWeights over a memory map, WordPiece)."""
-    from ctxembed.vectors.models import load_encoder
-    from ctxembed.vectors.wordpiece import WordPiece
+    """A converted BERT folder: (EncoderConfig, EncoderWeights over a memory map, WordPiece), checked."""
+    from ctxembed.vectors.integrity import load_bert  # its header, config, vocabulary and finite layers
 
-    config, weights = load_encoder(folder)
-    return config, weights, WordPiece.from_file(folder / "vocab.txt")
+    return load_bert(folder)
 
 
 def _encode_bert(*args: Any, **keywords: Any):
@@ -107,7 +105,7 @@ def _trace_bert(*args: Any, **keywords: Any):
 
 
 def _convert_bert(package, upstream: Path, into: Path) -> dict[str, str]:
-    from ctxembed.vectors.models import convert_bert  # lazy: only installing converts
+    from ctxembed.vectors.install import convert_bert  # lazy: only installing converts
 
     return convert_bert(package, upstream, into)
 

@@ -36,10 +36,10 @@ from ctxembed.engine.contract import WORDPIECES, Masks, ModelCard
 from ctxembed.engine.sentence import NO_STEPS, AttentionParts, Contextualized, LayerTrace, Prepared
 from ctxembed.errors import DataError
 from ctxembed.presets import PRESETS, Settings
+from ctxembed.vectors.integrity import check_finite, open_store
 from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.models import NEIGHBOURS, install_command, model_path
 from ctxembed.vectors.pieces import pieces_to_words
-from ctxembed.vectors.store import VectorStore
 from ctxembed.vectors.tokenize import pretokenized, tokenize
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class TrainedEngine:
         folder = model_path(self.model)
         try:
             self.config, self.weights, self.tokenizer = family.load(folder)  # weights: a memory map, used as it is
-            self.store = VectorStore.open(folder / NEIGHBOURS)
+            self.store = open_store(self.model, folder / NEIGHBOURS, self.config)  # errors name the reinstall
             self.special_ids = (
                 [self.tokenizer.id_of(p) for p in family.begin],
                 [self.tokenizer.id_of(p) for p in family.end],
@@ -270,6 +270,7 @@ class TrainedEngine:
         out = self.family.encode(
             self.weights, ids, real, keep_values=trace
         )  # hidden (L+1, B, T, D), weights (L, B, H, T, T)
+        check_finite(self.model, out.hidden)  # a damaged weight's NaN or infinity: refused, never shown
         return [self._to_words(s, out, b, weights) for b, s in enumerate(group)]
 
     def _to_words(self, sentence: PiecedSentence, out, b: int, weights: bool) -> PiecedResult:

