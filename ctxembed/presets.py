@@ -181,6 +181,9 @@ class Settings:
         ),
         ingredient="mix",
     )
+    # the trained model these settings read out (an eval configuration of it: minilm, minilm@3, whose
+    # read-out is ``mix``); None: settings of the attention over static vectors, what every field above shapes
+    model: str | None = None
 
     def __post_init__(self) -> None:
         check_declared(self)
@@ -208,8 +211,12 @@ class Settings:
         return attention | {name: getattr(self, name) for name in declarations(Settings)}
 
     def as_dict(self) -> dict:
-        """The JSON settings: the preset, the attention core's settings, then the ingredients."""
-        return asdict(self)
+        """The JSON settings: the preset, the attention core's settings, then the ingredients (and the
+        trained model they read out, when they do)."""
+        settings = asdict(self)
+        if self.model is None:
+            del settings["model"]
+        return settings
 
     def summary(self) -> str:
         """One line naming every ingredient that is on, for table headers."""

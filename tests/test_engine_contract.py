@@ -114,3 +114,16 @@ def test_every_registered_model_keeps_the_contract_its_card_states(registered):
     assert result.weights.shape == (card.layers, card.heads, T, T) and result.contextual.shape == (T, card.out_dim)
     np.testing.assert_allclose(result.weights.sum(axis=-1), 1.0, atol=1e-5)  # every word's row is a distribution
     assert engine.describe() and card.name in engine.summary() + engine.describe().get("model", "glove")
+
+
+def test_the_model_a_configuration_reads_out_is_a_field_not_a_preset_string(tiny_model):
+    from dataclasses import replace
+
+    from ctxembed.engine.registry import model_of
+    from ctxembed.evaluation.evaluate import named_settings
+    from ctxembed.presets import build_settings
+
+    at_1 = named_settings("tiny@1")
+    assert (at_1.model, at_1.preset, at_1.mix) == ("tiny", "tiny@1", "0,1,0") and model_of(at_1) == "tiny"
+    named_like_it = replace(build_settings("textbook"), preset="tiny@1")  # a name is only a name
+    assert model_of(named_like_it) == "glove" and "model" not in named_like_it.as_dict()

@@ -78,11 +78,10 @@ def check_trainable(model: str, job: str) -> None:
 
 
 def model_of(settings: Settings) -> str:
-    """The model that computes ``settings``: the model its preset names (a trained model's engine runs
-    with its name as preset; eval's ``minilm@3`` is minilm read out at layer 3), else the default
-    model, whose presets are the attention settings' (default, textbook, learned ...)."""
-    name = settings.preset.partition("@")[0]
-    return name if name in MODELS else DEFAULT_MODEL
+    """The model that computes ``settings``: the trained model they read out (``settings.model``: a
+    trained model's own settings, or eval's ``minilm@3``, minilm read out at layer 3 by their mix),
+    else the default model, whose presets are the attention settings' (default, textbook, learned ...)."""
+    return settings.model or DEFAULT_MODEL
 
 
 def engine_for(settings: Settings, store: VectorStore, *, max_tokens: int, oov: str = "skip") -> ContextEngine:

@@ -117,7 +117,7 @@ class TrainedEngine:
         self.max_tokens = max_tokens
         self.label = label
         self.dim = self.out_dim = self.config.hidden
-        base = settings or replace(PRESETS["textbook"], preset=self.model)
+        base = settings or replace(PRESETS["textbook"], preset=self.model, model=self.model)
         attention = replace(base.attention, layers=self.layers, heads=self.heads)
         self.settings: Settings = replace(base, attention=attention)
         # the read-out: the settings' mix when they name one (eval's NAME@N), else the mean of h0 ... hL
