@@ -12,6 +12,7 @@ flags, type, default, limits and help, with the command's own default where the 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import inspect
@@ -42,7 +43,11 @@ def command_option(spec: CommandOption, command: str | None = None) -> tuple[Any
 
 @functools.cache  # every command builds its options at `import ctxembed.cli`: --json's once, not 16 times
 def _generated(name: str, command: str | None) -> tuple[Any, Any]:
-    spec = OPTIONS[name].of(command) if command else OPTIONS[name]
+    return _typed(OPTIONS[name].of(command) if command else OPTIONS[name])
+
+
+def _typed(spec: CommandOption) -> tuple[Any, Any]:
+    """The typer annotation and default of one table option as given (see :func:`command_option`)."""
     kind = spec.kind
     if spec.repeatable:
         kind = list[kind]
@@ -249,12 +254,30 @@ def _parameters() -> list[inspect.Parameter]:
         annotation, _ = option(spec)
         found.append(inspect.Parameter(name, keyword, annotation=annotation, default=None))
     for name in _SOURCE:
-        annotation, default = command_option(OPTIONS[name])
+        annotation, default = command_option(OPTIONS[name]) if name != "model" else _typed(_model_option())
         found.append(inspect.Parameter(name, keyword, annotation=annotation, default=default))
     return found
 
 
 _SOURCE = ("vectors", "limit", "trust", "model")  # where the vectors come from: options of the table
+
+
+def _model_option() -> CommandOption:
+    """--model as the table declares it, its help saying which options each model takes: generated from
+    the registry (each model's family declares them, :func:`ctxembed.engine.registry.model_options`)."""
+    from ctxembed.engine.registry import MODELS, model_options  # the registry's data: no engine is loaded
+
+    every = frozenset().union(*(model_options(name) for name in MODELS))
+    takes: dict[frozenset[str], list[str]] = {}
+    for name in MODELS:
+        takes.setdefault(model_options(name), []).append(name)
+    parts = [
+        f"{', '.join(names)}: " + ("every option" if options >= every else ", ".join(flag(n) for n in sorted(options)))
+        for options, names in takes.items()
+    ]
+    spec = OPTIONS["model"]
+    taken = f"Options each model takes: {'; '.join(parts)} (others are refused)."
+    return dataclasses.replace(spec, help=f"{spec.help} {taken}")
 
 
 _PARAMETERS = _parameters()
@@ -263,7 +286,8 @@ _NAMES = [p.name for p in _PARAMETERS]
 
 def with_attention_options(command):
     """Give a command every attention option; it receives them as ``explorer``, a callable that builds
-    (once) the :class:`ctxembed.api.Explorer` they describe."""
+    (once) the :class:`ctxembed.api.Explorer` they describe. An option the model does not take is refused
+    before the command starts (:func:`ctxembed.engine.registry.check_options`)."""
     signature = inspect.signature(command, eval_str=True)  # __signature__ is not evaluated again
     own = [p for p in signature.parameters.values() if p.name != "explorer"]
 
@@ -271,12 +295,36 @@ def with_attention_options(command):
     def wrapper(**kwargs):
         options = {name: kwargs.pop(name) for name in _NAMES}
         options |= {name: _checked(OPTIONS[name], options[name]) for name in _SOURCE}
+        check_model_options(options)
         kwargs["explorer"] = functools.cache(lambda: build_explorer(options))
         return command(**kwargs)
 
     wrapper.__signature__ = signature.replace(parameters=own + _PARAMETERS)
     wrapper.table_options = {**getattr(command, "table_options", {}), **{name: OPTIONS[name] for name in _SOURCE}}
     return wrapper
+
+
+def check_model_options(options: dict[str, Any]) -> None:
+    """Refuse the options given that ``options["model"]`` does not take, before any work. Vectors named by
+    the environment (CTXEMBED_VECTORS) are the default of the models that read vectors, not an option
+    given: a model that reads none leaves them unread."""
+    from ctxembed.engine.registry import check_options, model_options  # the registry's rule
+
+    model = options["model"]
+    if "vectors" not in model_options(model) and _from_environment("vectors", options["vectors"]):
+        options["vectors"] = None  # the environment's value, or the same file named again: left unread
+    preset = getattr(options["preset"], "value", options["preset"])
+    # given on the command line: a flag with a value (--oov skip too), a switch on, a preset named
+    given = [name for name, value in options.items() if name != "model" and value is not None and value is not False]
+    check_options(model, [name for name in given if name != "preset" or preset != "default"], preset=preset)
+
+
+def _from_environment(name: str, value: Any) -> bool:
+    """Whether ``value`` of option ``name`` is its environment variable's (what typer reads when the flag is absent)."""
+    import os  # the environment: only when a model reads no vectors
+
+    spec = OPTIONS[name]
+    return value is not None and spec.envvar is not None and os.environ.get(spec.envvar) == str(value)
 
 
 def build_explorer(options: dict[str, Any]):

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctxembed.presets import ATTENTION_OPTIONS
+
 if TYPE_CHECKING:
     from ctxembed.engine.contract import ContextEngine
     from ctxembed.vectors.catalogue import ModelEntry
@@ -48,6 +50,10 @@ class Family:
     name: str
     about: str  # its block in one line, for people
     trained: bool  # its models' weights are their own (no preset, no attention setting)
+    # the options its models take, by their Python names (--model aside): the one declaration that refuses
+    # the others before any work (ctxembed.engine.registry.check_options), that each command's help lists
+    # and that a card's ``options`` says
+    options: frozenset[str]
     open: Callable[..., ContextEngine]  # (entry, vectors, preset, **open_engine's keywords) -> its engine
     load: Callable[[Path], tuple[Any, Any, PieceTokenizer]] | None = None  # folder -> config, weights, tokenizer
     convert: Callable[..., dict[str, str]] | None = None  # (package, upstream folder, into) -> file -> sha256
@@ -125,6 +131,7 @@ FAMILIES: dict[str, Family] = {
         "attention",
         "static word vectors -> attention layers shaped by the settings (presets, --heads, --causal ...)",
         trained=False,
+        options=ATTENTION_OPTIONS,
         open=_open_glove,
     ),
     "bert": Family(
@@ -132,6 +139,7 @@ FAMILIES: dict[str, Family] = {
         "BERT encoder: embeddings + positions, LayerNorm; per layer attention, residual, LayerNorm, "
         "GELU feed-forward, residual, LayerNorm",
         trained=True,
+        options=frozenset({"max_tokens"}),  # its words, layers and heads are its own
         open=_open_trained,
         load=_load_bert,
         convert=_convert_bert,

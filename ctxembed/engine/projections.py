@@ -14,7 +14,7 @@ from ctxembed.core.mix import LayerMix
 from ctxembed.core.projections import LayerParams, random_params
 from ctxembed.engine.contract import WORDS, Masks, ModelCard
 from ctxembed.errors import DataError, SettingError
-from ctxembed.presets import SETTINGS, Settings, build_settings
+from ctxembed.presets import ATTENTION_OPTIONS, SETTINGS, Settings, build_settings
 from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.statistics import statistics
 from ctxembed.vectors.store import VectorStore
@@ -89,10 +89,6 @@ def top_removal(store: VectorStore, settings: Settings) -> TopRemoval | None:
     return TopRemoval.from_statistics(statistics(store, min(settings.abtt_words, len(store))), settings.abtt)
 
 
-# what the glove model takes: where its vectors come from, how its words are read, and every setting
-GLOVE_OPTIONS = frozenset({"preset", "vectors", "limit", "trust", "oov", "max_tokens", *SETTINGS})
-
-
 def settings_card(settings: Settings, dim: int, out_dim: int, readout: str, *, parameters: int = 0) -> ModelCard:
     """The glove model's card (:class:`ctxembed.engine.contract.ModelCard`) for these settings: its
     sizes and masks are the attention settings', its read-out the mix's (``readout``), ``parameters``
@@ -111,7 +107,7 @@ def settings_card(settings: Settings, dim: int, out_dim: int, readout: str, *, p
         units=WORDS,
         masks=masks,
         readout=readout,
-        options=GLOVE_OPTIONS,
+        options=ATTENTION_OPTIONS,
         trained=False,
         residual=float(a.residual_scale) if a.residual and not a.layer_norm else 0.0,
         parameters=parameters,

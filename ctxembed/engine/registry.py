@@ -42,25 +42,47 @@ def open_engine(
 ) -> ContextEngine:
     """The engine of ``model`` for a vector source, a preset and the keywords of
     :func:`ctxembed.engine.glove.open_glove` (limit, trust, oov, max_tokens, on_note, label and
-    settings). Raises SettingError for a model no entry of :data:`MODELS` names."""
+    settings). Raises SettingError for a model no entry of :data:`MODELS` names, and, before anything
+    is opened, for an option the model does not take (:func:`check_options`)."""
     entry = entry_of(model)
-    if entry.trained:
-        _refuse_settings(entry.name, preset, keywords)
+    check_options(entry.name, given_options(vectors, preset, keywords), preset=preset)
     return FAMILIES[entry.family].open(entry, vectors, preset, **keywords)
 
 
-def _refuse_settings(model: str, preset: str, keywords: dict[str, Any]) -> None:
-    """A trained model runs as trained: a preset or an attention setting given for it is a usage error,
-    never silently ignored (the page refuses them the same way)."""
-    from ctxembed.presets import SETTINGS
+_UNSET = {"preset": "default", "trust": False, "oov": "skip"}  # an option at these values was not given
 
-    given = [name for name, value in keywords.items() if name in SETTINGS and value is not None]
-    if given:
-        shown = ", ".join("{" + name + "}" for name in given)
-        verb = "does" if len(given) == 1 else "do"
-        raise SettingError(f"model {model} is trained and runs as trained: {shown} {verb} not apply to it", *given)
-    if preset != "default":
-        raise SettingError(f"model {model} is trained and runs as trained: preset {preset!r} does not apply to it")
+
+def given_options(vectors: Any, preset: str, keywords: dict[str, Any]) -> list[str]:
+    """The options :func:`open_engine`'s arguments give, by their Python names: those set to something
+    other than None or their unset value (``trust=False``, ``oov="skip"``, the default preset)."""
+    every = {name for family in FAMILIES.values() for name in family.options}  # what some model takes
+    values = {"vectors": vectors, "preset": preset, **keywords}
+    return [name for name, value in values.items() if name in every and value is not None and _UNSET.get(name) != value]
+
+
+def model_options(model: str) -> frozenset[str]:
+    """The options ``model`` takes, by their Python names (its family's declaration; ``model`` itself aside)."""
+    return FAMILIES[entry_of(model).family].options
+
+
+def check_options(model: str, given: list[str], *, preset: str | None = None) -> None:
+    """Refuse the options in ``given`` that ``model`` does not take, before any work: one SettingError
+    (exit 2) naming them and the model, never an option silently ignored or recorded in a document.
+    ``preset``: its value, to name it in the message."""
+    takes = model_options(model)
+    refused = [name for name in given if name not in takes]
+    if not refused:
+        return
+    shown = ", ".join(f"preset {preset!r}" if name == "preset" and preset else "{" + name + "}" for name in refused)
+    verb = "does" if len(refused) == 1 else "do"
+    kept = ", ".join("{" + name + "}" for name in sorted(takes))
+    named = [name for name in refused if name != "preset"]
+    raise SettingError(
+        f"{shown} {verb} not apply to {{model}} {model}: it runs as trained and takes only {kept}",
+        *named,
+        "model",
+        *sorted(takes),  # named too, so the command line shows them as flags
+    )
 
 
 def check_trainable(model: str, job: str) -> None:

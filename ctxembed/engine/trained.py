@@ -50,7 +50,6 @@ GROUP_PIECES = 4096  # pieces a group holds at most (B * T): its (L, B, H, T, T)
 WORDS_FROM_PIECES = (
     "a word's vector: the mean of its pieces; its attention: sum over key pieces, mean over query pieces"
 )
-TRAINED_OPTIONS = frozenset({"max_tokens"})  # what a trained model takes: its words are its own, its layers too
 
 
 @dataclass(slots=True)
@@ -140,7 +139,7 @@ class TrainedEngine:
             units=WORDPIECES,
             masks=Masks(causal=self.family.causal, hidden=self.family.specials, about=self._hidden),
             readout=self.mix.formula(),
-            options=TRAINED_OPTIONS,
+            options=self.family.options,
             trained=True,
             upstream=self.upstream,
         )

@@ -34,7 +34,7 @@ from ctxembed.budget import BUDGET, attention_weights
 from ctxembed.core.mix import LEARNED, OFF, is_weights
 from ctxembed.declarations import ReadOptions, declarations
 from ctxembed.engine import Prepared
-from ctxembed.engine.registry import DEFAULT_MODEL, MODELS
+from ctxembed.engine.registry import DEFAULT_MODEL, MODELS, model_options
 from ctxembed.errors import UsageError
 from ctxembed.options import OPTIONS, CommandOption
 from ctxembed.output import say
@@ -137,12 +137,14 @@ class Explorers:
     def _build(self, options: Mapping[str, Any]) -> Explorer:
         options = dict(options)
         before = _cache_files()
+        # the vectors chosen at start (and their limit, trust) go to the models that read vectors
+        takes = model_options(options.get("model", DEFAULT_MODEL))
+        source = {name: value for name, value in self.source.items() if name in takes}
         try:
             return Explorer(
-                self.source["vectors"],
+                source.pop("vectors", None),
                 options.pop("preset", "default"),
-                limit=self.source["limit"],
-                trust=self.source["trust"],
+                **source,
                 on_note=say,
                 label=flag,
                 **options,
