@@ -160,7 +160,7 @@ class Explorer:
         self.settings: Settings = self.engine.settings
 
     def __repr__(self) -> str:
-        return f"Explorer({self.source!r}, {self.settings.summary()!r})"
+        return f"Explorer({self.source!r}, {self.engine.summary()!r})"
 
     @property
     def vectors(self) -> dict:

@@ -116,9 +116,10 @@ class TrainedEngine:
         self.max_tokens = max_tokens
         self.label = label
         self.dim = self.out_dim = self.config.hidden
-        base = settings or replace(PRESETS["textbook"], preset=self.model, model=self.model)
-        attention = replace(base.attention, layers=self.layers, heads=self.heads)
-        self.settings: Settings = replace(base, attention=attention)
+        # the configuration it runs as: the model and its read-out (eval's NAME@N gives a mix), nothing else;
+        # not part of the contract: what eval's ladder and Explorer.settings carry for this model
+        self.settings: Settings = settings or replace(PRESETS["textbook"], preset=self.model, model=self.model)
+        base = self.settings
         # the read-out: the settings' mix when they name one (eval's NAME@N), else the mean of h0 ... hL
         self.mix = resolve_mix(base.mix, self.layers) if base.mix else None
         # the read-out in a summary: the settings' own mix as its formula (1·h3), else the mean, named short

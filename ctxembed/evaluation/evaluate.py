@@ -88,8 +88,8 @@ def trained_models() -> tuple[str, ...]:
 
 
 def model_settings(name: str) -> Settings:
-    """The settings a trained model runs with (its layers and heads; its preset is the model's name,
-    what the registry reads: :func:`ctxembed.engine.registry.model_of`)."""
+    """The configuration a trained model runs as: its name as preset, the model in ``model`` (what the
+    registry reads: :func:`ctxembed.engine.registry.model_of`), its own read-out."""
     from ctxembed.engine.registry import open_engine
 
     return open_engine(model=name).settings
