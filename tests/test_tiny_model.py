@@ -81,3 +81,17 @@ def test_eval_pairs_reads_the_tiny_model_at_each_layer(tiny_model, tmp_path):
     by_name = {row["name"]: row for row in doc["configs"]}
     assert list(by_name) == ["tiny", "tiny@2"] and all(row["covered"] == 3 for row in by_name.values())
     assert by_name["tiny"]["settings"]["layers"] == 2
+
+
+def test_the_tiny_package_names_its_own_upstream_never_another_models(tiny_model):
+    import struct
+
+    from ctxembed.vectors.store import VectorStore
+
+    data = (tiny_model.folder / "encoder.safetensors").read_bytes()
+    (size,) = struct.unpack("<Q", data[:8])
+    metadata = json.loads(data[8 : 8 + size])["__metadata__"]
+    assert metadata["source"] == "ctxembed-tests/tiny-bert"
+    assert VectorStore.open(tiny_model.folder / "words.ctxv").meta["name"] == "tiny-bert input embeddings"
+    record = json.loads((tiny_model.folder / "installed.json").read_text())
+    assert "MiniLM" not in json.dumps(record) and record["upstream"] == "ctxembed-tests/tiny-bert"
