@@ -14,7 +14,7 @@ import pytest
 import ctxembed
 from ctxembed.engine import locate, split_word
 from ctxembed.vectors.store import ROW_SOURCE_SECTION, ROW_SOURCES, Subwords, VectorStore, write_store
-from tests.cli_helpers import TOY, fails, json_lines, run_json, succeeds
+from tests.cli_helpers import TOY, fails, invoke, json_lines, run_json, strict_json, succeeds
 
 WORDS = ["the", "bank", "river", "money", "by", "is", "not", "i", "use", "my"]
 
@@ -92,24 +92,36 @@ def test_a_hash_without_digits_is_part_of_the_word():
 SENTENCE = "the bank by the river is not the bank i use"
 
 
+def _noted(*args):
+    """A run that exits 0 and may note on stderr that a repeated word's copies share one vector."""
+    result = invoke(*args)
+    assert result.exit_code == 0, result.stderr
+    assert all("bank and bank#2 share one contextual vector" in line for line in result.stderr.splitlines())
+    return result
+
+
+def _noted_json(*args) -> dict:
+    return strict_json(_noted(*args).stdout)
+
+
 def test_neighbors_word_hash_two_takes_the_second_occurrence_and_says_so(tmp_path):
     path = _store(tmp_path)
-    doc = run_json("neighbors", SENTENCE, "--word", "bank#2", "--vectors", path, "--json", "-k", "2")
+    doc = _noted_json("neighbors", SENTENCE, "--word", "bank#2", "--vectors", path, "--json", "-k", "2")
     assert (doc["position"], doc["occurrence"], doc["occurrences"]) == (8, 2, 2)
-    first = run_json("neighbors", SENTENCE, "--word", "bank", "--vectors", path, "--json", "-k", "2")
+    first = _noted_json("neighbors", SENTENCE, "--word", "bank", "--vectors", path, "--json", "-k", "2")
     assert (first["position"], first["occurrence"]) == (1, 1)
-    assert "occurrence 2 of 2" in succeeds("neighbors", SENTENCE, "-w", "bank#2", "--vectors", path, "-k", "2").stdout
+    assert "occurrence 2 of 2" in _noted("neighbors", SENTENCE, "-w", "bank#2", "--vectors", path, "-k", "2").stdout
     assert "occurs 2 times" in fails(1, "neighbors", SENTENCE, "--word", "bank#3", "--vectors", path)
 
 
 def test_compare_word_hash_two_compares_the_second_occurrences(tmp_path):
     path = _store(tmp_path)
-    doc = run_json("compare", SENTENCE, "my bank is my bank", "--word", "bank#2", "--vectors", path, "--json")
+    doc = _noted_json("compare", SENTENCE, "my bank is my bank", "--word", "bank#2", "--vectors", path, "--json")
     entry = doc["words"][0]
     assert entry["positions"] == [8, 4]
     assert entry["occurrences"] == [{"occurrence": 2, "of": 2}, {"occurrence": 2, "of": 2}]
     assert entry["sources"] == ["vocabulary", "vocabulary"]
-    table = succeeds("compare", SENTENCE, "my bank is my bank", "--word", "bank#2", "--vectors", path).stdout
+    table = _noted("compare", SENTENCE, "my bank is my bank", "--word", "bank#2", "--vectors", path).stdout
     assert "S1 #8 (2 of 2)" in table
 
 
