@@ -11,6 +11,7 @@ import functools
 import math
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -179,15 +180,43 @@ def emit_json(document: dict) -> None:
     sys.stdout.flush()
 
 
+# ------------------------------------------------------------------------------ files a command writes
+# A file at --out or --save is written in one of two ways (docs/robustness.md, "Output files"):
+# - a new path or an existing regular file: into a temporary file beside it, renamed over it once whole
+#   (a symbolic link to a file stays a link: the file it names is replaced), so a failed or interrupted
+#   run leaves the old file or none, never half of one;
+# - an existing device, FIFO or socket, or a path under /dev or /proc (/dev/stdout, /dev/fd/3): written
+#   through, as `cat > F` would, and never replaced: /dev/null stays a device, a FIFO stays a FIFO.
+# A directory is refused. Files are made with the mode the umask gives (0644 under umask 022).
+_WRITTEN_THROUGH = ("/dev/", "/proc/")
+
+
+def writes_through(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is written through rather than replaced: an existing device, FIFO or socket, or
+    an existing path under /dev or /proc (/dev/stdout names whatever stdout is, a file included)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False  # new (or unreadable: the write says why)
+    if stat.S_ISDIR(mode):
+        return False
+    return not stat.S_ISREG(mode) or os.path.abspath(path).startswith(_WRITTEN_THROUGH)
+
+
 def check_output_path(path: str | os.PathLike, setting: str) -> Path:
     """Refuse, before any long work, an output file that could not be written: a directory, a missing
     or non-folder parent, a folder where no file can be made (read-only, no permission) or a full
     disk. Every command that writes a file runs it first, so minutes of work are never lost to a typo.
-    DataError names the path and ``setting`` (``{out}``, shown by the CLI as its flag)."""
+    A device, FIFO or /dev/stdout (written through) needs only to be writable. DataError names the path
+    and ``setting`` (``{out}``, shown by the CLI as its flag)."""
     path = Path(path)
     where = f"{{{setting}}} {path}"
     if path.is_dir():
         raise DataError(f"{where}: is a directory; give a file name", setting)
+    if writes_through(path):
+        if not os.access(path, os.W_OK):
+            raise DataError(f"{where}: cannot write (permission denied)", setting)
+        return path
     parent = path.parent
     if not parent.exists():
         raise DataError(f"{where}: no such folder {str(parent)!r}", setting)
@@ -207,23 +236,155 @@ def check_output_path(path: str | os.PathLike, setting: str) -> Path:
     return path
 
 
+def new_temp(path: Path, suffix: str) -> Path:
+    """A new empty file beside ``path`` (``.NAME.RANDOM`` + ``suffix``), made with the umask's mode as
+    any file this tool writes (tempfile.mkstemp's are 0600 whatever the umask). OSError as the system
+    gives it."""
+    import secrets  # lazy: only commands that write a file need it
+
+    while True:
+        temp = path.parent / f".{path.name}.{secrets.token_hex(4)}{suffix}"
+        try:
+            os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666))
+            return temp
+        except FileExistsError:
+            continue
+
+
+class OutputFile:
+    """A file a command writes at ``path`` for ``setting`` (see above): :attr:`name` is where to write
+    (a temporary file beside it, or the path itself when it is written through), :meth:`commit` puts
+    it in place, :meth:`abort` removes what a failed run wrote. Errors are DataErrors naming the
+    setting's flag and the path (:meth:`writing`)."""
+
+    def __init__(self, path: str | os.PathLike, setting: str):
+        self.path, self.setting = Path(path), setting
+        if self.path.is_dir():
+            raise DataError(f"{{{setting}}} {self.path}: is a directory; give a file name", setting)
+        self.temp: Path | None = None
+        if writes_through(self.path):
+            self.target = self.path
+        else:
+            self.target = Path(os.path.realpath(self.path))  # a link to a file stays a link
+            with self.writing():
+                self.temp = new_temp(self.target, ".partial")
+
+    @property
+    def name(self) -> Path:
+        return self.path if self.temp is None else self.temp
+
+    def open(self, mode: str = "wb", **kwargs):
+        """The file to write, opened (truncated, as `cat > F`; a FIFO waits for its reader, as cat does)."""
+        with self.writing():
+            return open(self.name, mode, **kwargs)  # noqa: SIM115 - the caller closes it (finish)
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """An OSError inside (a full disk, a closed reader, no permission) as one DataError naming the setting."""
+        try:
+            yield
+        except OSError as exc:  # pyarrow's ArrowIOError is one too
+            raise DataError(
+                f"cannot write {{{self.setting}}} {self.path}: {exc.strerror or exc}", self.setting
+            ) from None
+
+    def commit(self, *, sync: bool = False) -> None:
+        """The temporary file renamed over the path (``sync``: its data on disk first); nothing to do
+        for a file written through."""
+        if self.temp is None:
+            return
+        with self.writing():
+            if sync:
+                fd = os.open(self.temp, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            os.replace(self.temp, self.target)
+
+    def abort(self) -> None:
+        """Remove the temporary file (what was written through stays written, as with cat)."""
+        if self.temp is not None:
+            self.temp.unlink(missing_ok=True)
+
+
+def finish_outputs(complete: bool, outputs: list[tuple[OutputFile, Any]]) -> None:
+    """Close each (file, stream) pair's stream (None: nothing open) and, when ``complete``, commit every
+    file. On an error there (a full disk at the last flush), or when not complete, every stream is
+    closed quietly and every temporary file removed, so a failed run leaves nothing behind; the error
+    is raised as one DataError naming the setting."""
+    if complete:
+        try:
+            for file, stream in outputs:
+                if stream is not None:
+                    with file.writing():
+                        stream.close()
+            for file, _ in outputs:
+                file.commit()
+            return
+        except BaseException:
+            _discard(outputs)
+            raise
+    _discard(outputs)
+
+
+def _discard(outputs: list[tuple[OutputFile, Any]]) -> None:
+    """What a failed run wrote: streams closed (their errors add nothing to the run's), temporary files removed."""
+    for file, stream in outputs:
+        if stream is not None:
+            try:
+                stream.close()
+            except Exception:  # noqa: BLE001, S110 - a full disk again, say: the run's own error is the one told
+                pass
+        file.abort()
+
+
+def write_output(path: str | os.PathLike, data: bytes, setting: str) -> None:
+    """``data`` at ``path`` (replaced atomically, synced first, or written through: see above);
+    DataError naming ``setting`` when it cannot be written, and no temporary file left."""
+    write_outputs({path: data}, setting)
+
+
+def write_outputs(files: dict, setting: str) -> None:
+    """Each ``{path: bytes}`` written as :func:`write_output` does, all put in place together at the end:
+    when one fails, none of the temporary files is left and none replaces its path."""
+    outputs: list[tuple[OutputFile, Any]] = []
+    try:
+        for path, data in files.items():
+            file = OutputFile(path, setting)
+            outputs.append((file, None))
+            stream = file.open("wb")
+            outputs[-1] = (file, stream)
+            with file.writing():
+                stream.write(data)
+                stream.flush()
+                if file.temp is not None:
+                    os.fsync(stream.fileno())
+    except BaseException:
+        finish_outputs(False, outputs)
+        raise
+    finish_outputs(True, outputs)
+
+
 @contextmanager
 def atomic_file(path: Path) -> Iterator:
     """Open a temporary file beside ``path`` for binary writing; on success it is synced and renamed
-    to ``path`` (mode 0644), on any error removed, so no half-written file is ever left."""
-    import tempfile  # lazy: as in the check above
-
+    to ``path`` (with the umask's mode), on any error removed, so no half-written file is ever left.
+    A device or FIFO (``train --out /dev/stdout``) is written through, as :class:`OutputFile` does."""
+    if writes_through(path):
+        with open(path, "wb") as fh:
+            yield fh
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    temp = new_temp(path, ".tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with open(temp, "wb") as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp_name, 0o644)  # mkstemp makes 0600; a store is not a secret
-        os.replace(tmp_name, path)
+        os.replace(temp, path)
     except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
+        temp.unlink(missing_ok=True)
         raise
 
 
@@ -265,9 +426,8 @@ def write_projector(path: str | os.PathLike, vectors: np.ndarray, header: tuple,
     paths = projector_paths(path)
     texts = (vectors_tsv(vectors), metadata_tsv(header, *rows))
     try:
-        for target, text in zip(paths, texts, strict=True):
-            with atomic_file(target) as fh:
-                fh.write(text.encode("utf-8"))
+        paths[0].parent.mkdir(parents=True, exist_ok=True)  # a folder: made when missing
     except OSError as exc:
-        raise DataError(f"{{save}} {path}: cannot write ({exc.strerror or exc})", "save") from None
+        raise DataError(f"{{save}} {path}: cannot make the folder ({exc.strerror or exc})", "save") from None
+    write_outputs({target: text.encode("utf-8") for target, text in zip(paths, texts, strict=True)}, "save")
     return paths

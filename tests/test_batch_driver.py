@@ -460,7 +460,7 @@ def test_a_result_stays_whole_while_a_write_behind_thread_still_writes_it(engine
 
     data = b"".join(b"the river bank number %d\n" % i for i in range(48))
     options = {"with_vectors": False, "weights": True, "word": None}
-    sink = WriteBehind(SlowSink())
+    sink = WriteBehind(SlowSink)
     for block in _results(engine, LineSource(io.BytesIO(data), line_limit(64)), options, 4, 2):
         sink.write(block.parts)
     sink.close(True)
@@ -487,14 +487,14 @@ def test_a_write_behind_error_stops_the_run_and_leaves_no_file():
         def close(self, complete):
             self.closed = complete
 
-    sink = WriteBehind(FailingSink(fail_at=1))
+    sink = WriteBehind(lambda: FailingSink(fail_at=1))
     sink.write([b"a"])
     sink.write([b"b"])  # fails in the thread
     with pytest.raises(DataError):
         sink.write([b"c"])  # ... and is raised here
     sink.close(False)
     assert sink.sink.written == [[b"a"]] and sink.sink.closed is False
-    last = WriteBehind(FailingSink(fail_at=0))
+    last = WriteBehind(lambda: FailingSink(fail_at=0))
     last.write([b"a"])  # the last block fails
     with pytest.raises(DataError):
         last.close(True)

@@ -36,7 +36,6 @@ import io
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +44,7 @@ from ctxembed.batch.column_chunk import ChunkColumns
 from ctxembed.batch.records import Encoded, chunk_records
 from ctxembed.errors import DataError, UsageError
 from ctxembed.options import OPTIONS
-from ctxembed.output import PROJECTOR_HEADER, metadata_tsv, vectors_tsv
+from ctxembed.output import PROJECTOR_HEADER, OutputFile, check_output_path, finish_outputs, metadata_tsv, vectors_tsv
 from ctxembed.vectors.lexicon import TOKEN_SOURCES, offsets
 
 FORMATS = OPTIONS["output_format"].choices  # jsonl, parquet, npz, projector
@@ -106,6 +105,10 @@ def check_format(fmt: str, out: str | None, word: str | None) -> None:
         folder = Path(out).parent if fmt != "projector" else Path(out)
         if fmt != "projector" and not folder.is_dir():
             raise UsageError(f"{{out}} {out}: the folder {folder} does not exist", "out")
+        if fmt != "projector":
+            check_output_path(out, "out")  # a directory, an unwritable folder or a full disk: now, not after the run
+        elif folder.exists() and not folder.is_dir():
+            raise DataError(f"{{out}} {out}: --format projector writes a folder, and this is a file", "out")
 
 
 # ------------------------------------------------------------------------------ worker side
@@ -339,59 +342,44 @@ def lean_memory() -> None:
 
 
 # ------------------------------------------------------------------------------ parent side
-@contextlib.contextmanager
-def _writing(path: Path):
-    """A full disk (or any write error) as one DataError naming --out, never a traceback."""
-    try:
-        yield
-    except OSError as exc:  # pyarrow's ArrowIOError is one too
-        raise DataError(f"cannot write {{out}} {path}: {exc.strerror or exc}", "out") from None
-
-
-class AtomicFile:
-    """A temporary file beside ``path``, renamed over it by :meth:`commit`; :meth:`abort` removes it."""
-
-    def __init__(self, path: str, suffix: str = ""):
-        self.path = Path(path)
-        folder = self.path.parent
-        try:
-            fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".partial", dir=folder)
-        except OSError as exc:
-            raise DataError(f"cannot write {path}: {exc.strerror}") from None
-        os.close(fd)
-        self.temp = Path(temp)
-
-    def commit(self) -> None:
-        os.replace(self.temp, self.path)
-
-    def abort(self) -> None:
-        try:
-            self.temp.unlink()
-        except OSError:
-            pass
-
-
+# Every sink writes its file(s) through ctxembed.output.OutputFile: a temporary file beside --out renamed
+# over it once the run is complete (a device, FIFO or /dev/stdout written through, never replaced), each
+# error one DataError naming --out, and on any failure (a full disk at the last flush included) no
+# temporary file left behind.
 class ParquetSink:
     """Row groups of Arrow IPC blocks, in order, to ``--out`` (atomically)."""
 
     def __init__(self, path: str, engine, options: dict):
         import pyarrow.parquet as pq  # the parquet extra: loaded for --format parquet alone
 
-        self.file = AtomicFile(path)
         schema = _schema(engine, options).with_metadata(parquet_metadata(engine, options))
-        self.writer = pq.ParquetWriter(str(self.file.temp), schema, **WRITER_OPTIONS)
+        self.file, self.stream = OutputFile(path, "out"), None
+        try:
+            if self.file.temp is None:  # written through: Arrow writes to the open file
+                self.stream = self.file.open("wb")
+            with self.file.writing():
+                where = str(self.file.temp) if self.stream is None else self.stream  # a path: Arrow's own file
+                self.writer = pq.ParquetWriter(where, schema, **WRITER_OPTIONS)
+        except BaseException:
+            finish_outputs(False, [(self.file, self.stream)])
+            raise
 
     def write(self, parts: list) -> None:
         import pyarrow as pa  # the parquet extra: loaded for --format parquet alone
 
         data = parts[0] if len(parts) == 1 else b"".join(parts)
-        with pa.ipc.open_stream(data) as reader, _writing(self.file.path):
+        with pa.ipc.open_stream(data) as reader, self.file.writing():
             for batch in reader:
                 self.writer.write_batch(batch)  # a row group per chunk: memory stays one chunk's
 
     def close(self, complete: bool) -> None:
-        self.writer.close()
-        self.file.commit() if complete else self.file.abort()
+        try:
+            with self.file.writing():
+                self.writer.close()  # the footer: a full disk can fail here
+        except BaseException:
+            finish_outputs(False, [(self.file, self.stream)])
+            raise
+        finish_outputs(complete, [(self.file, self.stream)])
 
 
 class WordSink:
@@ -402,59 +390,90 @@ class WordSink:
         self.fmt, self.path = fmt, path
         self.meta = run_document(engine, options, NPZ_SCHEMA)
         self.columns: list[dict] = []
-        if fmt == "projector":
-            try:
-                Path(path).mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise DataError(f"cannot make the folder {path}: {exc.strerror}") from None
-            self.files = [AtomicFile(Path(path) / "vectors.tsv"), AtomicFile(Path(path) / "metadata.tsv")]
-            self.streams = [open(f.temp, "w", encoding="utf-8", newline="\n") for f in self.files]  # noqa: SIM115
-            self.streams[1].write(metadata_tsv(PROJECTOR_HEADER))
-        else:
-            self.files = [AtomicFile(path)]
+        self.outputs: list = []  # (OutputFile, its open stream or None)
+        self.made: Path | None = None  # the folder this run made, removed again if the run fails
+        try:
+            if fmt == "projector":
+                folder = Path(path)
+                if folder.exists() and not folder.is_dir():
+                    raise DataError(f"{{out}} {path}: --format projector writes a folder, and this is a file", "out")
+                self.made = None if folder.exists() else folder
+                try:
+                    folder.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise DataError(f"{{out}} {path}: cannot make the folder ({exc.strerror})", "out") from None
+                for name in ("vectors.tsv", "metadata.tsv"):
+                    file = OutputFile(folder / name, "out")
+                    self.outputs.append((file, file.open("w", encoding="utf-8", newline="\n")))
+                with self.outputs[1][0].writing():
+                    self.outputs[1][1].write(metadata_tsv(PROJECTOR_HEADER))
+            else:
+                self.outputs.append((OutputFile(path, "out"), None))  # written whole at the end
+        except BaseException:
+            self._discard()
+            raise
+
+    def _discard(self) -> None:
+        finish_outputs(False, self.outputs)
+        if self.made is not None:
+            with contextlib.suppress(OSError):
+                self.made.rmdir()  # only when empty: what the run made, nothing else
 
     def write(self, parts: list) -> None:
         columns = _read_bundle(parts[0] if len(parts) == 1 else b"".join(parts))
         if self.fmt == "projector":
-            vectors, metadata = self.streams
-            vectors.write(vectors_tsv(columns["vectors"]))
-            metadata.write(metadata_tsv(*zip(columns["line"], columns["position"], columns["text"], strict=True)))
+            (vectors_file, vectors), (metadata_file, metadata) = self.outputs
+            with vectors_file.writing():
+                vectors.write(vectors_tsv(columns["vectors"]))
+            with metadata_file.writing():
+                metadata.write(metadata_tsv(*zip(columns["line"], columns["position"], columns["text"], strict=True)))
         else:
             self.columns.append(columns)  # one vector per matching line: the matrix is the output
 
     def close(self, complete: bool) -> None:
-        if self.fmt == "projector":
-            for stream in self.streams:
-                stream.close()
-        elif complete:
-            joined = {
-                name: np.concatenate([c[name] for c in self.columns]) if self.columns else np.zeros(0)
-                for name in ("vectors", "line", "position", "text")
-            }
-            if not self.columns:
-                joined["vectors"] = np.zeros((0, 0), np.float32)
-                joined["text"] = np.zeros(0, str)
-            with open(self.files[0].temp, "wb") as stream:
-                np.savez(stream, **joined, meta=np.array(json.dumps(self.meta)))
-        for file in self.files:
-            file.commit() if complete else file.abort()
+        try:
+            if self.fmt == "npz" and complete:
+                self._write_npz()
+            finish_outputs(complete, self.outputs)
+        except BaseException:
+            self._discard()
+            raise
+        if not complete:
+            self._discard()
+
+    def _write_npz(self) -> None:
+        joined = {
+            name: np.concatenate([c[name] for c in self.columns]) if self.columns else np.zeros(0)
+            for name in ("vectors", "line", "position", "text")
+        }
+        if not self.columns:
+            joined["vectors"] = np.zeros((0, 0), np.float32)
+            joined["text"] = np.zeros(0, str)
+        file, _ = self.outputs[0]
+        stream = file.open("wb")
+        self.outputs[0] = (file, stream)
+        with file.writing():
+            np.savez(stream, **joined, meta=np.array(json.dumps(self.meta)))
 
 
 class JsonLinesSink:
     """batch's JSON lines to ``--out`` instead of stdout, made whole at the end like the other formats."""
 
     def __init__(self, path: str):
-        self.file = AtomicFile(path)
-        self.stream = open(self.file.temp, "wb")  # noqa: SIM115 - closed in close()
+        self.file = OutputFile(path, "out")
+        try:
+            self.stream = self.file.open("wb")
+        except BaseException:
+            self.file.abort()
+            raise
 
     def write(self, parts: list) -> None:
-        with _writing(self.file.path):
+        with self.file.writing():
             for part in parts:
                 self.stream.write(part)
 
     def close(self, complete: bool) -> None:
-        self.stream.close()
-        self.file.commit() if complete else self.file.abort()
+        finish_outputs(complete, [(self.file, self.stream)])
 
 
 def open_sink(fmt: str, path: str, engine, options: dict):

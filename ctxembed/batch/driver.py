@@ -338,12 +338,13 @@ def run_batch(
         note_weights_size(engine, None if source == "-" else source, total_bytes, fmt, digits)
     name = "stdin" if source == "-" else source
     lines = LineSource(stream, line_limit(engine.max_tokens), name=name, total_bytes=total_bytes)
-    sink = _sink(engine, options, out)
     progress = Lines(total_bytes) if enabled() else None
     written = 0  # counted for the progress bar alone: one record per input line, so at the end it is lines.number
     errors = lacking = 0
     complete = False
+    sink = None
     try:
+        sink = _sink(engine, options, out)  # in the try: a signal right after it still removes its file
         for block in _results(engine, lines, options, chunk, workers):
             sink.write(block.parts)
             errors += block.errors  # counted where the records were made: the output is never scanned
@@ -353,7 +354,8 @@ def run_batch(
                 progress.advance(written, stream)
         complete = True
     finally:
-        sink.close(complete)  # a file at --out only once every line is in it
+        if sink is not None:
+            sink.close(complete)  # a file at --out only once every line is in it
         if progress:
             progress.stop()
         if source != "-":
@@ -369,7 +371,7 @@ def _sink(engine: ContextEngine, options: dict, out: str | None):
         return Output()
     from ctxembed.batch.columnar import open_sink  # the columnar formats only
 
-    return WriteBehind(open_sink(options["format"], out, engine, options))
+    return WriteBehind(lambda: open_sink(options["format"], out, engine, options))
 
 
 class WriteBehind:
@@ -383,12 +385,12 @@ class WriteBehind:
     thread at a time. A write's error (a full disk) is raised at the next write or at close, which
     waits for the write under way before it finishes or removes the file."""
 
-    def __init__(self, sink):
+    def __init__(self, open_sink):
         from concurrent.futures import ThreadPoolExecutor  # file sinks only
 
-        self.sink = sink
         self.thread = ThreadPoolExecutor(1, thread_name_prefix="ctxembed-write")
         self.pending = None  # the write under way (a Future)
+        self.sink = open_sink()  # last: the file exists only once the caller holds what removes it
 
     def write(self, parts: list) -> None:
         self.wait()

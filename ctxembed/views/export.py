@@ -11,7 +11,8 @@ The suffix picks the format:
 
 What a picture of each document type shows is registered in :mod:`ctxembed.views.figures` by its
 "schema"; adding a document type there is enough for SVG, PNG and HTML. Files are written
-atomically: a failed save never leaves a half-written file.
+atomically: a failed save never leaves a half-written file (a FIFO or device is written through,
+never replaced; docs/robustness.md).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ import secrets
 from importlib import resources
 from pathlib import Path
 
-from ctxembed.errors import DataError, UsageError
-from ctxembed.output import atomic_file, check_output_path, dumps
+from ctxembed.errors import UsageError
+from ctxembed.output import check_output_path, dumps, write_output
 from ctxembed.views.figures import View, build_figure
 from ctxembed.views.png import figure_png, require_matplotlib
 from ctxembed.views.svg import figure_svg, json_markup_safe, markup_safe
@@ -81,11 +82,7 @@ def save_document(
     suffix = check_path(path)
     view = View(layer=layer, head=head, all_heads=all_heads, all_layers=all_layers, cosine_scale=cosine_scale)
     data = render_bytes(doc, suffix, view)
-    try:
-        with atomic_file(path) as fh:
-            fh.write(data)
-    except OSError as exc:
-        raise DataError(f"{{save}} {path}: cannot write ({exc.strerror or exc})", "save") from None
+    write_output(path, data, "save")  # a file replaced whole, or a FIFO or device written through
 
 
 # ------------------------------------------------------------------------------ HTML
