@@ -54,3 +54,57 @@ def test_batch_npz_says_missing_words_have_no_row(tmp_path):
     )  # fmt: skip
     assert result.exit_code == 0
     assert "1 of 2 sentences lack 'bank': they have no row" in result.stderr and "null" not in result.stderr
+
+
+def test_eval_senses_under_a_trained_model_does_not_claim_glove_vectors():
+    from ctxembed.views.render import _eval_vectors
+
+    doc = {"vectors": {"name": "GloVe 6B 100d"}, "configs": [{"name": "minilm", "settings": {"model": "minilm"}}]}
+    assert _eval_vectors(doc) == "each model's own"
+    doc["configs"].append({"name": "default", "settings": {"preset": "default"}})
+    assert _eval_vectors(doc) == "GloVe 6B 100d (minilm: the model's own)"
+    assert _eval_vectors({"vectors": {"name": "GloVe"}, "configs": [{"name": "static"}]}) == "GloVe"
+
+
+def test_sixteen_colour_legends_speak_of_eighths_and_name_their_colours():
+    from ctxembed.views.render import shading_key
+
+    key = shading_key("16", "0.5")
+    assert "quarters" not in key and "eighths of 0.5" in key and "light grey, cyan, bright blue, blue" in key
+    import io
+
+    from rich.console import Console
+
+    from ctxembed.views.render import render_attend
+    from tests.cli_helpers import run_json
+
+    doc = run_json("attend", "we sat on the river bank", "--heads", "2", "--layers", "2", "--json")
+    console = Console(file=io.StringIO(), width=100, force_terminal=True, color_system="standard", record=True)
+    render_attend(console, doc, all_layers=True)
+    out = console.export_text()
+    assert "white 0 to dark blue 1" not in out and "16 colours: light grey, cyan, bright blue, blue" in out
+
+
+def test_before_after_says_its_settings_are_the_weights_files():
+    out = succeeds("before-after", "we sat on the river bank", "--color", "never", env={"COLUMNS": "100"}).stdout
+    settings = [line for line in out.splitlines() if line.startswith("settings ")]
+    assert settings[0].startswith("settings as the weights file records them") and "preset " not in out.split("┏")[0]
+
+
+def test_a_variation_selector_belongs_to_its_symbol():
+    from ctxembed.vectors.tokenize import tokenize
+
+    assert [t.text for t in tokenize("I \u2764\ufe0f the river bank")] == ["I", "\u2764\ufe0f", "the", "river", "bank"]
+    assert [t.text for t in tokenize("bank\ufe0f x")][-1] == "x"  # a selector after a word never swallows the next
+
+
+def test_the_model_view_labels_its_heads_in_one_form():
+    import numpy as np
+
+    from ctxembed.views.layout import model_lines
+
+    lines = model_lines(np.zeros((1, 12, 6, 6)), ["layer 0"], [f"head {h}" for h in range(12)], 400)
+    header = "".join(text for text, _ in lines[0])
+    assert "head" not in header and "h9" in header and "h10" in header
+    lines = model_lines(np.zeros((1, 2, 8, 8)), ["layer 0"], ["head 0", "head 1"], 400)
+    assert "head 1" in "".join(text for text, _ in lines[0])

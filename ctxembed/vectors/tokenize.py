@@ -32,14 +32,24 @@ FORMAT_CHARACTERS = (
 )
 _FORMAT = re.compile(f"[{FORMAT_CHARACTERS}]")
 
+# Variation selectors choose how the character before them is drawn (U+FE0F: as an emoji): they belong
+# to that character's token, never a token of their own ("❤️" is one token, not "❤" and an invisible one).
+VARIATION_SELECTORS = "\ufe00-\ufe0f\U000e0100-\U000e01ef"
+
 _TOKEN = re.compile(
     r"""
       (?:[^\W\d_]\.){2,}                       # abbreviations with dots: U.S., e.g.
     | [^\W_]+(?:[-.'][^\W_]+)*                 # words, numbers (3.5), compounds, inner apostrophes
     | '(?:s|re|ve|ll|m|d)\b                    # a clitic after a non-word (rare)
-    | [^\w\s"""
+    | (?:[^\w\s"""
     + FORMAT_CHARACTERS
-    + r"""]|_                                # any other symbol, one at a time; no format character
+    + VARIATION_SELECTORS
+    + r"""]|_)["""
+    + VARIATION_SELECTORS
+    + r"""]*                                    # any other symbol, one at a time, with its selectors
+    | ["""
+    + VARIATION_SELECTORS
+    + r"""]+                                    # selectors after a word or a space: a token still
     """,
     re.VERBOSE | re.IGNORECASE,
 )

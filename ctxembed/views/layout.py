@@ -344,7 +344,9 @@ def model_lines(
     (eighths of 1), ``·`` masked."""
     n_rows, n_cols, T = maps.shape[0], maps.shape[1], maps.shape[-1]
     label_width = max(text_width(r) for r in rows) + 1
-    shown_columns = [c if text_width(c) <= T else c.replace("head ", "h") for c in columns]
+    # one form for every label of a view ("head 9" beside "h10" reads as two kinds of thing)
+    short = any(text_width(c) > T for c in columns)
+    shown_columns = [c.replace("head ", "h") if short else c for c in columns]
     map_width = max(T, max(text_width(c) for c in shown_columns))
     per_band = max(1, (width - label_width) // (map_width + 2))
     blocked = np.zeros((T, T), dtype=bool) if masked is None else np.asarray(masked, dtype=bool)

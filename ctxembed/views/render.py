@@ -308,6 +308,15 @@ def _segments_text(line, mode: str | None) -> Text:
     return text
 
 
+def shading_key(mode: str | None, scale: str) -> str:
+    """How the matrix's shading reads, in eighths of ``scale`` whatever the colours (16 colours give two
+    eighths a colour: light grey, cyan, bright blue, and blue for the top eighth)."""
+    if mode == "16":
+        colours = "16 colours: light grey, cyan, bright blue, blue"
+        return f"shading in eighths of {scale} ({colours}), the lowest eighth unshaded"
+    return f"shading in eighths of {scale}, the lowest eighth unshaded"
+
+
 def _print_lines(console: Console, lines: list[str], style: str = "") -> None:
     for line in lines:
         console.print(Text(line, style=style), overflow="fold", crop=False)
@@ -400,8 +409,7 @@ def render_attend(
         if layout.cells == "glyphs" or layout.with_glyph:
             key.append(f"▁▂▃▄▅▆▇█ eighths of {scale} (▁: above 0, up to an eighth)")
         if colour:
-            steps = "eighths" if mode != "16" else "quarters (16 colours)"
-            key.append(f"shading in {steps} of {scale}, the lowest eighth unshaded")
+            key.append(shading_key(mode, scale))
         key.append("blank: exactly 0" if layout.cells == "glyphs" else "0 unshaded")
         if masked.any():
             key.append("· masked")
@@ -518,9 +526,12 @@ def _render_model(console: Console, doc: dict, view: View, labels: list[str], ma
     for line in model_lines(maps, rows, columns, console.width, masked=masked if masked.any() else None, colour=colour):
         console.print(_segments_text(line, mode_of(console)), overflow="ignore", crop=False, no_wrap=True)
     _print_lines(console, legend_lines(labels, list(range(len(labels))), console.width))
-    key = (
-        "white 0 to dark blue 1, in eighths, two rows of a map per line" if colour else "▁▂▃▄▅▆▇█ eighths of 1, blank 0"
-    )
+    if not colour:
+        key = "▁▂▃▄▅▆▇█ eighths of 1, blank 0"
+    elif mode_of(console) == "16":
+        key = "0 to 1 in eighths, in 16 colours: light grey, cyan, bright blue, blue; two rows of a map per line"
+    else:
+        key = "white 0 to dark blue 1, in eighths, two rows of a map per line"
     console.print(
         Text(
             key
@@ -865,9 +876,11 @@ def _pct(value) -> str:
 
 @terminal_view
 def render_eval_wic(console: Console, doc: dict) -> None:
-    v = doc["vectors"]
     console.print(
-        Text(f"WiC: {doc['directory']}  |  vectors {v['name']}  |  threshold tuned on {doc['tuned_on']}", style="bold")
+        Text(
+            f"WiC: {doc['directory']}  |  vectors {_eval_vectors(doc)}  |  threshold tuned on {doc['tuned_on']}",
+            style="bold",
+        )
     )
     splits = list(doc["configs"][0]["splits"])
     table = Table()
@@ -887,9 +900,21 @@ def render_eval_wic(console: Console, doc: dict) -> None:
     )
 
 
+def _eval_vectors(doc: dict) -> str:
+    """The vectors an evaluation read: the store's, except for configurations of a trained model (their
+    settings name it), which read their model's own."""
+    models = [c["name"] for c in doc.get("configs", []) if (c.get("settings") or {}).get("model")]
+    store = doc["vectors"]["name"]
+    if not models:
+        return store
+    if len(models) == len(doc["configs"]):
+        return "each model's own"
+    return f"{store} ({', '.join(models)}: the model's own)"
+
+
 @terminal_view
 def render_eval_senses(console: Console, doc: dict) -> None:
-    console.print(Text(f"polysemy suite: {doc['file']}  |  vectors {doc['vectors']['name']}", style="bold"))
+    console.print(Text(f"polysemy suite: {doc['file']}  |  vectors {_eval_vectors(doc)}", style="bold"))
     table = Table()
     table.add_column("configuration", style="bold")
     table.add_column("words separated", justify="right")
@@ -909,7 +934,7 @@ def render_eval_senses(console: Console, doc: dict) -> None:
 
 @terminal_view
 def render_eval_pairs(console: Console, doc: dict) -> None:
-    console.print(Text(f"{doc['layout']}: {doc['file']}  |  vectors {doc['vectors']['name']}", style="bold"))
+    console.print(Text(f"{doc['layout']}: {doc['file']}  |  vectors {_eval_vectors(doc)}", style="bold"))
     table = Table()
     table.add_column("configuration", style="bold")
     if doc["layout"] == "scws":

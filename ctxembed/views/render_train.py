@@ -97,7 +97,9 @@ def render_before_after(console: Console, doc: dict, *, layer: int | None = None
     labels = [before["tokens"][p]["text"] for p in [t["position"] for t in before["tokens"] if t["used"]]]
     losses = doc["losses"]
     console.print(Text.assemble(("weights", "bold"), f" {doc['weights_file']}"), highlight=False)
-    print_settings(console, after["settings_summary"], style="dim")
+    # the settings are those the weights file records (a --weights file's own, whatever preset it started from)
+    parts = [p for p in after["settings_summary"].split(" | ") if not p.startswith("preset ")]
+    print_settings(console, " | ".join(["as the weights file records them", *parts]), style="dim")
     which = "mean of heads" if head is None else f"head {head}"
     held = ""
     if losses.get("held_out_initial") is not None and losses.get("held_out") is not None:
