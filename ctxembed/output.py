@@ -420,6 +420,20 @@ def projector_paths(path: str | os.PathLike) -> tuple[Path, Path]:
     return path / "vectors.tsv", path / "metadata.tsv"
 
 
+def check_projector_path(path: str | os.PathLike, setting: str) -> None:
+    """Refuse, before any work, a Projector pair that could not be written at ``path``: a ``.tsv`` name
+    that is a directory (or its ``-metadata.tsv``), a folder name that is a file, or the checks of
+    :func:`check_output_path` on the two files of an existing folder. DataError naming ``setting``."""
+    path = Path(path)
+    if path.suffix.lower() != ".tsv":
+        if path.exists() and not path.is_dir():
+            raise DataError(f"{{{setting}}} {path}: a Projector pair goes in a folder, and this is a file", setting)
+        if not path.exists():
+            return  # made when the pair is written
+    for target in projector_paths(path):
+        check_output_path(target, setting)
+
+
 def write_projector(path: str | os.PathLike, vectors: np.ndarray, header: tuple, rows: list) -> tuple[Path, Path]:
     """The Projector pair for (n, d) ``vectors`` and n metadata ``rows`` under ``header``, each file
     written atomically (:func:`projector_paths` says where). Returns the two paths."""

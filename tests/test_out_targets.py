@@ -102,6 +102,17 @@ def test_save_a_directory_is_one_line(tmp_path):
     assert line == f"ctxembed: error: --save {folder}: is a directory; give a file name"
 
 
+@pytest.mark.parametrize("kind", ["a directory named .tsv", "a file as the folder"])
+def test_senses_save_that_cannot_be_a_projector_pair_is_one_line_before_the_scan(tmp_path, monkeypatch, kind):
+    from ctxembed.senses import run
+
+    target = tmp_path / ("map.tsv" if kind.startswith("a directory") else "map")
+    target.mkdir() if kind.startswith("a directory") else target.write_text("mine\n")
+    monkeypatch.setattr(run, "find_senses", lambda *a, **k: pytest.fail("the corpus was scanned"))
+    line = fails(1, "senses", "bank", "--save", target)
+    assert line.startswith(f"ctxembed: error: --save {target}") and leftovers(tmp_path) == []
+
+
 # ------------------------------------------------------------------------------ a FIFO, a device
 @pytest.mark.parametrize("fmt", [*FORMATS])
 def test_out_a_fifo_is_written_through_and_stays_a_fifo(lines, tmp_path, fmt):

@@ -12,7 +12,7 @@ import numpy as np
 
 from ctxembed.engine import ContextEngine
 from ctxembed.errors import UsageError
-from ctxembed.output import write_projector
+from ctxembed.output import check_projector_path, write_projector
 from ctxembed.presets import SenseOptions
 from ctxembed.progress import scanning
 from ctxembed.report import settings_block
@@ -58,6 +58,8 @@ def senses(
     Projector pair of the occurrences is written when some word has senses (:func:`found_senses`)."""
     chosen = SenseOptions(**{k: v for k, v in options.items() if v is not None})
     words = check_words(words)
+    for path in projector or []:
+        check_projector_path(path, "save")  # a directory named map.tsv: refused now, not after the scan
     given = parse_forms(forms, words)
     word_forms = search_forms(engine.store, words, given, exact=exact)
     corpus_name = str(corpus) if corpus is not None else str(default_corpus())
