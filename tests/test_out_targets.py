@@ -136,6 +136,16 @@ def test_out_a_fifo_is_written_through_and_stays_a_fifo(lines, tmp_path, fmt):
         assert pq.read_table(io.BytesIO(data)).equals(pq.read_table(regular))
 
 
+def test_out_a_descriptor_path_writes_to_that_descriptor(lines):
+    """/dev/stdout's kind, by a path a writer that renames could never replace (/proc refuses new files):
+    the records go down the pipe that is stdout, as `cat > /dev/stdout` would send them."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), CTXEMBED_CACHE_DIR=str(SHARED_CACHE))
+    args = [sys.executable, "-m", "ctxembed", *map(str, batch_args(lines, "jsonl", "/proc/self/fd/1"))]
+    run = subprocess.run(args, capture_output=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr.decode()[-1000:]
+    assert run.stdout == succeeds("batch", lines, "--format", "jsonl", "--no-weights").stdout.encode()
+
+
 @pytest.mark.parametrize("fmt", [*FORMATS])
 def test_out_a_full_device_fails_in_one_line_and_stays_a_device(lines, tmp_path, fmt):
     device = device_full(tmp_path)
