@@ -90,7 +90,7 @@ def side_by_side(
             note(f"side-by-side: {model} {preset} left out: {exc.message}")
             continue
         prepared = [engine.prepare(text) for text in texts]
-        check_run_cost(engine, [len(p.used) for p in prepared])
+        check_run_cost(engine, [p.units() for p in prepared])
         results = engine.run(prepared)
         record = vectors_record("default" if vectors is None else str(vectors), engine.store)
         entries.append(side_by_side_entry(model, preset, engine, results, word, record))
@@ -98,9 +98,12 @@ def side_by_side(
 
 
 def check_run_cost(engine, lengths: list[int], *, trace: bool = False) -> None:
-    """Refuse, before it starts, a run of ``engine`` over sentences of ``lengths`` words that would pass the
-    cost budget (:class:`ctxembed.budget.CostBudget`): its weights (a trace's steps count many times),
-    projections applied per token and layer outputs kept."""
+    """Refuse, before it starts, a run of ``engine`` over sentences of ``lengths`` units (words, or a trained
+    model's pieces: :meth:`Prepared.units`) that would pass the cost budget
+    (:class:`ctxembed.budget.CostBudget`): its weights (a trace's steps count many times), projections
+    applied per token and layer outputs kept."""
+    from ctxembed.engine.contract import WORDPIECES  # loaded with the engine: `--help` needs no contract
+
     card = engine.card
     heads, layers = card.heads, card.layers
     width = max(card.out_dim, card.dim)
@@ -113,6 +116,8 @@ def check_run_cost(engine, lengths: list[int], *, trace: bool = False) -> None:
         width=width,
         parameters=card.parameters,
         kept_layers=layers if trace or card.keeps_layers else 1,
+        units="word pieces" if card.units == WORDPIECES else "tokens",
+        settable=not card.trained,
     )
 
 
@@ -173,7 +178,7 @@ class Explorer:
         already (``explorer.engine.prepare(text)``), by a caller that looked at its words first."""
         engine = self.engine
         prepared = [engine.prepare(text) if isinstance(text, str) else text for text in sentences]
-        check_run_cost(engine, [len(p.used) for p in prepared], trace=trace)
+        check_run_cost(engine, [p.units() for p in prepared], trace=trace)
         return engine.run(prepared, trace=trace)
 
     def attend(

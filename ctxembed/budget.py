@@ -8,9 +8,10 @@ Refusals are :class:`~ctxembed.errors.SettingError` naming the settings to lower
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
-from ctxembed.errors import SettingError, UsageError
+from ctxembed.errors import DataError, SettingError, UsageError
 
 
 @dataclass(frozen=True)
@@ -36,12 +37,62 @@ BUDGET = CostBudget()
 WEIGHT_OVERHEAD = 128
 TRACE_COST = 16  # a trace (--explain) keeps every step of every head, and its document writes them out
 WEIGHTS_BUDGET = BUDGET.weights * 4  # bytes of float32 attention weights one request may keep
+_STRETCH = re.compile(r"\S+")  # a stretch between white space
 
 
 def attention_weights(layers: int, heads: int, tokens):
     """The attention weights a sentence of ``tokens`` tokens keeps: layers x heads x T² (an int, or one
     count per sentence for an array of lengths). Every limit on weights counts them with this."""
     return layers * heads * tokens**2
+
+
+def pieces_at_least(text: str, limit: int) -> int:
+    """A lower bound of the pieces a trained model's tokenizer cuts ``text`` into, counted no further than
+    ``limit + 1`` and without cutting it: each stretch between white space gives at least one piece
+    (a word, a byte-level BPE's ``Ġword``; a stretch of characters BERT drops, such as control
+    characters, gives none and is not counted). Costs microseconds where cutting 4 MiB takes a minute."""
+    count = 0
+    for stretch in _STRETCH.finditer(text):
+        text_of = stretch.group()
+        if (text_of.isprintable() and "\ufffd" not in text_of) or not all(map(_dropped, text_of)):
+            count += 1
+            if count > limit:
+                break
+    return count
+
+
+def _dropped(character: str) -> bool:
+    """What BERT's cleaning removes before cutting: U+FFFD and the C* categories (controls, formats ...)."""
+    import unicodedata  # lazy: only a stretch with a character that is not printable asks
+
+    return character == "\ufffd" or unicodedata.category(character).startswith("C")
+
+
+def check_pieces(text: str, room: int) -> None:
+    """Refuse, before it is cut into pieces, a sentence sure to give more than ``room`` pieces."""
+    if pieces_at_least(text, room) > room:
+        raise DataError(
+            f"more than {room:,} word pieces (one or more per stretch between spaces): the model takes at most {room:,}"
+        )
+
+
+def check_piece_weights(pieces: int, layers: int, heads: int) -> None:
+    """Refuse a sentence of ``pieces`` pieces (the specials included) whose attention weights over the
+    pieces (layers x heads x pieces², what a trained model computes and keeps) pass WEIGHTS_BUDGET: the
+    same limit as a sentence of the glove model's words."""
+    count = attention_weights(layers, heads, pieces)
+    if count * 4 > WEIGHTS_BUDGET:
+        raise DataError(
+            f"a sentence of {pieces:,} word pieces keeps {count:,} attention weights over its pieces "
+            f"({layers} layers x {heads} heads x {pieces:,}², {count * 4 / 2**20:,.0f} MB); the limit is "
+            f"{WEIGHTS_BUDGET / 2**20:,.0f} MB: use a shorter sentence"
+        )
+
+
+def group_size(pieces: int, layers: int, heads: int, most: int) -> int:
+    """How many sentences of ``pieces`` pieces one group of a trained model runs together: at most
+    ``most``, and no more than keep BUDGET.weights attention weights in the group's (L, B, H, P, P) array."""
+    return max(1, min(most, BUDGET.weights // max(attention_weights(layers, heads, pieces), 1)))
 
 
 def projection_numbers(d_in: int, d_out: int, heads: int, layers: int, output_projection: bool) -> int:
@@ -81,24 +132,33 @@ def check_cost(
     parameters: int,
     kept_layers: int,
     copies: int = 1,
+    units: str = "tokens",
+    settable: bool = True,
 ) -> None:
     """Refuse a run over sentences of ``lengths`` tokens that would pass :data:`BUDGET`, before it starts.
 
     ``head_size``: each head's query size; ``width``: a layer output's size; ``parameters``: projection
     numbers applied to each token (0 for the identity); ``kept_layers``: layer outputs kept (1, or every
     layer for a mix or a trace); ``copies``: how many times the weights' cost counts
-    (:data:`TRACE_COST` for a trace).
-    SettingError names the settings to lower."""
+    (:data:`TRACE_COST` for a trace); ``units``: what ``lengths`` count ("word pieces" for a trained
+    model's, whose attention runs over its pieces).
+    SettingError names the settings to lower; without ``settable`` settings (a trained model's layers and
+    heads are its own) DataError says to use shorter or fewer sentences."""
     tokens = sum(lengths)
     weights = copies * sum(attention_weights(layers, heads, n) for n in lengths)
     work = tokens * parameters + weights * (head_size + WEIGHT_OVERHEAD)
     activations = tokens * width * kept_layers
-    shape = f"{len(lengths)} sentence(s) of {tokens:,} tokens with {{heads}} {heads} and {{layers}} {layers}"
+    shape = f"{len(lengths)} sentence(s) of {tokens:,} {units} with {{heads}} {heads} and {{layers}} {layers}"
     for name, value, limit in (
         ("attention weights", weights, BUDGET.weights),
         ("multiply-adds", work, BUDGET.work),
         ("layer output numbers", activations, BUDGET.activations),
     ):
+        if value > limit and not settable:
+            raise DataError(
+                f"{len(lengths)} sentence(s) of {tokens:,} {units} ({layers} layers x {heads} heads) need "
+                f"{value:,} {name}, more than the budget's {limit:,}: use shorter or fewer sentences"
+            )
         if value > limit:
             raise SettingError(
                 f"{shape} need {value:,} {name}, more than the budget's {limit:,}: "

@@ -73,6 +73,11 @@ class Prepared:
         """(row into ``used``, occurrence, occurrences) of the token ``word`` names (:func:`locate`)."""
         return locate(word, self.texts, self.token_keys, self.used)
 
+    def units(self) -> int:
+        """What attention runs over, as the cost budget counts it: the words that take part (a trained
+        model's sentence counts its pieces)."""
+        return len(self.used)
+
     def sources(self) -> list[str]:
         """Per token, where its vector came from: one of :data:`TOKEN_SOURCES`."""
         return token_sources(len(self.texts), self.in_vocab, self.used, self.rows, self.store)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ctxembed.budget import check_piece_weights, check_pieces, group_size
 from ctxembed.core.attention import AttentionConfig
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.pieces import hidden_share, word_attention, word_vectors
@@ -61,6 +62,10 @@ class PiecedSentence(Prepared):
     piece_texts: list[str] | None = None  # (P,)
     owner: np.ndarray | None = None  # (P,) row into used, -1 for the special pieces
     unknown: str = "[UNK]"  # the tokenizer's piece for what it cannot spell
+
+    def units(self) -> int:
+        """What attention runs over: the pieces, special ones included (the cost budget counts these)."""
+        return len(self.piece_ids)
 
     def sources(self) -> list[str]:
         """Per token: "vocabulary" for a word that is one piece of the model's vocabulary, "pieces" for
@@ -183,6 +188,8 @@ class TrainedEngine:
     # ------------------------------------------------------------------ sentence -> words and pieces
 
     def prepare(self, text: str, *, words: Sequence[str] | None = None) -> PiecedSentence:
+        room = self.config.max_positions - len(self.family.specials)  # pieces a sentence may have
+        check_pieces(text if words is None else " ".join(words), room)  # measured before anything is cut
         if words is not None:
             tokens = pretokenized(words)
             text = " ".join(words)
@@ -200,9 +207,9 @@ class TrainedEngine:
             raise DataError("no word of the sentence gives a word piece")
         if len(used) > self.max_tokens:
             raise DataError(f"{len(used)} words: at most {{max_tokens}} {self.max_tokens}", "max_tokens")
-        room = self.config.max_positions - len(self.family.specials)  # pieces a sentence may have
         if len(pieces) > room:
             raise DataError(f"{len(pieces)} word pieces: the model takes at most {room}")
+        check_piece_weights(len(pieces) + len(self.family.specials), self.layers, self.heads)
         row_of = {position: row for row, position in enumerate(used)}
         begin, end = self.special_ids
         owner = np.array([*(-1 for _ in begin), *(row_of.get(int(h), -1) for h in holder), *(-1 for _ in end)])  # (P,)
@@ -251,7 +258,7 @@ class TrainedEngine:
             while start < len(order):
                 stop = start + 1
                 P = len(sentences[order[start]].piece_ids)  # the group's one length, in pieces
-                fits = (GROUP_PIECES // P) + start  # a group holds at most GROUP_PIECES pieces
+                fits = start + group_size(P, self.layers, self.heads, GROUP_PIECES // P)  # pieces and weights bounded
                 while stop < min(len(order), fits) and len(sentences[order[stop]].piece_ids) == P:
                     stop += 1
                 group = [sentences[i] for i in order[start:stop]]
