@@ -1234,6 +1234,57 @@ with torch.inference_mode():
 """
 
 
+BACKWARD_LINES = 500  # Brown lines of the forward + backward rows (benchmarks/encoder_backward_speed.py)
+
+
+def backward_rows(report: Report, env: dict) -> None:
+    """Forward + backward of the encoder (every weight's gradient), NumPy against torch eager autograd on the
+    same batches, alternating; and each process's peak RSS. Torch alone is needed (not transformers). The
+    NumPy process starts as a ctxembed training process does (ctxembed.train.memory: freed memory kept);
+    its system time and page faults are in the details, beside torch's."""
+    speed = [PYTHON, str(BENCH / "encoder_backward_speed.py")]
+    has_torch = subprocess.run([PYTHON, "-c", "import torch"], capture_output=True).returncode == 0
+    ours, theirs = [], []
+    for _ in range(MINILM_PAIRS):  # numpy, torch, numpy, torch, ...: each pair sees the same load
+        ours.append(json.loads(run_process([*speed, "numpy", str(BACKWARD_LINES)], env, capture=True).stdout))
+        if has_torch:
+            theirs.append(json.loads(run_process([*speed, "torch", str(BACKWARD_LINES)], env, capture=True).stdout))
+    rate = spread([o["sent_per_cpu_s"] for o in ours])
+    peak = spread([o["peak_rss_mb"] for o in ours])
+    if has_torch:
+        torch_rate = spread([t["sent_per_cpu_s"] for t in theirs])
+        torch_peak = spread([t["peak_rss_mb"] for t in theirs])
+        ratio = spread([o["sent_per_cpu_s"] / t["sent_per_cpu_s"] for o, t in zip(ours, theirs, strict=True)])
+        low, high = torch_rate["min"], torch_rate["max"]
+        reference = f"torch eager autograd {torch_rate['median']:.1f}/CPU-s ({low:.1f}–{high:.1f})"
+        shown = f"{ratio['median']:.2f}× torch (pairs {ratio['min']:.2f}–{ratio['max']:.2f})"
+        met = ratio["median"] >= 1.0
+        memory = (f"torch {torch_peak['median']:.0f} MB", f"{peak['median'] / torch_peak['median']:.2f}× torch's")
+    else:
+        reference, shown, met, memory = "skipped: torch not importable", "", None, ("", "")
+    report.rows.append(
+        Row(
+            f"MiniLM forward + backward (every weight's gradient), {BACKWARD_LINES} Brown lines, 1 thread, float32; "
+            f"median of {MINILM_PAIRS} alternating pairs (numpy, torch), each pair's ratio per CPU-second",
+            f"{rate['median']:.1f} sentences/CPU-s ({rate['min']:.1f}–{rate['max']:.1f})",
+            reference,
+            shown,
+            "≥ 1.0× torch",
+            met,
+        )
+    )
+    report.rows.append(
+        Row(
+            "peak RSS of the forward + backward process (model, batches, one batch's tape and gradients)",
+            f"{peak['median']:.0f} MB",
+            *memory,
+            "",
+            None,
+        )
+    )
+    report.details["backward"] = {"numpy": ours, "torch": theirs}
+
+
 def minilm_job(repeat: int) -> Report:
     """all-MiniLM-L6-v2 (`make models`): the NumPy encoder against torch eager per CPU-second, one thread,
     attention kept; a cold `attend --model minilm --json` against torch + transformers loading the
@@ -1282,6 +1333,7 @@ def minilm_job(repeat: int) -> Report:
             met,
         )
     )
+    backward_rows(report, env)
     attend = [CTXEMBED, "attend", "we sat on the river bank", "--model", "minilm", "--json"]
     run_process(attend, env)  # warm-up: bytecode, page cache
     glove = [CTXEMBED, "attend", "we sat on the river bank", "--json"]

@@ -15,6 +15,7 @@ import pytest
 from ctxembed.core import encoder as encoder_module
 from ctxembed.core.encoder import EncoderConfig, EncoderWeights, encode, gelu, random_weights
 from ctxembed.train.encoder_backprop import encode_backward
+from ctxembed.train.optim import dense
 from tests.test_encoder import SENTENCES, TINY, padded, torch_bert_tensors
 
 TOLERANCE = {np.float64: 1e-8, np.float32: 1e-4}
@@ -24,7 +25,7 @@ def numpy_gradients(weights: EncoderWeights, ids, real, direction):
     """Loss = sum(hidden[-1][real] * direction): the loss and every gradient, in torch's layout and names."""
     out = encode(weights, ids, real, tape=True)
     top = out.hidden[-1][real]  # (N, D)
-    grads = encode_backward(direction.astype(weights.dtype), out.tape, weights)
+    grads = dense(encode_backward(direction.astype(weights.dtype), out.tape, weights))
     as_weights = EncoderWeights.from_arrays(weights.config, grads)
     return float((top * direction).sum()), as_weights.to_tensors()
 
@@ -139,3 +140,15 @@ def test_exact_gelu_slope_in_float64():
     gelu(x.copy(), slope)
     phi = np.array([0.5 * (1 + math.erf(v / math.sqrt(2))) for v in x])
     assert np.abs(slope - (phi + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi))).max() < 1e-15
+
+
+def test_a_training_process_keeps_its_freed_memory():
+    """glibc takes both malloc settings (run in a child: the test process keeps its defaults)."""
+    import subprocess
+    import sys
+
+    code = "from ctxembed.train.memory import keep_freed_memory; print(keep_freed_memory())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    import platform
+
+    assert out == ("True" if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc" else out)

@@ -18,7 +18,7 @@ from ctxembed.train.finetune import (
     pair_loss,
     trainable_copy,
 )
-from ctxembed.train.optim import Adam, clip_gradients, linear_schedule
+from ctxembed.train.optim import Adam, RowGradient, clip_gradients, dense, linear_schedule
 from tests.test_encoder import TINY
 
 
@@ -76,6 +76,7 @@ def test_pair_loss_gradients_equal_finite_differences_through_the_encoder():
     head = head_arrays(np.float64)
     batch = make_batch(tiny_pairs(4), dtype=np.float64)
     _, _, grads, _ = pair_loss(weights, head, batch)
+    grads = dense(grads)
     arrays = weights.arrays()
     step = 1e-6
     for name, index in [("layers.1.W_qkv", (3, 40)), ("word", (10, 5)), ("layers.0.norm2.gain", (7,))]:
@@ -194,3 +195,20 @@ def test_biases_and_gains_are_not_decayed():
     decayed = decayed_names(names)
     assert "word" in decayed and "layers.0.W_qkv" in decayed
     assert not any(n.endswith(("b_qkv", "b_1", "norm1.gain", "norm.bias")) for n in decayed)
+
+
+def test_a_row_gradient_steps_and_clips_as_its_dense_table_does():
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal((9, 4))
+    sparse = RowGradient(table.shape, np.array([1, 4, 7]), rng.standard_normal((3, 4)))
+    results = []
+    for grad in (sparse, sparse.dense()):
+        arrays = {"word": table.copy()}
+        adam = Adam(["word"], {"word": table.shape}, np.float64, weight_decay=0.1, decayed=["word"])
+        grads = {"word": grad if grad is sparse else grad.copy()}
+        norm = clip_gradients(grads, 0.5)
+        for _ in range(3):
+            adam.step(arrays, grads, 0.01)
+        results.append((norm, arrays["word"], adam.m["word"], adam.v["word"]))
+    (norm, *ours), (dense_norm, *theirs) = results
+    assert norm == dense_norm and all(np.array_equal(a, b) for a, b in zip(ours, theirs, strict=True))

@@ -383,7 +383,8 @@ def _gelu_block(
 
     One exp and 19 cheap passes; the Python-float constants keep every step float32 (NEP 50). With
     ``slope`` (n, F) (and ``extra``, scratch (n, F)) the derivative of the same formula goes there:
-    with P(a) = poly(t) exp(-a^2 / 2) ~ Phi(-a), GELU'(x) = 1 - (aP)'(a) for x > 0, (aP)'(a) otherwise."""
+    with P(a) = poly(t) exp(-a^2 / 2) ~ Phi(-a), GELU'(x) = 1 - (aP)'(a) for x > 0, (aP)'(a) otherwise
+    (no pass with a mask: a masked ufunc runs some forty times slower than a plain one)."""
     np.abs(h, out=a)  # (n, F) a = |x|
     np.add(a, 1 / _PHI_Q, out=t)
     np.divide(1 / _PHI_Q, t, out=t)  # (n, F) t = 1 / (1 + q a), written (1/q) / (1/q + a): one pass fewer
@@ -410,7 +411,9 @@ def _gelu_block(
         slope *= t  # (n, F) P'(a)
         slope *= a
         slope += poly  # (n, F) (aP)'(a) = P + a P'
-        np.subtract(1, slope, out=slope, where=h > 0)  # (n, F) GELU'(x)
+        np.subtract(0.5, slope, out=slope)  # (n, F) 0.5 - (aP)' >= 0: (aP)' = Phi(-a) - a phi(a) <= 1/2
+        np.copysign(slope, h, out=slope)  # (n, F) with x's sign: a mask-free where (x > 0, x < 0)
+        slope += 0.5  # (n, F) GELU'(x): 1 - (aP)' for x > 0, (aP)' for x < 0
     poly *= a  # |x| Phi(-|x|)
     h += a
     h *= 0.5  # max(x, 0) = (x + |x|) / 2 exactly, and faster than np.maximum with a scalar
@@ -457,10 +460,16 @@ def project_qkv(rows: np.ndarray, layer: EncoderLayer, config: EncoderConfig, B:
     return q, k, v
 
 
-def attention_out(context: np.ndarray, layer: EncoderLayer, real: np.ndarray | None = None) -> np.ndarray:
+def attention_out(
+    context: np.ndarray, layer: EncoderLayer, real: np.ndarray | None = None, keep: list | None = None
+) -> np.ndarray:
     """The heads' contexts (B, H, T, d_h) side by side, times W_o, plus b_o: (N, D), before the residual;
-    N = B*T, or only the real pieces' rows when ``real`` (B, T) is given (see :func:`merge_heads`)."""
-    out = merge_heads(context, real) @ layer.W_o  # (N, D) x (D, D) -> (N, D)
+    N = B*T, or only the real pieces' rows when ``real`` (B, T) is given (see :func:`merge_heads`).
+    ``keep`` (a list): the merged heads (N, D) are appended, what the backward pass reads."""
+    merged = merge_heads(context, real)  # (N, D)
+    if keep is not None:
+        keep.append(merged)
+    out = merged @ layer.W_o  # (N, D) x (D, D) -> (N, D)
     out += layer.b_o
     return out
 
@@ -523,15 +532,14 @@ def encoder_layer(
     q, k, v = project_qkv(x.reshape(B * T, D), layer, config, B, T)  # (B, H, T, d_h) each
     context, weights = attention(q, k, v, key_bias=key_bias, out=weights_out)  # (B, H, T, d_h), (B, H, T, T)
     saved = None if keep is None else []  # the LayerNorms' and the feed-forward's tape, in the order they run
-    merged = attention_out(context, layer, real)  # (N, D)
-    attended = add_and_norm(merged, rows, layer.norm1, config.eps, saved)  # (N, D)
+    attended = add_and_norm(attention_out(context, layer, real, saved), rows, layer.norm1, config.eps, saved)
     into = out.reshape(B * T, D) if real is None else None  # (B*T, D) a view of out: no padding, no copy
     output = add_and_norm(feed_forward(attended, layer, into, saved), attended, layer.norm2, config.eps, saved)
     if real is not None:
         out[real] = output  # (B, T, D)[real] = (N, D): the pieces' rows back in place
     if keep is not None:
-        norm1, (inner, slope), norm2 = saved
-        keep.append(LayerTape(rows, q, k, v, weights, context, norm1, attended, inner, slope, norm2))
+        merged, norm1, (inner, slope), norm2 = saved
+        keep.append(LayerTape(rows, q, k, v, weights, merged, norm1, attended, inner, slope, norm2))
     return output, weights, v
 
 
@@ -544,7 +552,7 @@ class LayerTape:
     k: np.ndarray  # (B, H, T, d_h)
     v: np.ndarray  # (B, H, T, d_h)
     weights: np.ndarray  # (B, H, T, T) the attention weights; padding keys 0
-    context: np.ndarray  # (B, H, T, d_h) weights @ v
+    merged: np.ndarray  # (N, D) the heads' contexts (weights @ v) side by side, real rows
     norm1: Standardized  # (N, D), (N, 1) the residual after attention, standardised
     attended: np.ndarray  # (N, D) LayerNorm1's output: the feed-forward's input
     inner: np.ndarray  # (N, F) GELU(attended W_1 + b_1)

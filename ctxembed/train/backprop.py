@@ -61,10 +61,13 @@ def output_projection_backward(
     return d_merged, d_W_out, d_b_out
 
 
-def weighted_sum_backward(d_context: np.ndarray, weights: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """context = weights @ v: dL/dcontext (B, h, T, d_v) -> (dL/dweights (B, h, T, T), dL/dv (B, h, T, d_v))."""
+def weighted_sum_backward(
+    d_context: np.ndarray, weights: np.ndarray, v: np.ndarray, out_v: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """context = weights @ v: dL/dcontext (B, h, T, d_v) -> (dL/dweights (B, h, T, T), dL/dv (B, h, T, d_v));
+    dL/dv is written into ``out_v`` (B, h, T, d_v) when given (a view of a caller's layout)."""
     d_weights = d_context @ np.swapaxes(v, -1, -2)  # (B, h, T, d_v) x (B, h, d_v, T) -> (B, h, T, T)
-    d_v = np.swapaxes(weights, -1, -2) @ d_context  # (B, h, T, T) x (B, h, T, d_v) -> (B, h, T, d_v)
+    d_v = np.matmul(np.swapaxes(weights, -1, -2), d_context, out=out_v)  # (B, h, T, T) x (B, h, T, d_v)
     return d_weights, d_v
 
 
@@ -79,13 +82,18 @@ def softmax_backward(d_weights: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 def scores_backward(
-    d_scores: np.ndarray, q: np.ndarray, k: np.ndarray, divisor: float
+    d_scores: np.ndarray,
+    q: np.ndarray,
+    k: np.ndarray,
+    divisor: float,
+    out: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """scores = q kᵀ / divisor (+ a constant key bias): dL/dscores (B, h, T, T) -> (dL/dq, dL/dk),
-    each (B, h, T, d_k)."""
+    each (B, h, T, d_k), written into ``out`` (two (B, h, T, d_k) views of a caller's layout) when given."""
     d_raw = d_scores / divisor if divisor != 1.0 else d_scores  # (B, h, T, T)
-    d_q = d_raw @ k  # (B, h, T, T) x (B, h, T, d_k) -> (B, h, T, d_k)
-    d_k = np.swapaxes(d_raw, -1, -2) @ q  # (B, h, T, T) x (B, h, T, d_k) -> (B, h, T, d_k)
+    out_q, out_k = (None, None) if out is None else out
+    d_q = np.matmul(d_raw, k, out=out_q)  # (B, h, T, T) x (B, h, T, d_k) -> (B, h, T, d_k)
+    d_k = np.matmul(np.swapaxes(d_raw, -1, -2), q, out=out_k)  # (B, h, T, T) x (B, h, T, d_k) -> (B, h, T, d_k)
     return d_q, d_k
 
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from ctxembed.core.encoder import EncoderLayer, EncoderTape, EncoderWeights, LayerTape, Standardized
 from ctxembed.train.backprop import layer_norm_backward, scores_backward, softmax_backward, weighted_sum_backward
+from ctxembed.train.optim import RowGradient
 
 
 def affine_layer_norm_backward(
@@ -68,26 +69,35 @@ def attention_out_backward(
     """out = merge_heads(context)[real] W_o + b_o: dL/dout (N, D) -> (dL/dcontext (B, H, T, d_h), dW_o, db_o).
 
     Padding queries' rows of the context reach no output, so their gradient is 0."""
-    B, H, T, d_h = tape.context.shape
-    merged = tape.context.transpose(0, 2, 1, 3)[real].reshape(-1, H * d_h)  # (N, D) the real rows, heads side by side
-    d_merged, d_W_o, d_b_o = linear_backward(d_out, merged, layer.W_o)  # (N, D), (D, D), (D,)
-    d_context = np.zeros((B, T, H, d_h), d_out.dtype)  # (B, T, H, d_h)
-    d_context[real] = d_merged.reshape(-1, H, d_h)  # (N, H, d_h) back in place
+    B, H, T, d_h = tape.q.shape
+    d_merged, d_W_o, d_b_o = linear_backward(d_out, tape.merged, layer.W_o)  # (N, D), (D, D), (D,)
+    if real.all():
+        d_context = d_merged.reshape(B, T, H, d_h)  # (B, T, H, d_h) every row a piece
+    else:
+        d_context = np.zeros((B * T, H * d_h), d_out.dtype)  # (B*T, D)
+        d_context[np.flatnonzero(real)] = d_merged  # (N, D) back in place
+        d_context = d_context.reshape(B, T, H, d_h)  # (B, T, H, d_h)
     return d_context.transpose(0, 2, 1, 3), d_W_o, d_b_o  # (B, H, T, d_h)
 
 
 def project_qkv_backward(
-    d_q: np.ndarray, d_k: np.ndarray, d_v: np.ndarray, tape: LayerTape, layer: EncoderLayer, real: np.ndarray
+    d_qkv: np.ndarray, tape: LayerTape, layer: EncoderLayer, real: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """q | k | v = x W_qkv + b_qkv, heads split: dL/dq, dL/dk, dL/dv (B, H, T, d_h) -> (dL/dx (N, D) at the
-    real rows, dW_qkv (D, 3D), db_qkv (3D,)). A padding row's q, k and v reach nothing (its keys get
-    weight 0, its query's output is dropped), so its gradient is 0 and only the real rows are multiplied."""
-    B, H, T, d_h = d_q.shape
-    d_qkv = np.empty((B, T, 3, H, d_h), d_q.dtype)  # (B, T, 3, H, d_h) = (B, T, 3D) heads merged again
-    for part, d_part in enumerate((d_q, d_k, d_v)):
-        d_qkv[:, :, part] = d_part.transpose(0, 2, 1, 3)  # (B, T, H, d_h)
-    d_rows = d_qkv[real].reshape(-1, 3 * H * d_h)  # (N, 3D)
-    return linear_backward(d_rows, tape.rows, layer.W_qkv)  # (N, D), (D, 3D), (3D,)
+    """q | k | v = x W_qkv + b_qkv, heads split: dL/d(q | k | v) (B, T, 3D) -> (dL/dx (N, D) at the real rows,
+    dW_qkv (D, 3D), db_qkv (3D,)). A padding row's q, k and v reach nothing (its keys get weight 0, its
+    query's output is dropped), so its gradient is 0 and only the real rows are multiplied."""
+    B, T, width = d_qkv.shape
+    rows = d_qkv.reshape(B * T, width)  # (B*T, 3D)
+    if not real.all():
+        rows = rows.take(np.flatnonzero(real), axis=0)  # (N, 3D) the real rows, in (B, T) order
+    return linear_backward(rows, tape.rows, layer.W_qkv)  # (N, D), (D, 3D), (3D,)
+
+
+def heads_of(d_qkv: np.ndarray, part: int, heads: int) -> np.ndarray:
+    """The (B, H, T, d_h) view of part 0 (q), 1 (k) or 2 (v) of a (B, T, 3D) array: where attention's
+    backward writes dL/dq, dL/dk and dL/dv, so they need no copy to become one (B*T, 3D) matrix."""
+    B, T, width = d_qkv.shape
+    return d_qkv.reshape(B, T, 3, heads, width // (3 * heads))[:, :, part].transpose(0, 2, 1, 3)  # (B, H, T, d_h)
 
 
 def layer_backward(
@@ -100,26 +110,39 @@ def layer_backward(
     d_attended = d_z2 + d_ffn_input  # (N, D) residual: attended reaches z2 twice
     d_z1, d_gain1, d_bias1 = affine_layer_norm_backward(d_attended, tape.norm1, layer.norm1[0])  # (N, D)
     d_context, d_W_o, d_b_o = attention_out_backward(d_z1, tape, layer, real)  # (B, H, T, d_h)
-    d_weights, d_v = weighted_sum_backward(d_context, tape.weights, tape.v)  # (B, H, T, T), (B, H, T, d_h)
+    B, H, T, d_h = tape.q.shape
+    d_qkv = np.empty((B, T, 3 * H * d_h), d_output.dtype)  # (B, T, 3D) filled through three (B, H, T, d_h) views
+    d_q, d_k, d_v = (heads_of(d_qkv, part, H) for part in range(3))  # (B, H, T, d_h) each
+    d_weights, _ = weighted_sum_backward(d_context, tape.weights, tape.v, out_v=d_v)  # (B, H, T, T)
     d_scores = softmax_backward(d_weights, tape.weights)  # (B, H, T, T); padding keys (weight 0) get 0
-    d_q, d_k = scores_backward(d_scores, tape.q, tape.k, math.sqrt(tape.q.shape[-1]))  # (B, H, T, d_h) each
-    d_x, d_W_qkv, d_b_qkv = project_qkv_backward(d_q, d_k, d_v, tape, layer, real)  # (N, D)
+    scores_backward(d_scores, tape.q, tape.k, math.sqrt(d_h), out=(d_q, d_k))  # into d_qkv
+    d_x, d_W_qkv, d_b_qkv = project_qkv_backward(d_qkv, tape, layer, real)  # (N, D)
     d_x += d_z1  # (N, D) residual: the input reaches z1 directly too
     grads |= {"W_qkv": d_W_qkv, "b_qkv": d_b_qkv, "W_o": d_W_o, "b_o": d_b_o}
     grads |= {"norm1.gain": d_gain1, "norm1.bias": d_bias1, "norm2.gain": d_gain2, "norm2.bias": d_bias2}
     return d_x, grads
 
 
+def sum_rows(index: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows (N, D) summed by their index (N,): (the U distinct indices, ascending, and their sums (U, D)),
+    np.add.at's meaning, sorted and summed by runs (many times faster than np.add.at on rows)."""
+    order = np.argsort(index, kind="stable")  # (N,)
+    ordered = index[order]  # (N,)
+    starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))  # (U,) where each run begins
+    return ordered[starts], np.add.reduceat(rows[order], starts, axis=0)  # (U,), (U, D) one sum per index
+
+
 def embed_backward(d_x: np.ndarray, tape: EncoderTape, weights: EncoderWeights) -> dict[str, np.ndarray]:
     """x = LayerNorm(word[ids] + position[t] + segment[0]): dL/dx (N, D) at the real pieces -> the
-    gradients of the word, position and segment tables and of the LayerNorm (dense, each its table's shape)."""
+    gradients of the word table (a :class:`RowGradient`: the rows the batch used), the position and segment
+    tables and the LayerNorm (arrays of their shapes)."""
     d_sum, d_gain, d_bias = affine_layer_norm_backward(d_x, tape.norm, weights.norm[0])  # (N, D)
     rows, places = np.nonzero(tape.real)  # (N,) each piece's sentence and position, in (B, T) order
-    d_word = np.zeros_like(weights.word)  # (V, D)
-    np.add.at(d_word, tape.ids[rows, places], d_sum)  # (V, D) a piece used twice adds up
-    d_position = np.zeros_like(weights.position)  # (max_positions, D)
-    np.add.at(d_position, places, d_sum)  # (max_positions, D)
-    d_segment = np.zeros_like(weights.segment)  # (type_vocab_size, D)
+    d_word = RowGradient(weights.word.shape, *sum_rows(tape.ids[rows, places], d_sum))  # (U,), (U, D)
+    d_position = np.zeros(weights.position.shape, d_sum.dtype)  # (max_positions, D)
+    used, sums = sum_rows(places, d_sum)  # (T',), (T', D)
+    d_position[used] = sums  # (max_positions, D)
+    d_segment = np.zeros(weights.segment.shape, d_sum.dtype)  # (type_vocab_size, D)
     d_segment[0] = d_sum.sum(axis=0)  # (D,) every piece is segment 0
     return {"word": d_word, "position": d_position, "segment": d_segment, "norm.gain": d_gain, "norm.bias": d_bias}
 
@@ -127,7 +150,8 @@ def embed_backward(d_x: np.ndarray, tape: EncoderTape, weights: EncoderWeights) 
 def encode_backward(d_top: np.ndarray, tape: EncoderTape, weights: EncoderWeights) -> dict[str, np.ndarray]:
     """The backward step of ``encode(weights, ids, real, tape=True)``: dL/d(last hidden state) at the real
     pieces (N, D), in (B, T) order (``hidden[-1][real]``) -> every gradient, keyed like
-    :meth:`~ctxembed.core.encoder.EncoderWeights.arrays`."""
+    :meth:`~ctxembed.core.encoder.EncoderWeights.arrays` (``word``'s a :class:`RowGradient`;
+    :func:`ctxembed.train.optim.dense` makes it a table)."""
     grads: dict[str, np.ndarray] = {}
     d_hidden = d_top  # (N, D)
     for number in reversed(range(len(weights.layers))):
