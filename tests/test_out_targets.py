@@ -136,6 +136,14 @@ def test_out_a_fifo_is_written_through_and_stays_a_fifo(lines, tmp_path, fmt):
         assert pq.read_table(io.BytesIO(data)).equals(pq.read_table(regular))
 
 
+def test_out_a_link_to_a_file_stays_a_link(lines, tmp_path):
+    real, link = tmp_path / "real.jsonl", tmp_path / "link.jsonl"
+    real.write_text("old\n")
+    link.symlink_to(real)
+    succeeds(*batch_args(lines, "jsonl", link))
+    assert link.is_symlink() and real.read_text().startswith('{"line":1') and leftovers(tmp_path) == []
+
+
 def test_out_a_descriptor_path_writes_to_that_descriptor(lines):
     """/dev/stdout's kind, by a path a writer that renames could never replace (/proc refuses new files):
     the records go down the pipe that is stdout, as `cat > /dev/stdout` would send them."""
