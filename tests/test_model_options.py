@@ -109,3 +109,13 @@ def test_each_commands_help_says_what_each_model_takes(command):
     shown = " ".join(invoke(*command.split(), "--help").stdout.split())
     assert "Options each model takes: glove: every option; minilm: --max-tokens (others are refused)." in shown
     assert set(MODELS) == {"glove", "minilm"}  # the line above lists every model of the registry
+
+
+def test_dask_refuses_on_the_client_before_reading_the_file():
+    pytest.importorskip("dask")
+    from ctxembed.batch.scale import embed_file, to_parquet
+
+    with pytest.raises(SettingError, match=r"^limit does not apply to model minilm"):
+        embed_file("/nonexistent/corpus.txt", model="minilm", limit=3, weights=False)
+    with pytest.raises(SettingError, match=r"^preset 'notes' does not apply to model minilm"):
+        to_parquet("/nonexistent/corpus.txt", "/nonexistent/parts", model="minilm", preset="notes")

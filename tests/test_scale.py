@@ -148,3 +148,22 @@ def test_local_cluster_runs_the_trained_model_as_batch_does(tmp_path, minilm_fol
     got, single_table = pq.read_table(folder), pq.read_table(single)
     assert got.num_rows == lines and got.to_pylist() == single_table.to_pylist()
     assert got.schema.metadata[b"ctxembed"] == single_table.schema.metadata[b"ctxembed"]
+
+
+def test_the_docs_trained_model_example_runs(tmp_path, monkeypatch, minilm_folder):
+    """docs/scale.md's example of the trained model, on a small file, in a local scheduler."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    text = (REPO / "docs" / "scale.md").read_text(encoding="utf-8")
+    section = text[text.index("## The trained model") :]
+    example = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    path = tmp_path / "corpus.txt"
+    path.write_bytes((FIXTURES / "batch" / "lines.txt").read_bytes()[:1200])
+    monkeypatch.chdir(tmp_path)
+    example = example.replace('Client("tcp://scheduler:8786")', "Client(processes=False, dashboard_address=None)")
+    exec(compile(example, "docs/scale.md", "exec"), {})  # noqa: S102 - our own documentation
+    written = b"".join(p.read_bytes() for p in sorted((tmp_path / "minilm").glob("*.jsonl")))
+    args = ("--model", "minilm", "--word", "bank")
+    assert written == succeeds("batch", path, *args, "--no-weights").stdout_bytes
+    succeeds("batch", path, *args, "--format", "parquet", "--out", tmp_path / "single.parquet")
+    parts, single = pq.read_table(tmp_path / "minilm-parts"), pq.read_table(tmp_path / "single.parquet")
+    assert parts.num_rows > 20 and parts.to_pylist() == single.to_pylist()

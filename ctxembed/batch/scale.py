@@ -110,6 +110,16 @@ def parquet_partition(part: Partition, folder: str, number: int, **keywords: Any
 _RECORD_OPTIONS = {"weights": True, "with_vectors": False, "word": None}  # embed_lines' own keywords, and defaults
 
 
+def check_keywords(keywords: dict[str, Any]) -> None:
+    """On the client, before any partition is cut or task made: refuse an option the model does not take
+    (:func:`ctxembed.engine.registry.check_options`, as every worker's engine would)."""
+    from ctxembed.engine.registry import DEFAULT_MODEL, check_options, given_options
+
+    opened = {k: v for k, v in keywords.items() if k not in _RECORD_OPTIONS and k not in ("start", "chunk")}
+    vectors, preset = opened.pop("vectors", None), opened.pop("preset", "default")
+    check_options(opened.pop("model", DEFAULT_MODEL), given_options(vectors, preset, opened), preset=preset)
+
+
 def to_parquet(path: str, folder: str, *, blocksize: int | str = "64MiB", **keywords: Any):
     """A dask.bag whose computing writes ``folder/part.00000.parquet``, ... one file per partition, in
     order (``pyarrow.parquet.read_table(folder)`` reads them back as one table, the rows of
@@ -117,6 +127,7 @@ def to_parquet(path: str, folder: str, *, blocksize: int | str = "64MiB", **keyw
     import dask.bag as db  # the dask extra: the cluster path alone
     import fsspec
 
+    check_keywords(keywords)
     fs, _, (root,) = fsspec.get_fs_token_paths(folder)
     fs.makedirs(root, exist_ok=True)
     parts = partitions(path, blocksize)
@@ -132,6 +143,7 @@ def embed_file(path: str, *, blocksize: int | str = "64MiB", **keywords: Any):
     ``bag.to_textfiles("out/*.jsonl", last_endline=True)`` writes it in one file per partition."""
     import dask.bag as db  # the dask extra: the cluster path alone
 
+    check_keywords(keywords)
     parts = partitions(path, blocksize)
     if not parts:
         return db.from_sequence([], npartitions=1)
