@@ -152,11 +152,15 @@ def test_explain_shows_the_numbered_steps(page, server):
     type_sentence(page, "Apple makes phones")
     before = draws(page)
     page.click("#tabs button[data-tab=explain]")
-    settled(page, before, "document.querySelector('#view pre.terminal')")
-    text = page.locator("#view pre.terminal").text_content()
+    settled(page, before, "document.querySelector('#view .ctxembed-explain')")
+    text = page.locator("#view .ctxembed-explain").text_content()
     for step in ("1. inputs x", "3. raw scores", "6. weights", "7. context_i"):
         assert step in text
     assert the_command(page) == ["attend", "Apple makes phones", "--explain"]
+    # drawn in the page's own style: matrices as tables on the blue ramp, not a terminal dump
+    assert page.locator("#view pre").count() == 0
+    cells = page.locator("#view .ctxembed-explain table.matrix td")
+    assert cells.count() >= 9 and "rgb(" in cells.first.get_attribute("style")
 
 
 def test_neighbors_lists_a_chosen_tokens_neighbours(page, server):

@@ -84,9 +84,9 @@ def test_compare_neighbours_and_explain_under_minilm(minilm_folder, page, server
     # explain: the selectors learn MiniLM's 6 layers x 12 heads, and the chosen layer's steps over the pieces
     before = draws(page)
     page.click("#tabs button[data-tab=explain]")
-    settled(page, before, "document.querySelector('#view pre.terminal')")
+    settled(page, before, "document.querySelector('#view .ctxembed-explain')")
     assert page.locator("#explain-layer option").count() == 6 and page.locator("#explain-head option").count() == 12
-    text = page.locator("#view pre.terminal").text_content()
+    text = page.locator("#view .ctxembed-explain").text_content()
     assert "step by step: layer 5, head 0, over word pieces" in text and "[CLS]" in text
     assert the_command(page) == ["attend", SENTENCE, "--explain", "--model", "minilm"]
     before = draws(page)
@@ -95,7 +95,7 @@ def test_compare_neighbours_and_explain_under_minilm(minilm_folder, page, server
     before = draws(page)
     page.select_option("#explain-head", "3")
     settled(page, before, "window.ctxembedLive.lastBody.head === 3")
-    text = page.locator("#view pre.terminal").text_content()
+    text = page.locator("#view .ctxembed-explain").text_content()
     assert "step by step: layer 2, head 3, over word pieces" in text
     for step in ("1. inputs x", "q = x W_q + b_q", "6. weights", "8. a = ", "9. output = feed-forward"):
         assert step in text
@@ -104,7 +104,7 @@ def test_compare_neighbours_and_explain_under_minilm(minilm_folder, page, server
     before = draws(page)
     page.locator("#explain-word").fill("bank")
     settled(page, before, "window.ctxembedLive.lastBody.word === 'bank'")
-    assert "'bank': q . k_j = sum over its 32 dimensions" in page.locator("#view pre.terminal").text_content()
+    assert "'bank': q . k_j = sum over its 32 dimensions" in page.locator("#view .ctxembed-explain").text_content()
     command = the_command(page)
     assert command == [
         "attend",

@@ -432,11 +432,17 @@ def drawing(doc: Any, kind: str, width: int = 100) -> str:
     renderers cannot read."""
     if not isinstance(doc, dict):
         raise UsageError(f"the request body must be a document (a JSON object), not {type(doc).__name__}")
-    if kind not in ("svg", "terminal"):
-        raise UsageError(f"as must be svg or terminal, not {_shown(kind)}")
+    if kind not in ("svg", "terminal", "html"):
+        raise UsageError(f"as must be svg, terminal or html, not {_shown(kind)}")
     try:
         if kind == "svg":
             return figure_svg(build_figure(doc))
+        if kind == "html":  # the explain tab: the steps in the page's own style
+            if "explain" not in doc:
+                raise UsageError("as=html draws the steps of an explain document; this one has none")
+            from ctxembed.views.explain_html import explain_html
+
+            return explain_html(doc["explain"])
         return _terminal_html(doc, width)
     except UsageError:
         raise

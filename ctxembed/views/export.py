@@ -159,5 +159,14 @@ def html_page(doc: dict, view: View | None = None) -> str:
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>ctxembed {html.escape(name)}: {html.escape(str(subject))}</title></head>"
-        f"<body>{html_fragment(doc, view)}</body></html>\n"
+        f"<body>{html_fragment(doc, view)}{_steps(doc)}</body></html>\n"
     )
+
+
+def _steps(doc: dict) -> str:
+    """An explain document's steps under its view (``attend --explain --save x.html``), else nothing."""
+    if not isinstance(doc.get("explain"), dict):
+        return ""
+    from ctxembed.views.explain_html import explain_html  # an explain page only
+
+    return f'<div class="ctxembed-view">{explain_html(doc["explain"])}</div>'

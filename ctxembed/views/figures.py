@@ -398,17 +398,52 @@ def attend_figure(doc: dict, view: View) -> Figure:
         )
         for panel, values in panels
     ]
+    steps, written = _explain_panels(doc["explain"]) if isinstance(doc.get("explain"), dict) else ([], [])
     return Figure(
         title if "attention" in doc else f"attention weights, {title}",
         [doc["text"], *_settings_lines(doc)],
-        heatmaps,
+        heatmaps + steps,
         notes=[
             f"rows: how much each token attends to each column (rows sum to 1); darkest = {darkest:.3g}"
             + ("; · masked" if masked.any() else ""),
             *source_notes(doc["tokens"][p].get("source") for p in doc["attended_positions"]),
+            *written,
         ],
-        columns=min(4, len(heatmaps)),
+        columns=min(4, len(heatmaps)) if not steps else 2,
     )
+
+
+def _explain_panels(steps: dict) -> tuple[list[Panel], list[str]]:
+    """``--explain``'s steps for a picture (``--save x.svg|x.png``): a heatmap of each step that draws a
+    matrix (scores, scaled scores, weights), over the units the layer ran on, and every step's heading
+    and lines as notes, in order."""
+    tokens = list(steps["tokens"])
+    panels: list[Panel] = []
+    notes: list[str] = []
+    for step in steps["steps"]:
+        if "rule" in step:
+            notes += [step["rule"], *(f"({note})" for note in step["notes"])]
+            continue
+        label = (step["label"] or "").replace("{shown}", "")
+        notes += [label] * bool(label) + [line["text"].strip() for line in step["lines"]]
+        draw = step["draw"] or {}
+        if "matrix" not in draw:
+            continue
+        values = np.array([[np.nan if v is None else v for v in row] for row in steps[draw["matrix"]]], float)
+        blocked = ~np.isfinite(values)
+        if draw.get("mask"):
+            mask = np.array([[np.nan if v is None else v for v in row] for row in steps[draw["mask"]]], float)
+            blocked |= ~np.isfinite(mask)
+        finite = values[~blocked]
+        low, high = (float(finite.min()), float(finite.max())) if draw.get("range") and finite.size else (0.0, 1.0)
+        panels.append(
+            Heatmap(
+                label, tokens, tokens, np.where(blocked, 0.0, values), low=low, high=high,
+                masked=blocked if blocked.any() else None, digits=draw.get("digits", 2),
+                label="score" if draw.get("range") else "weight", x_label="key", y_label="query",
+            )
+        )  # fmt: skip
+    return panels, notes
 
 
 def _model_figure(doc: dict, view: View, labels: list[str]) -> Figure:

@@ -312,7 +312,7 @@
     var started = performance.now();
     $("command-line").textContent = commandLine(view, body);
     /* explain comes drawn (the terminal view, as HTML): its steps would be a large document to send back */
-    var path = "/api/" + view + (view === "explain" ? "?as=terminal&width=" + terminalWidth() : "");
+    var path = "/api/" + view + (view === "explain" ? "?as=html" : "");
     post(path, body, signal).then(function (doc) {
       if (mine !== sequence) return null;
       var computed = performance.now() - started;
@@ -370,7 +370,7 @@
       return Promise.resolve();
     }
     if (view === "explain") {
-      root.innerHTML = doc;  /* ctxembed's renderer escapes what the sentence holds */
+      root.innerHTML = doc;  /* ctxembed's explain_html escapes what the sentence holds */
       return Promise.resolve();
     }
     var readout = view === "neighbors" ? "hover or click a bar to read its exact value"
