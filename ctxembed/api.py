@@ -71,9 +71,9 @@ def side_by_side(
     first sentence's attention, the word's cosines, and with several sentences its cosine across
     them. A model that cannot be opened (not installed) is left out with a note saying why; the
     ``ctxembed.side-by-side/1`` document lists it under ``missing``. ``vectors``: as :class:`Explorer`'s,
-    for every view (default: the shipped GloVe). ``open_view(model, preset)`` gives
+    for every view of a model that reads vectors (default: the shipped GloVe). ``open_view(model, preset)`` gives
     each view's engine (default: a new one from the registry; the server passes its cached ones)."""
-    from ctxembed.engine.registry import side_by_side_views  # the registry names the views
+    from ctxembed.engine.registry import model_options, side_by_side_views  # the registry names the views
 
     note = on_note or say
     texts = [sentences] if isinstance(sentences, str) else list(sentences)
@@ -82,7 +82,8 @@ def side_by_side(
     entries, missing = [], []
     for number, (model, preset) in enumerate(side_by_side_views()):
         try:
-            engine = open_view(model, preset) if open_view else open_engine(vectors, preset, model=model, on_note=note)
+            reads = vectors if "vectors" in model_options(model) else None  # a trained model's words are its own
+            engine = open_view(model, preset) if open_view else open_engine(reads, preset, model=model, on_note=note)
         except CtxembedError as exc:  # not installed, weights trained for other vectors: leave it out
             if number == 0:  # the first view, the textbook one, is the picture's reference
                 raise

@@ -9,7 +9,7 @@ import pytest
 import ctxembed
 from ctxembed.engine.registry import MODELS, model_options
 from ctxembed.errors import SettingError
-from tests.cli_helpers import fails, invoke, run_json
+from tests.cli_helpers import fails, invoke, run_json, strict_json
 
 SENTENCE = "we sat on the river bank"
 
@@ -119,3 +119,14 @@ def test_dask_refuses_on_the_client_before_reading_the_file():
         embed_file("/nonexistent/corpus.txt", model="minilm", limit=3, weights=False)
     with pytest.raises(SettingError, match=r"^preset 'notes' does not apply to model minilm"):
         to_parquet("/nonexistent/corpus.txt", "/nonexistent/parts", model="minilm", preset="notes")
+
+
+def test_side_by_side_gives_its_vectors_only_to_the_models_that_read_vectors(minilm_folder, tmp_path):
+    path = tmp_path / "v.vec"
+    path.write_text("4 3\nbank 1 0 0\nriver 0 1 0\nwe 0 0 1\nsat 1 1 0\n")
+    result = invoke("side-by-side", SENTENCE, "--word", "bank", "--vectors", path, "--json")  # notes on stderr
+    assert result.exit_code == 0 and "minilm default left out" not in result.stderr
+    doc = strict_json(result.stdout)
+    views = [(m["model"], m["preset"]) for m in doc["models"]]
+    assert ("glove", "default") in views and ("minilm", "default") in views
+    assert all(missing["model"] != "minilm" for missing in doc["missing"])
