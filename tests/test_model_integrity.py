@@ -287,3 +287,48 @@ def test_safetensors_refuses_a_malformed_header_with_a_value_error(tmp_path, cas
         return
     with pytest.raises(ValueError):
         safetensors.load(path)
+
+
+# ---------------------------------------------------------------- the same checks without the real model
+
+
+@pytest.fixture
+def tiny_copy(tiny_model, tmp_path, monkeypatch):
+    """A copy of the installed tiny model (tests/tiny_model.py), mtimes kept: its record's sizes and mtimes
+    match, so opening it is the cheap path."""
+    root = tmp_path / "models"
+    shutil.copytree(tiny_model.folder, root / tiny_model.name, copy_function=shutil.copy2)
+    monkeypatch.setenv("CTXEMBED_MODELS", str(root))
+    return root / tiny_model.name
+
+
+def put_back(path, stat):
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_the_tiny_models_header_and_weights_are_checked_at_open(tiny_copy):
+    name = tiny_copy.name
+    reinstall = f"reinstall with `ctxembed models install {name}`"
+    path = tiny_copy / models.WEIGHTS
+    original, before = path.read_bytes(), path.stat()
+    integrity.load_bert(tiny_copy)  # intact
+    edit_header(path, swap_offsets)
+    put_back(path, before)
+    with pytest.raises(DataError, match="tensor layers.0.b_o is not where the converter put it") as refused:
+        integrity.load_bert(tiny_copy)
+    assert refused.value.message.endswith(reinstall)
+    path.write_bytes(original)
+    edit_tensor(path, "layers.1.W_2", lambda a: a.__setitem__((0, 0), np.inf))
+    put_back(path, before)
+    with pytest.raises(DataError, match="tensor layers.1.W_2 holds a non-finite number"):
+        integrity.load_bert(tiny_copy)
+    edit_tensor(path, "layers.1.W_2", lambda a: a.__setitem__((0, 0), 0.5))  # finite, and its mtime is new
+    with pytest.raises(DataError, match="its sha256 is not the one recorded at install"):
+        integrity.load_bert(tiny_copy)
+
+
+def test_the_tiny_models_files_must_be_regular(tiny_copy):
+    (tiny_copy / "config.json").unlink()
+    os.mkfifo(tiny_copy / "config.json")
+    line = fails(1, "attend", "we sat on the river bank", "--model", tiny_copy.name, "--json")
+    assert f"{tiny_copy / 'config.json'} is damaged (not a regular file)" in line

@@ -277,3 +277,17 @@ def test_a_read_only_models_folder_is_one_line(tmp_path, monkeypatch):
         f"ctxembed: error: cannot install into {tmp_path / 'models'} ($CTXEMBED_MODELS): "
         f"Read-only file system ({tmp_path / 'models' / '.minilm-x'})"
     )
+
+
+def test_a_model_moved_aside_by_a_killed_install_is_put_back(tmp_path):
+    """Killed between moving the old model aside and renaming the new one in: the next install's clean-up
+    puts the old folder back before it removes the temporary one."""
+    root = tmp_path / "models"
+    previous = root / ".minilm-killed" / "previous"
+    previous.mkdir(parents=True)
+    (previous / models.INSTALLED).write_text("{}")
+    (previous / "vocab.txt").write_text("[PAD]\n")
+    (root / ".minilm-killed" / models.LOCK).write_text("")  # its lock, released when its install died
+    assert install.remove_stale(root) == [root / ".minilm-killed"]
+    assert sorted(p.name for p in root.iterdir()) == ["minilm"]
+    assert (root / "minilm" / "vocab.txt").read_text() == "[PAD]\n"
