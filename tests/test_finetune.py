@@ -13,6 +13,7 @@ from ctxembed.train.finetune import (
     Pair,
     cosine_head,
     decayed_names,
+    engine_pairs,
     make_batch,
     pair_batches,
     pair_loss,
@@ -212,3 +213,38 @@ def test_a_row_gradient_steps_and_clips_as_its_dense_table_does():
         results.append((norm, arrays["word"], adam.m["word"], adam.v["word"]))
     (norm, *ours), (dense_norm, *theirs) = results
     assert norm == dense_norm and all(np.array_equal(a, b) for a, b in zip(ours, theirs, strict=True))
+
+
+def wic_fixture_pairs(engine) -> list[Pair]:
+    from ctxembed.evaluation.evaluate import read_wic
+    from tests.conftest import FIXTURES
+
+    train = next(split for split in read_wic(FIXTURES / "wic") if split.name == "train")
+    items = [(a.words, a.index, b.words, b.index, float(g)) for (a, b), g in zip(train.pairs, train.gold, strict=True)]
+    return engine_pairs(engine, items)
+
+
+def test_fine_tuning_the_installed_tiny_bert_on_wic_pairs(tiny_model):
+    """End to end on the registry's tiny BERT (tests/tiny_model.py, families'): the engine's own WordPiece
+    makes the pairs (the marked word's pieces), and fine-tuning lowers their loss, the same bits each run."""
+    from ctxembed.engine import open_engine
+
+    engine = open_engine(model=tiny_model.name)
+    pairs = wic_fixture_pairs(engine)
+    assert len(pairs) == 12
+    for pair in pairs:  # each span covers the marked word's pieces, never [CLS] or [SEP]
+        assert 0 < pair.first_span[0] < pair.first_span[1] < len(pair.first)
+        assert 0 < pair.second_span[0] < pair.second_span[1] < len(pair.second)
+    runs = []
+    for _ in range(2):
+        weights = trainable_copy(engine.weights)  # installed weights are a read-only memory map
+        head, every = head_arrays(), make_batch(pairs)
+        before = pair_loss(weights, head, every, backward=False)[0]
+        tuner = FineTuner(weights, head)
+        for step in range(12):
+            tuner.step(pair_batches(pairs, 4, np.random.default_rng(step))[step % 3], 2e-3, 2e-2)
+        runs.append((before, pair_loss(weights, head, every, backward=False)[0], weights.arrays()["layers.1.W_1"]))
+    (before, after, trained), (_, again, trained_again) = runs
+    assert after < before - 0.05, (before, after)
+    assert after == again and np.array_equal(trained, trained_again)
+    assert not np.array_equal(trained, engine.weights.arrays()["layers.1.W_1"])  # the installed model is untouched

@@ -106,12 +106,17 @@ class StepResult:
     norm: float  # the gradients' global norm before clipping
 
 
+def marked_words(weights: EncoderWeights, batch: PairBatch, *, tape: bool = False, layer: int = -1):
+    """The encoder's output on a batch (with its tape when asked) and each sentence's marked word at ``layer``
+    (the last by default): the mean of its pieces' vectors, (2P, D); rows 2i and 2i + 1 are pair i's."""
+    out = encode(weights, batch.ids, batch.real, keep_weights=False, tape=tape)
+    return out, np.einsum("st,std->sd", batch.pooling, out.hidden[layer])  # (2P, T) x (2P, T, D) -> (2P, D)
+
+
 def pair_loss(weights: EncoderWeights, head: dict[str, np.ndarray], batch: PairBatch, *, backward: bool = True):
     """The forward pass (and with ``backward`` the gradients) of one batch: (loss, p (P,), encoder grads
     keyed like :meth:`EncoderWeights.arrays`, head grads {"scale", "bias"}); grads None without backward."""
-    out = encode(weights, batch.ids, batch.real, keep_weights=False, tape=backward)
-    top = out.hidden[-1]  # (2P, T, D)
-    words = np.einsum("st,std->sd", batch.pooling, top)  # (2P, D) each marked word's mean piece vector
+    out, words = marked_words(weights, batch, tape=backward)  # (2P, D)
     u, v = words[0::2], words[1::2]  # (P, D) each
     loss, p, d_u, d_v, d_scale, d_bias = cosine_head(
         u, v, batch.labels, float(head["scale"][0]), float(head["bias"][0])
@@ -167,3 +172,19 @@ class FineTuner:
 def trainable_copy(weights: EncoderWeights) -> EncoderWeights:
     """The same weights in fresh writable arrays (installed weights are a read-only memory map)."""
     return EncoderWeights.from_arrays(weights.config, {name: np.array(a) for name, a in weights.arrays().items()})
+
+
+def engine_pairs(engine, items: Sequence[tuple[Sequence[str], int, Sequence[str], int, float]]) -> list[Pair]:
+    """Pairs from a trained engine's own tokenizer: items (words 1, index 1, words 2, index 2, label) of
+    pre-tokenised sentences (WiC's layout) -> :class:`Pair` s whose spans are the marked words' pieces."""
+
+    def pieces(words: Sequence[str], index: int) -> tuple[np.ndarray, tuple[int, int]]:
+        sentence = engine.prepare(" ".join(words), words=list(words))
+        where = np.flatnonzero(sentence.owner == sentence.used.index(index))  # (n,) the word's pieces, in a run
+        return sentence.piece_ids, (int(where[0]), int(where[-1]) + 1)
+
+    pairs = []
+    for words1, index1, words2, index2, label in items:
+        (first, span1), (second, span2) = pieces(words1, index1), pieces(words2, index2)
+        pairs.append(Pair(first.tolist(), second.tolist(), span1, span2, float(label)))
+    return pairs
