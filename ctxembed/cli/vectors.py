@@ -47,3 +47,18 @@ def vectors_convert(
     from ctxembed.vectors.sources import convert_vectors  # this command only: help never needs it
 
     show(convert_vectors(source, out, limit=limit, trust=trust, quantize=quantize), json_out, "render_converted")
+
+
+@app.command("cache", epilog="Example: ctxembed cache --json")
+@reports_errors
+@declared
+def cache(
+    clear: Annotated[
+        bool, typer.Option("--clear", help="Delete what ctxembed wrote there (it is rebuilt when next needed).")
+    ] = False,
+    json_out: bool = OPTION,
+) -> None:
+    """Show the cache folder (converted vector stores, neighbour search statistics) and its size; --clear empties it."""
+    from ctxembed.vectors.cache import cache_document  # this command only
+
+    show(cache_document(clear=clear), json_out, "render_cache")

@@ -155,3 +155,55 @@ def _checked_npy(path: Path, shape: tuple[int, ...]) -> np.ndarray | None:
     except OSError:
         pass
     return None
+
+
+# What ctxembed writes into the cache folder, by name: the only files `ctxembed cache --clear` deletes
+# (a CTXEMBED_CACHE_DIR pointed at a folder of other files loses none of them).
+CACHE_KINDS = (
+    ("converted vector stores", ("*" + STORE_SUFFIX,)),
+    ("neighbour search statistics", ("stats-*",)),
+    ("locks", ("*" + STORE_SUFFIX + ".lock", "*.lock")),
+)
+
+
+def _cache_files() -> dict[str, list[Path]]:
+    folder = cache_dir()
+    found: dict[str, list[Path]] = {kind: [] for kind, _ in CACHE_KINDS}
+    if not folder.is_dir():
+        return found
+    seen: set[Path] = set()
+    for kind, patterns in CACHE_KINDS:
+        for pattern in patterns:
+            for path in sorted(folder.glob(pattern)):
+                if path.is_file() and path not in seen:
+                    seen.add(path)
+                    found[kind].append(path)
+    return found
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # gone meanwhile (another process cleared it)
+        return 0
+
+
+def cache_document(*, clear: bool = False) -> dict:
+    """What the cache folder holds, by kind (files and bytes); with ``clear``, those files deleted
+    first-to-last and what was freed. A process reading a store it opened keeps it (POSIX unlink)."""
+    files = _cache_files()
+    kinds = [
+        {"kind": kind, "files": len(paths), "bytes": sum(_size(p) for p in paths)} for kind, paths in files.items()
+    ]
+    if clear:
+        for paths in files.values():
+            for path in paths:
+                path.unlink(missing_ok=True)
+    return {
+        "schema": "ctxembed.cache/1",
+        "folder": str(cache_dir()),
+        "kinds": kinds,
+        "files": sum(k["files"] for k in kinds),
+        "bytes": sum(k["bytes"] for k in kinds),
+        "cleared": clear,
+    }

@@ -67,6 +67,30 @@ def render_verified(console: Console, doc: dict) -> None:
     say(f"{doc['model']} in {doc['path']}: {files} files have their recorded sha256, every weight is finite")
 
 
+def render_cache(console: Console, doc: dict) -> None:
+    """``ctxembed cache``: the folder, what it holds by kind, and what --clear freed."""
+    table = Table()
+    table.add_column("kind")
+    table.add_column("files", justify="right")
+    table.add_column("size", justify="right")
+    for kind in doc["kinds"]:
+        table.add_row(kind["kind"], f"{kind['files']:,}", f"{kind['bytes'] / 2**20:,.1f} MB")
+    console.print(Text(f"cache {doc['folder']}"), overflow="fold")
+    console.print(table)
+    total = f"{doc['files']:,} files, {doc['bytes'] / 2**20:,.1f} MB"
+    if doc["cleared"]:
+        console.print(Text(f"cleared: {total} deleted (rebuilt when next needed)"))
+    else:
+        console.print(
+            Text(
+                f"{total}; it grows by a converted store per vector file and a few statistics files per vectors, "
+                "settings and model; ctxembed cache --clear empties it",
+                style="dim",
+            ),
+            overflow="fold",
+        )
+
+
 def render_models(console: Console, doc: dict) -> None:
     """``models list``: a line per installed model; with none, a note on stderr saying how to install one."""
     if not doc["models"]:
