@@ -296,7 +296,7 @@ _DECLARED: dict[str, CommandOption] = {
         str, "glove",
         "The model: glove (static vectors + the attention settings) or minilm (all-MiniLM-L6-v2, a trained "
         "6-layer BERT; `ctxembed models install minilm` first). `ctxembed models list` shows what is installed.",
-        flags=("--model", "-m"), panel=INPUT_PANEL,
+        flags=("--model", "-m"), panel="Model",
     ),
     "vectors": CommandOption(
         str, None,

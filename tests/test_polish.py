@@ -108,3 +108,11 @@ def test_the_model_view_labels_its_heads_in_one_form():
     assert "head" not in header and "h9" in header and "h10" in header
     lines = model_lines(np.zeros((1, 2, 8, 8)), ["layer 0"], ["head 0", "head 1"], 400)
     assert "head 1" in "".join(text for text, _ in lines[0])
+
+
+def test_model_is_the_first_panel_after_the_commands_own_options():
+    text = succeeds("attend", "--help", env={"COLUMNS": "100"}).stdout
+    panels = [line.strip("╭─ ").split(" ─")[0] for line in text.splitlines() if line.startswith("╭")]
+    if not panels:  # rich's plain fallback: "Model options:" headings
+        panels = [line[:-1] for line in text.splitlines() if line.endswith("options:") or line == "Options:"]
+    assert panels.index("Model options" if "Model options" in panels else "Model") == 1, panels

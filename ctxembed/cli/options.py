@@ -246,7 +246,10 @@ def _parameters() -> list[inspect.Parameter]:
             rich_help_panel=SETTINGS["scale"].panel,
         ),
     ]
-    found = [inspect.Parameter("preset", keyword, annotation=preset, default=Preset("default"))]
+    # --model first, in a panel of its own: the first choice a reader makes (the settings below are glove's)
+    model, model_default = _typed(_model_option())
+    found = [inspect.Parameter("model", keyword, annotation=model, default=model_default)]
+    found.append(inspect.Parameter("preset", keyword, annotation=preset, default=Preset("default")))
     for name, spec in SETTINGS.items():
         annotation, default = option(spec)
         found.append(inspect.Parameter(name, keyword, annotation=annotation, default=default))
@@ -254,8 +257,9 @@ def _parameters() -> list[inspect.Parameter]:
         annotation, _ = option(spec)
         found.append(inspect.Parameter(name, keyword, annotation=annotation, default=None))
     for name in _SOURCE:
-        annotation, default = command_option(OPTIONS[name]) if name != "model" else _typed(_model_option())
-        found.append(inspect.Parameter(name, keyword, annotation=annotation, default=default))
+        if name != "model":
+            annotation, default = command_option(OPTIONS[name])
+            found.append(inspect.Parameter(name, keyword, annotation=annotation, default=default))
     return found
 
 
