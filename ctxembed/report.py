@@ -34,7 +34,7 @@ def token_records(result: Contextualized) -> list[dict]:
     vector and took part in attention, and where its vector came from (``source``)."""
     used = set(result.prepared.used)
     prepared = result.prepared
-    return [
+    records = [
         {
             "text": t.text,
             "position": t.position,
@@ -47,6 +47,10 @@ def token_records(result: Contextualized) -> list[dict]:
             prepared.tokens, prepared.keys, prepared.in_vocab, prepared.sources(), strict=True
         )
     ]
+    for record, pieces in zip(records, prepared.pieces(), strict=True):
+        if pieces is not None:  # a word a subword model split: its pieces (only then, so glove's bytes stay)
+            record["pieces"] = pieces
+    return records
 
 
 def sentence_warnings(results: list[Contextualized]) -> list[str]:

@@ -118,3 +118,15 @@ def test_specials_show_draws_cls_and_sep_with_rows_as_the_model_gave_them(minilm
     assert cells[6] == pytest.approx(0.95, abs=0.006) and sum(cells) == pytest.approx(1.0, abs=0.04)
     _, rows = table(succeeds(*args, "--specials", "show", "--word", "bank").stdout, "attention of 'bank'")
     assert [row[1] for row in rows[-2:]] == ["[CLS]", "[SEP]"] and rows[-2][2].startswith("0.947")
+
+
+def test_a_split_word_shows_its_pieces(minilm_folder):
+    doc = run_json("attend", "the overdraft fee at the bank", "--model", "minilm", "--json")
+    assert doc["tokens"][1]["pieces"] == ["over", "##dra", "##ft"]
+    assert all("pieces" not in t for i, t in enumerate(doc["tokens"]) if i != 1)  # whole words carry none
+    out = succeeds("attend", "the overdraft fee at the bank", "--model", "minilm", "--color", "never").stdout
+    assert "pieces   overdraft = over ##dra ##ft" in out
+
+
+def test_glove_tokens_have_no_pieces():
+    assert all("pieces" not in t for t in run_json("attend", RIVER, "--json")["tokens"])

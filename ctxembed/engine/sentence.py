@@ -82,6 +82,10 @@ class Prepared:
         """Per token, where its vector came from: one of :data:`TOKEN_SOURCES`."""
         return token_sources(len(self.texts), self.in_vocab, self.used, self.rows, self.store)
 
+    def pieces(self) -> list[list[str] | None]:
+        """Per token, the pieces a subword model split it into (None: not split, or the units are words)."""
+        return [None] * len(self.texts)
+
     def warning(self) -> str | None:
         """A line for people when the sentence's vectors are mostly guesses (:func:`tokens_warning`)."""
         return tokens_warning(self.texts, self.sources())

@@ -78,6 +78,17 @@ class PiecedSentence(Prepared):
             found[position] = "unknown" if row in unknown else "vocabulary" if counts[row] == 1 else "pieces"
         return found
 
+    def pieces(self) -> list[list[str] | None]:
+        """Per token, its pieces when the model split it into several (``overdraft``: over ##dra ##ft)."""
+        rows: list[list[str]] = [[] for _ in self.used]
+        for text, row in zip(self.piece_texts, self.owner, strict=True):
+            if row >= 0:  # the special pieces belong to no word
+                rows[row].append(text)
+        found: list[list[str] | None] = [None] * len(self.texts)
+        for row, position in enumerate(self.used):
+            found[position] = rows[row] if len(rows[row]) > 1 else None
+        return found
+
 
 @dataclass
 class PiecedResult(Contextualized):

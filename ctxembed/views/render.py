@@ -378,6 +378,9 @@ def render_attend(
         status.append(token["text"], style="green" if token["in_vocab"] else "red strike")
         status.append(marked("", source) if source else "" if token["in_vocab"] else "(oov)")
     labelled(console, "tokens", status)
+    split = [f"{t['text']} = {' '.join(t['pieces'])}" for t in doc["tokens"] if t.get("pieces")]
+    if split:  # a subword model's pieces of the words it split
+        labelled(console, "pieces", Text("; ".join(split), style="dim"))
     _source_legend(console, [t.get("source") for t in doc["tokens"]])
     labels, positions = token_labels(doc)
     n = len(labels)
