@@ -116,3 +116,15 @@ def test_model_is_the_first_panel_after_the_commands_own_options():
     if not panels:  # rich's plain fallback: "Model options:" headings
         panels = [line[:-1] for line in text.splitlines() if line.endswith("options:") or line == "Options:"]
     assert panels.index("Model options" if "Model options" in panels else "Model") == 1, panels
+
+
+def test_explain_text_wraps_under_itself_and_neuron_terms_stay_whole():
+    args = ["attend", LONG, "--preset", "learned", "--explain", "--layer", "1", "--head", "2", "--word", "bank"]
+    lines = succeeds(*args, "--color", "never", env={"COLUMNS": "60"}).stdout.splitlines()
+    for k, line in enumerate(lines[:-1]):
+        if re.match(r"^\d\. ", line) and lines[k + 1] and not lines[k + 1].startswith(("┏", " ", "─")):
+            raise AssertionError(f"a step heading's continuation at column 0: {lines[k + 1]!r}")
+    _, rows = __import__("tests.cli_helpers", fromlist=["table"]).table("\n".join(lines), "q . k_j = sum")
+    for row in rows:
+        for cell in row[2:]:
+            assert not re.match(r"^[+-]\d", cell) and not re.search(r"d\d+$", cell), cell

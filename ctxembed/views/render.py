@@ -239,12 +239,21 @@ class _MatrixTable:
     def __rich_console__(self, console: Console, options):
         blocks = self._blocks(options.max_width) if self.split else [range(len(self.cols))]
         tables = [self._table(console, columns) for columns in blocks]
-        if len(blocks) == 1:
-            yield Group(Text(self.title, style="bold"), tables[0])
-            return
-        shown = [f"keys {c[0]}-{c[-1]}" for c in blocks]
-        yield Text(f"{self.title} (in {len(blocks)} blocks of columns: {', '.join(shown)})", style="bold")
+        title = self.title
+        if len(blocks) > 1:
+            shown = [f"keys {c[0]}-{c[-1]}" for c in blocks]
+            title = f"{title} (in {len(blocks)} blocks of columns: {', '.join(shown)})"
+        yield from self._title_lines(console, title, options.max_width)
         yield from tables
+
+    @staticmethod
+    def _title_lines(console: Console, title: str, width: int):
+        """The title wrapped to ``width``; an explain step's ("3. raw scores ...") under its words."""
+        number = title.split(" ", 1)[0]
+        indent = len(number) + 1 if number[:-1].isdigit() and number.endswith(".") else 0
+        for k, line in enumerate(Text(title, style="bold").wrap(console, max(1, width - indent), overflow="fold")):
+            line.rstrip()
+            yield Text(" " * (indent if k else 0)) + line
 
     def __rich_measure__(self, console: Console, options) -> Measurement:
         """As wide as its table (a longer title wraps over it), not the whole console, so that rich's
@@ -656,16 +665,27 @@ def render_explain(console: Console, steps: dict) -> None:
         if "rule" in step:
             console.rule(step["rule"])
             for note in step["notes"]:
-                console.print(Text(f"({note})", style="dim"), overflow="fold")
+                _hanging(console, Text(f"({note})", style="dim"), 1, first=0)
             continue
         draw = step["draw"] or {}
         if step["label"] is not None and "matrix" not in draw:
             label = step["label"].replace("{shown}", "; first 6 shown" if np.shape(steps["inputs"])[1] > 6 else "")
-            console.print(Text(label, style="bold"), overflow="fold" if step["fold"] else None)
+            number = label.split(" ", 1)[0]  # "6." : its words wrap under themselves, not at column 0
+            _hanging(console, Text(label, style="bold"), len(number) + 1 if number.endswith(".") else 0, first=0)
         for line in step["lines"]:
-            text = line["text"] if line["style"] is None else Text(line["text"], style=line["style"])
-            console.print(text, overflow="fold" if line["fold"] else None)
+            text = line["text"]
+            _hanging(console, Text(text.lstrip(), style=line["style"] or ""), len(text) - len(text.lstrip()))
         _draw_step(console, steps, step["label"], draw)
+
+
+def _hanging(console: Console, text: Text, indent: int, *, first: int | None = None) -> None:
+    """``text`` wrapped to the console, its first line after ``first`` spaces (default ``indent``), its
+    continuation lines after ``indent``: under its own words, never at column 0."""
+    start = indent if first is None else first
+    width = max(1, console.width - max(start, indent))
+    for k, line in enumerate(text.wrap(console, width, overflow="fold")):
+        line.rstrip()
+        console.print(Text(" " * (start if k == 0 else indent)) + line, overflow="ignore", crop=False)
 
 
 def _array(doc: dict, key: str):
@@ -744,11 +764,13 @@ def _render_neuron(console: Console, neuron: dict, tokens: list[str], raw: np.nd
     table.add_column("q . k", justify="right")
     table.add_column("adds most", overflow="fold")
     table.add_column("takes most", overflow="fold")
+    # each list's width: half of what the key and score columns and the borders leave (a term never splits)
+    room = (console.width - max(map(text_width, tokens), default=0) - 9 - 13) // 2
     for j, label in enumerate(tokens):
         order = np.argsort(terms[j], kind="stable")  # (d_k,) ascending
         plus = [f"d{d} {terms[j, d]:+.2f}" for d in order[::-1][:shown] if terms[j, d] > 0]
         minus = [f"d{d} {terms[j, d]:+.2f}" for d in order[:shown] if terms[j, d] < 0]
-        table.add_row(label, f"{raw[row, j]:.3f}", ", ".join(plus) or "-", ", ".join(minus) or "-")
+        table.add_row(label, f"{raw[row, j]:.3f}", _packed(plus, room) or "-", _packed(minus, room) or "-")
     console.print(table)
 
 
