@@ -472,7 +472,7 @@ def render_attend(
                 ),
                 overflow="fold",
             )
-    _token_table(console, doc, labels, positions, masked, View(layer=layer, head=head))
+    _token_table(console, doc, labels, positions, masked, View(layer=layer, head=head), drawn=extra is not None)
 
 
 def _with_specials(lines: list, layout, extra: tuple[list[str], np.ndarray], top: float) -> list:
@@ -511,7 +511,9 @@ def _packed(parts: list[str], width: int, separator: str = ", ") -> str:
     return "\n".join(lines)
 
 
-def _token_table(console: Console, doc: dict, labels, positions, masked: np.ndarray, view: View) -> None:
+def _token_table(
+    console: Console, doc: dict, labels, positions, masked: np.ndarray, view: View, drawn: bool = False
+) -> None:
     """What each token attends to most in the map shown above (its layer, head or mean, reading), with
     the share its row gave to [CLS]/[SEP] when the model has them, and how far context moved it."""
     reading = doc.get("attention")
@@ -546,8 +548,8 @@ def _token_table(console: Console, doc: dict, labels, positions, masked: np.ndar
         console.print(
             Text(
                 f"{'+'.join(hidden[0])}: the share of each word's attention that went to the model's special "
-                "pieces, hidden from the word maps (their rows are renormalised over the words); "
-                "--specials show draws them",
+                "pieces, hidden from the word maps (their rows are renormalised over the words)"
+                + ("" if drawn else "; --specials show draws them"),
                 style="dim",
             ),
             overflow="fold",
