@@ -108,7 +108,7 @@ def check_format(fmt: str, out: str | None, word: str | None) -> None:
         if fmt != "projector":
             check_output_path(out, "out")  # a directory, an unwritable folder or a full disk: now, not after the run
         elif folder.exists() and not folder.is_dir():
-            raise DataError(f"{{out}} {out}: --format projector writes a folder, and this is a file", "out")
+            raise DataError(f"{{out}} {out}: {{format}} projector writes a folder, and this is a file", "out", "format")
 
 
 # ------------------------------------------------------------------------------ worker side
@@ -396,7 +396,9 @@ class WordSink:
             if fmt == "projector":
                 folder = Path(path)
                 if folder.exists() and not folder.is_dir():
-                    raise DataError(f"{{out}} {path}: --format projector writes a folder, and this is a file", "out")
+                    raise DataError(
+                        f"{{out}} {path}: {{format}} projector writes a folder, and this is a file", "out", "format"
+                    )
                 self.made = None if folder.exists() else folder
                 try:
                     folder.mkdir(parents=True, exist_ok=True)

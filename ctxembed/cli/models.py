@@ -51,7 +51,7 @@ def models_list(json_out: bool = OPTION) -> None:
     show(models_document(), json_out, "render_models")
 
 
-@models_app.command("verify", epilog="Example: ctxembed models verify minilm")
+@models_app.command("verify", epilog="Example: ctxembed models verify minilm   # needs: ctxembed models install minilm")
 @reports_errors
 @declared
 def models_verify(

