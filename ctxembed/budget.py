@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ctxembed.errors import DataError, SettingError, UsageError
@@ -87,6 +88,13 @@ def check_piece_weights(pieces: int, layers: int, heads: int) -> None:
             f"({layers} layers x {heads} heads x {pieces:,}², {count * 4 / 2**20:,.0f} MB); the limit is "
             f"{WEIGHTS_BUDGET / 2**20:,.0f} MB: use a shorter sentence"
         )
+
+
+def line_weights(card) -> Callable[[int], int]:
+    """A line's bytes -> the most attention weights a trained model (``card``: its layers and heads) keeps
+    for it: a piece takes at least a byte, and a sentence keeps at most BUDGET.weights (check_piece_weights),
+    with two special pieces around it."""
+    return lambda size: min(attention_weights(card.layers, card.heads, size + 2), BUDGET.weights)
 
 
 def group_size(pieces: int, layers: int, heads: int, most: int) -> int:

@@ -111,3 +111,24 @@ def test_4_mib_of_words_on_stdin_is_refused_before_it_is_cut(minilm_folder):
     assert done.returncode == 1 and len(lines) == 1, done.stderr.decode()[-500:]
     assert "more than 510 word pieces" in lines[0]
     assert seconds < 30  # a cold start and the read: cutting them took 47 s before
+
+
+def test_a_batch_chunk_of_a_trained_model_keeps_its_weights_bounded():
+    """batch reads lines before they are cut into pieces: a chunk stops once its lines' bound (a piece a
+    byte, a sentence at most BUDGET.weights) passes CHUNK_COST; a line alone past it is a chunk of one."""
+    import io
+    from types import SimpleNamespace
+
+    from ctxembed.batch.driver import CHUNK_COST, LineSource
+    from ctxembed.budget import line_weights
+
+    cost = line_weights(SimpleNamespace(layers=6, heads=12))
+    assert cost(30) == 6 * 12 * 32**2 and cost(100_000) == BUDGET.weights
+    text = b"".join(b"x" * 600 + b"\n" for _ in range(40))  # each line at the most a sentence keeps
+    lines = LineSource(io.BytesIO(text), 1 << 20, line_cost=cost)
+    sizes = []
+    while (chunk := lines.next_chunk(1024)) is not None:
+        sizes.append(len(chunk))
+    assert sizes == [CHUNK_COST // BUDGET.weights] * 5
+    plain = LineSource(io.BytesIO(text), 1 << 20)  # the glove model, or no weights kept: as before
+    assert len(plain.next_chunk(1024)) == 40

@@ -38,13 +38,15 @@ import select
 import signal
 import sys
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from ctxembed.batch.pool import WorkerPool, write_all
 from ctxembed.batch.records import Encoded, LongLine, Tally, encoded_records, error_record
 from ctxembed.batch.size import note_weights_size
+from ctxembed.budget import BUDGET, line_weights
 from ctxembed.engine import ContextEngine, split_word
+from ctxembed.engine.contract import WORDPIECES
 from ctxembed.errors import CtxembedError, DataError
 from ctxembed.options import default
 from ctxembed.output import say
@@ -71,6 +73,9 @@ _MIN_LINE_BYTES = 64 << 10
 
 
 _RAW = operator.itemgetter(1)  # (number, raw) -> raw
+# the weights a chunk's lines may keep, by line_cost's bound (a piece a byte): 512 MB of float32 at worst, about a
+# quarter of it for English (four bytes a piece), and every line of the largest sentence's weights
+CHUNK_COST = 8 * BUDGET.weights
 
 
 def line_limit(max_tokens: int) -> int:
@@ -87,9 +92,20 @@ class LineSource:
     with select() so that the lines read so far are handed on instead of waiting for a full chunk.
     """
 
-    def __init__(self, stream, limit: int, *, name: str | None = None, total_bytes: int | None = None):
+    def __init__(
+        self,
+        stream,
+        limit: int,
+        *,
+        name: str | None = None,
+        total_bytes: int | None = None,
+        line_cost: Callable[[int], int] | None = None,
+    ):
         self.stream = stream
         self.limit = limit
+        # a line's bytes -> the most its run may keep (a trained model's weights): a chunk stops before
+        # their sum passes CHUNK_COST, so what a chunk holds until it is written stays bounded
+        self.line_cost = line_cost
         self.name = name  # given: the first block is checked to be text (not_text), and the input named
         self.total_bytes = total_bytes  # a file's size (None for a pipe): how much is left, for share()
         self.taken_bytes = self.taken_lines = 0  # handed out in chunks so far
@@ -201,6 +217,9 @@ class LineSource:
         chunk = list(itertools.islice(self.lines, size))
         ends = list(itertools.accumulate(map(len, map(_RAW, chunk))))  # bytes up to each line's end
         count = min(len(chunk), bisect.bisect_left(ends, _CHUNK_BYTES) + 1)  # lines begun under the cap
+        if self.line_cost is not None and count:
+            costs = list(itertools.accumulate(self.line_cost(len(_RAW(line))) for line in chunk[:count]))
+            count = min(count, bisect.bisect_right(costs, CHUNK_COST) or 1)  # at least one line
         del chunk[count:]
         for _ in range(count):
             self.lines.popleft()
@@ -337,7 +356,9 @@ def run_batch(
     if weights:  # a note before a run that would write a lot of weights (a 6 x 12 model's, say)
         note_weights_size(engine, None if source == "-" else source, total_bytes, fmt, digits)
     name = "stdin" if source == "-" else source
-    lines = LineSource(stream, line_limit(engine.max_tokens), name=name, total_bytes=total_bytes)
+    # a trained model keeps each line's weights over its pieces (at most one piece a byte) until its chunk is written
+    cost = line_weights(engine.card) if weights and engine.card.units == WORDPIECES else None
+    lines = LineSource(stream, line_limit(engine.max_tokens), name=name, total_bytes=total_bytes, line_cost=cost)
     progress = Lines(total_bytes) if enabled() else None
     written = 0  # counted for the progress bar alone: one record per input line, so at the end it is lines.number
     errors = lacking = 0
