@@ -238,16 +238,19 @@ class Explorer:
         *,
         include_context: bool = default("include_context"),
         among: int | None = default("among"),
+        space: str | None = default("space"),
     ) -> NeighborsResult:
         """Nearest vocabulary words of ``word``'s contextual vector in ``text``, beside its static ones;
         the sentence's other words are left out of both lists unless ``include_context``. ``word`` may
         name an occurrence (``bank#2``) or a position (``#8``). ``among``: search the N most frequent
-        words (default 50,000, words people know; 0: the whole vocabulary)."""
+        words (default 50,000, words people know; 0: the whole vocabulary). ``space``: where the contextual
+        list is searched, ``contextual`` (each word's mean contextual vector over Brown; a trained model's
+        default) or ``input`` (the input embeddings)."""
         among = default("among") if among is None else OPTIONS["among"].check(among)
         OPTIONS["k"].check(k)
         [result] = self.contextualize([text])
         document = neighbors_document(
-            self.engine, result, word, k, self.vectors, include_context=include_context, among=among
+            self.engine, result, word, k, self.vectors, include_context=include_context, among=among, space=space
         )
         return NeighborsResult(document)
 

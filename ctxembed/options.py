@@ -210,6 +210,12 @@ _DECLARED: dict[str, CommandOption] = {
         "Search the N most frequent words (words people know); 0: the whole vocabulary, rare names included.",
         minimum=0, metavar="N",
     ),
+    "space": CommandOption(
+        str, None,
+        "Where contextual neighbours are searched: contextual (each word's mean contextual vector over Brown, "
+        "built once; a trained model's default) or input (the model's input embeddings: GloVe's only space).",
+        choices=("contextual", "input"), optional=True, show_default=False,
+    ),
     "with_vectors": CommandOption(bool, False, "Add the static and contextual vectors (JSON, batch records)."),
     "attention": CommandOption(
         str, "raw",

@@ -15,7 +15,7 @@ from ctxembed.core.readings import READINGS, rollout, score_terms, value_norm
 from ctxembed.core.similarity import cosine, cosine_matrix
 from ctxembed.engine import Contextualized, locate, split_word
 from ctxembed.engine.steps import named_steps
-from ctxembed.errors import DataError, UsageError, counted
+from ctxembed.errors import DataError, SettingError, UsageError, counted
 from ctxembed.options import NEIGHBOURS_AMONG, default
 from ctxembed.vectors.search import nearest
 
@@ -354,6 +354,7 @@ def neighbors_document(
     *,
     include_context: bool = default("include_context"),
     among: int | None = NEIGHBOURS_AMONG,
+    space: str | None = None,
 ) -> dict:
     """Nearest words of a word's static and contextual vectors. The sentence's own words are left
     out of both lists unless ``include_context``: the contextual vector leans towards its context,
@@ -380,7 +381,17 @@ def neighbors_document(
     # all-but-the-top removal, the space the attention inputs (and so the outputs) live in
     among = min(among, len(engine.store)) if among else len(engine.store)
     static_list = nearest(engine.store, result.static[row], k=k, exclude=exclude, among=among)
-    contextual_list = nearest(engine.store, contextual, k=k, exclude=exclude, removal=engine.removal, among=among)
+    space = check_space(engine, space)
+    searched, forms = None, []
+    if space == "contextual":
+        from ctxembed.engine.space import open_space, word_forms  # lazy: only this search builds or reads it
+
+        found = open_space(engine)
+        forms = [] if include_context else word_forms(token.key, found.words)
+        contextual_list = found.nearest(contextual, engine.mix, word=token.key, k=k, exclude=exclude | set(forms))
+        searched = found.describe(engine.readout)
+    else:
+        contextual_list = nearest(engine.store, contextual, k=k, exclude=exclude, removal=engine.removal, among=among)
     return {
         "schema": "ctxembed.neighbors/3",
         "vectors": vectors,
@@ -395,13 +406,35 @@ def neighbors_document(
         "static_contextual_cosine": cosine(result.inputs[row], contextual)
         if result.inputs.shape[1] == contextual.shape[0]
         else None,
-        "space": "after the shared projection" if engine.removal is not None else "static",
+        "space": space_label(engine, space),
+        **({"search": searched, "forms": forms} if searched else {}),
         "excluded": excluded,
         "among": among,
         "static": [{"word": w, "similarity": s} for w, s in static_list],
         "contextual": [{"word": w, "similarity": s} for w, s in contextual_list],
         "warnings": sentence_warnings([result]) + [line for line in [twins_warning(result, word)] if line],
     }
+
+
+def check_space(engine, space: str | None) -> str:
+    """The neighbour space a search uses: ``space``, or the engine's first (its default); a SettingError
+    for a space the engine has none of."""
+    if space is None:
+        return engine.card.spaces[0]
+    if space not in engine.card.spaces:
+        raise SettingError(
+            f"{{space}} {space}: model {engine.card.name} searches {' or '.join(engine.card.spaces)}", "space"
+        )
+    return space
+
+
+def space_label(engine, space: str) -> str:
+    """How a document names the space its contextual list was searched in."""
+    if space == "contextual":
+        return f"contextual: {engine.card.readout} averaged over Brown"
+    if space == "input" and engine.card.spaces[0] != "input":
+        return "input embeddings"
+    return "after the shared projection" if engine.removal is not None else "static"
 
 
 def explain_steps(

@@ -148,6 +148,7 @@ def neighbors(
     k: int = OPTION,
     include_context: bool = OPTION,
     among: int = OPTION,
+    space: str | None = OPTION,
     json_out: bool = OPTION,
     save: list[Path] | None = OPTION,
     explorer=None,
@@ -157,7 +158,7 @@ def neighbors(
     The sentence's own words are left out, so the list says what the word means here."""
     text = read_sentence(sentence, "neighbors")
     check_saves(save)
-    doc = explorer().neighbors(text, word, k, include_context=include_context, among=among).document()
+    doc = explorer().neighbors(text, word, k, include_context=include_context, among=among, space=space).document()
     save_all(doc, save)
     show(doc, json_out, "render_neighbors")
 

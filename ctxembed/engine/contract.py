@@ -84,6 +84,10 @@ class ModelCard:
     upstream: str | None = None  # where a trained model's weights come from (Hugging Face's name)
     # projection numbers applied to each token, all layers together (0: the identity): the cost budget's work
     parameters: int = 0
+    # where `neighbors` searches a contextual vector's neighbours, the default first: "input" (the input
+    # vectors: the store, after all-but-the-top when the model applies it) or "contextual" (each word's
+    # mean contextual vector over Brown at the same read-out, built once: ctxembed.engine.space)
+    spaces: tuple[str, ...] = ("input",)
 
     @property
     def keeps_layers(self) -> bool:

@@ -159,6 +159,7 @@ class TrainedEngine:
             options=self.family.options,
             trained=True,
             upstream=self.upstream,
+            spaces=("contextual", "input"),  # measured on data/ambiguous.tsv: docs/senses.md
         )
 
     @property
