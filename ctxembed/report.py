@@ -384,12 +384,12 @@ def neighbors_document(
     space = check_space(engine, space)
     searched, forms = None, []
     if space == "contextual":
-        from ctxembed.engine.space import open_space, word_forms  # lazy: only this search builds or reads it
+        from ctxembed.engine.space import open_space, readout_name, word_forms  # lazy: only this search reads it
 
         found = open_space(engine)
         forms = [] if include_context else word_forms(token.key, found.words)
         contextual_list = found.nearest(contextual, engine.mix, word=token.key, k=k, exclude=exclude | set(forms))
-        searched = found.describe(engine.readout)
+        searched = found.describe(readout_name(engine.mix))
     else:
         contextual_list = nearest(engine.store, contextual, k=k, exclude=exclude, removal=engine.removal, among=among)
     return {
@@ -431,7 +431,9 @@ def check_space(engine, space: str | None) -> str:
 def space_label(engine, space: str) -> str:
     """How a document names the space its contextual list was searched in."""
     if space == "contextual":
-        return f"contextual: {engine.card.readout} averaged over Brown"
+        from ctxembed.engine.space import readout_name  # lazy: as the search
+
+        return f"contextual: each word's {readout_name(engine.mix)} averaged over Brown"
     if space == "input" and engine.card.spaces[0] != "input":
         return "input embeddings"
     return "after the shared projection" if engine.removal is not None else "static"

@@ -36,9 +36,7 @@ def follows(lists: dict[str, list[set[str]]]) -> tuple[bool, int, int]:
     """(whether every same-sense overlap beats every cross-sense one, the lowest same, the highest cross)."""
     same = [len(a & b) for sets in lists.values() for a, b in itertools.combinations(sets, 2)]
     cross = [
-        len(a & b)
-        for one, two in itertools.combinations(lists.values(), 2)
-        for a, b in itertools.product(one, two)
+        len(a & b) for one, two in itertools.combinations(lists.values(), 2) for a, b in itertools.product(one, two)
     ]
     return min(same) > max(cross), min(same), max(cross)
 
@@ -76,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         print()
         return 0
     for r in rows:
-        print(f"{r['word']:8} {'follows' if r['follows'] else '-      '} same >= {r['lowest_same']}  cross <= {r['highest_cross']}")
+        mark = "follows" if r["follows"] else "-      "
+        print(f"{r['word']:8} {mark} same >= {r['lowest_same']}  cross <= {r['highest_cross']}")
     print(json.dumps(summary))
     return 0
 

@@ -63,3 +63,26 @@ def models_verify(
     from ctxembed.vectors.integrity import verify  # the models commands only
 
     show(verify(name), json_out, "render_verified")
+
+
+@models_app.command("space", epilog="Example: ctxembed models space minilm   # built once, then cached")
+@reports_errors
+@declared
+def models_space(
+    name: Annotated[str, typer.Argument(help="The trained model whose neighbour space to build: minilm.")],
+    rebuild: Annotated[bool, typer.Option(help="Build it again (a damaged space is refused until then).")] = False,
+    json_out: bool = OPTION,
+) -> None:
+    """Build a trained model's contextual neighbour space (each word's mean contextual vector over Brown,
+    what `neighbors --model NAME` searches) if it is not built yet, and say its size and build time."""
+    from ctxembed.engine.space import space_document  # the models commands only
+
+    doc = space_document(name, rebuild=rebuild, on_note=say)
+    if json_out:
+        show(doc, json_out, None)
+        return
+    typer.echo(
+        f"{doc['model']}: {doc['words']:,} words ({doc['templated']:,} from the template sentence) over "
+        f"{doc['lines']:,} Brown sentences, {doc['bytes'] / 1e6:.0f} MB in {doc['folder']}, built in "
+        f"{doc['build_seconds']:.0f} s ({doc['build_cpu_seconds']:.0f} CPU s)"
+    )

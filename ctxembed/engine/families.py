@@ -88,6 +88,7 @@ def _open_trained(entry: ModelEntry, vectors: Any, preset: str, **keywords: Any)
         max_tokens=keywords.get("max_tokens") or DEFAULT_MAX_TOKENS,
         label=keywords.get("label") or str,
         settings=keywords.get("settings"),
+        readout_layer=keywords.get("readout_layer"),
     )
 
 

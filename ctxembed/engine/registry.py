@@ -26,8 +26,9 @@ Model = ModelEntry  # a registry entry, by the name the engine package exports
 
 
 def entry_of(model: str) -> ModelEntry:
-    """The registry's entry for ``model`` (a name or an alias); SettingError naming the known ones."""
-    entry = find(model)
+    """The registry's entry for ``model`` (a name or an alias, or NAME@N: the model read out at hidden state
+    N); SettingError naming the known ones."""
+    entry = find(model.partition("@")[0])
     if entry is None:
         raise SettingError(f"{{model}} {model!r}: no such model (known: {', '.join(MODELS)})", "model")
     return entry
@@ -44,8 +45,16 @@ def open_engine(
     :func:`ctxembed.engine.glove.open_glove` (limit, trust, oov, max_tokens, on_note, label and
     settings). Raises SettingError for a model no entry of :data:`MODELS` names, and, before anything
     is opened, for an option the model does not take (:func:`check_options`)."""
-    entry = entry_of(model)
+    name, at, layer = model.partition("@")
+    entry = entry_of(name)
     check_options(entry.name, given_options(vectors, preset, keywords), preset=preset)
+    if at:  # NAME@N: a trained model read out at hidden state N, the spelling every command and eval take
+        if not FAMILIES[entry.family].trained or not layer.isdigit():
+            raise SettingError(
+                f"{{model}} {model!r}: NAME@N reads a trained model's hidden state N (e.g. minilm@3); "
+                "the glove model's read-out is its {mix}", "model", "mix"
+            )  # fmt: skip
+        keywords["readout_layer"] = int(layer)
     return FAMILIES[entry.family].open(entry, vectors, preset, **keywords)
 
 

@@ -39,9 +39,14 @@ MIN_COUNT = 2  # occurrences in the corpus share below which a word's vectors co
 SHARE = 8  # every SHARE-th line of the corpus is read: 7,168 of Brown's 57,340 lines (see docs/senses.md)
 VOCABULARY = 20_000  # the most frequent words of the model's neighbour vocabulary that make the space
 CHUNK_LINES = 256
-COMPONENTS = 3  # top principal directions removed from the space and the query (all-but-the-top)
+# top principal directions removed from the space and the query (all-but-the-top); 3 did no
+# better on data/ambiguous.tsv (docs/senses.md)
+COMPONENTS = 0
 PCA_ROWS = 5_000  # the most frequent words the directions are computed from
-OWN = 0.6  # how much of the word's own type direction a query loses  # lines encoded at a time (the engine groups them by length)
+
+# how much of the word's own type direction a query loses: 0.5, 0.6, 0.7 follow the sense for 9, 12
+# and 14 of the 20 words of data/ambiguous.tsv (docs/senses.md)
+OWN = 0.7
 
 
 @dataclass
@@ -137,9 +142,18 @@ def _readout(vectors: np.ndarray) -> np.ndarray:
     return np.concatenate([_unit(readout.remove(vectors)), centre[None], top]).astype(np.float32)
 
 
+def readout_name(mix: LayerMix) -> str:
+    """A read-out as a person reads it: "mean of h0..h6" for equal weights, else its formula (1·h3)."""
+    weights = np.asarray(mix.weights)
+    if np.allclose(weights, weights[0]) and not mix.normalize:
+        return f"mean of h0..h{len(weights) - 1}"
+    return mix.formula()
+
+
 def mix_key(mix: LayerMix) -> str:
     """A short name for a read-out's weights (the unit rows' file)."""
-    data = np.ascontiguousarray(mix.weights, dtype=np.float64).tobytes() + bytes([mix.normalize])
+    data = np.ascontiguousarray(mix.weights, dtype=np.float64).tobytes() + bytes([mix.normalize, COMPONENTS])
+    data += PCA_ROWS.to_bytes(4, "little")
     return f"{zlib.crc32(data):08x}"
 
 
@@ -228,7 +242,9 @@ def template_states(engine, words: Sequence[str]) -> np.ndarray:
     return np.stack(out, axis=1) if out else None
 
 
-def build_space(engine, lines: Sequence[str], vocabulary: Sequence[str], *, progress=None) -> tuple[np.ndarray, np.ndarray]:
+def build_space(
+    engine, lines: Sequence[str], vocabulary: Sequence[str], *, progress=None
+) -> tuple[np.ndarray, np.ndarray]:
     """(means (K, V, D) float16, counts (V,) int32): corpus means, template vectors for rare words."""
     sums, counts = accumulate(engine, lines, vocabulary, progress=progress)
     rare = np.flatnonzero(counts < MIN_COUNT)
@@ -253,7 +269,7 @@ def space_folder(engine) -> Path:
         source = file_fingerprint(Path(engine.store.path).resolve())
     except (OSError, TypeError):
         source = {"words": len(engine.store)}
-    recipe = [source, engine.summary(), SHARE, VOCABULARY, MIN_COUNT, TEMPLATE, COMPONENTS, PCA_ROWS]
+    recipe = [source, engine.card.name, engine.card.family, SHARE, VOCABULARY, MIN_COUNT, TEMPLATE]
     key = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:12]
     return cache_dir() / f"space-{engine.model}-v{VERSION}-{key}"
 
@@ -268,7 +284,9 @@ def open_space(engine, *, build: bool = True, on_note: Callable[[str], None] | N
     folder = space_folder(engine)
     if not folder.exists():
         if not build:
-            raise DataError(f"{engine.model}'s contextual neighbour space is not built: run `{rebuild_command(engine)}`")
+            raise DataError(
+                f"{engine.model}'s contextual neighbour space is not built: run `{rebuild_command(engine)}`"
+            )
         build_folder(engine, folder, on_note=on_note)
     return read_folder(folder, rebuild_command(engine))
 
@@ -381,3 +399,40 @@ def word_forms(word: str, words: Sequence[str]) -> list[str]:
         elif word.endswith("y") and other.startswith(word[:-1]) and other[len(word) - 1 :] in ("ies", "ied"):
             found.append(other)
     return found
+
+
+def space_document(model: str, *, rebuild: bool = False, on_note: Callable[[str], None] | None = None) -> dict:
+    """`ctxembed models space MODEL`: build ``model``'s contextual neighbour space when it is missing (or
+    again with ``rebuild``) and say what it holds, where, its size and how long it took to build."""
+    from ctxembed.engine.registry import open_engine
+
+    engine = open_engine(model=model)
+    if "contextual" not in engine.card.spaces:
+        raise DataError(
+            f"model {engine.card.name} has no contextual neighbour space (it searches {engine.card.spaces[0]})"
+        )
+    folder = space_folder(engine)
+    if rebuild:
+        shutil.rmtree(folder, ignore_errors=True)
+    space = open_space(engine, on_note=on_note)
+    return {
+        "schema": "ctxembed.space/1",
+        "model": engine.card.name,
+        "folder": str(folder),
+        "bytes": sum(f.stat().st_size for f in folder.iterdir()),
+        **{
+            key: space.meta[key]
+            for key in (
+                "corpus",
+                "share",
+                "lines",
+                "template",
+                "min_count",
+                "templated",
+                "shape",
+                "build_seconds",
+                "build_cpu_seconds",
+            )
+        },  # fmt: skip
+        "words": len(space.words),
+    }

@@ -35,7 +35,7 @@ from ctxembed.core.readings import sent_vectors
 from ctxembed.declarations import DEFAULT_MAX_TOKENS
 from ctxembed.engine.contract import WORDPIECES, Masks, ModelCard
 from ctxembed.engine.sentence import NO_STEPS, AttentionParts, Contextualized, LayerTrace, Prepared
-from ctxembed.errors import DataError
+from ctxembed.errors import DataError, SettingError
 from ctxembed.presets import PRESETS, Settings
 from ctxembed.vectors.integrity import check_finite, open_store
 from ctxembed.vectors.mixfiles import resolve_mix
@@ -113,6 +113,7 @@ class TrainedEngine:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         label: Callable[[str], str] = str,
         settings: Settings | None = None,
+        readout_layer: int | None = None,
     ):
         self.model, self.entry, self.family = entry.name, entry, family
         # how documents name it: its upstream model's own name (all-MiniLM-L6-v2), else its registry name
@@ -135,6 +136,14 @@ class TrainedEngine:
         # the configuration it runs as: the model and its read-out (eval's NAME@N gives a mix), nothing else;
         # not part of the contract: what eval's ladder and Explorer.settings carry for this model
         self.settings: Settings = settings or replace(PRESETS["textbook"], preset=self.model, model=self.model)
+        if readout_layer is not None:  # --model NAME@N: hidden state N alone, as eval's NAME@N
+            if readout_layer > self.layers:
+                raise SettingError(
+                    f"{{model}} {self.model}@{readout_layer}: {self.model}'s hidden states are 0 (the input) to "
+                    f"{self.layers}", "model"
+                )  # fmt: skip
+            weights = ",".join("1" if j == readout_layer else "0" for j in range(self.layers + 1))
+            self.settings = replace(self.settings, mix=weights, mix_norm=False, preset=f"{self.model}@{readout_layer}")
         base = self.settings
         # the read-out: the settings' mix when they name one (eval's NAME@N), else the mean of h0 ... hL
         self.mix = resolve_mix(base.mix, self.layers) if base.mix else None
