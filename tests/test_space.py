@@ -132,3 +132,14 @@ def test_space_record_is_json(tiny_space):
     space = sp.open_space(tiny_space, on_note=lambda _: None)
     record = json.loads((space.folder / "space.json").read_text())
     assert record["lines"] == len(LINES) and record["version"] == sp.VERSION
+
+
+def test_sense_labels_of_a_trained_model_come_from_its_contextual_space(tiny_space):
+    from ctxembed.senses.induce import sense_labels
+
+    space = sp.open_space(tiny_space, on_note=lambda _: None)
+    centres = np.random.default_rng(0).standard_normal((2, tiny_space.dim)).astype(np.float32)  # (2, d)
+    labels = sense_labels(tiny_space, centres, k=3, exclude={"river"}, word="bank")
+    assert len(labels) == 2 and all(len(found) == 3 for found in labels)
+    words = {w for found in labels for w, _ in found}
+    assert words <= set(space.words) - space.templated_words - {"river", "bank"}

@@ -69,6 +69,11 @@ class NeighbourSpace:
         """How many words have their vectors from the template sentence."""
         return int((self.counts == 0).sum())
 
+    @property
+    def templated_words(self) -> set[str]:
+        """The words whose vectors come from the template sentence."""
+        return {self.words[i] for i in np.flatnonzero(self.counts == 0)}
+
     def describe(self, readout: str) -> dict:
         """The JSON record of the space a list was searched in."""
         return {
@@ -95,16 +100,27 @@ class NeighbourSpace:
         return self._readouts[key]
 
     def nearest(
-        self, vector: np.ndarray, mix: LayerMix, *, word: str, k: int, exclude: set[str]
+        self,
+        vector: np.ndarray,
+        mix: LayerMix,
+        *,
+        word: str | None,
+        k: int,
+        exclude: set[str],
+        direction: bool = False,
     ) -> list[tuple[str, float]]:
         """The ``k`` words whose read-out is most cosine-similar to ``vector`` (D,), the read-out of
         ``word`` in a sentence, best first, skipping ``exclude``. The query goes through the read-out's
         centring and removal, and loses ``OWN`` of the word's own type direction: what the sentence
-        makes of the word, rather than the word itself (whose type vector sits near every sentence's)."""
+        makes of the word, rather than the word itself (whose type vector sits near every sentence's).
+        ``direction``: ``vector`` is a difference of read-outs (a sense's centre minus the others'), used
+        as it is."""
         space = self.readout(mix)
-        query = space.remove(np.asarray(vector, dtype=np.float64)[None])[0]  # (D,)
+        query = np.asarray(vector, dtype=np.float64)  # (D,)
+        if not direction:
+            query = space.remove(query[None])[0]  # (D,)
         query = _unit(query[None])[0]
-        row = self.row_of.get(word)
+        row = None if word is None else self.row_of.get(word)
         if row is not None:
             query = query - OWN * space.units[row]  # (D,)
         scores = space.units @ _unit(query[None])[0].astype(np.float32)  # (V, D) @ (D,) -> (V,)

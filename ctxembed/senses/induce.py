@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ctxembed.core.mix import LayerMix
 from ctxembed.core.similarity import unit_rows
 from ctxembed.engine import ContextEngine
 from ctxembed.errors import DataError
@@ -228,17 +229,45 @@ def pca_map(unit: np.ndarray) -> tuple[np.ndarray, list[float]]:
 
 
 def sense_labels(
-    engine: ContextEngine, centres: np.ndarray, *, k: int, exclude: set[str]
+    engine: ContextEngine, centres: np.ndarray, *, k: int, exclude: set[str], word: str = ""
 ) -> list[list[tuple[str, float]]]:
     """Nearest vocabulary words of each centre's distinctive direction (the centre minus the mean of the
     centres, so words every sense shares do not label them all), among the LABEL_VOCABULARY most frequent
-    words (rare words make poor labels, and the search is that much faster), alphabetic words only."""
+    words (rare words make poor labels, and the search is that much faster), alphabetic words only. A
+    model whose neighbours live in its contextual space (its card's first space) is labelled there
+    (:func:`contextual_labels`)."""
+    if engine.card.spaces[0] == "contextual":
+        return contextual_labels(engine, centres, k=k, exclude=exclude, word=word)
     vocabulary = engine.store.head(min(LABEL_VOCABULARY, len(engine.store)))
     mean = centres.mean(axis=0) if len(centres) > 1 else np.zeros(centres.shape[1])  # (d,)
     labels = []
     for centre in centres:
         direction = (centre - mean).astype(np.float32)  # (d,)
         found = nearest(vocabulary, direction, k=4 * k + 20, exclude=exclude, removal=engine.removal)
+        labels.append([(w, s) for w, s in found if w.isalpha()][:k])
+    return labels
+
+
+def contextual_labels(
+    engine: ContextEngine, centres: np.ndarray, *, k: int, exclude: set[str], word: str
+) -> list[list[tuple[str, float]]]:
+    """Each centre's nearest words in the model's contextual neighbour space (:mod:`ctxembed.engine.space`),
+    searched as `neighbors` searches a word's vector there (its own type direction partly removed), minus
+    the word's forms and ``exclude``; alphabetic words only."""
+    from ctxembed.engine.space import open_space, word_forms  # lazy: only a trained model's labels read it
+
+    space = open_space(engine)
+    banned = exclude | set(word_forms(word, space.words)) | {word} | space.templated_words
+    # the occurrence vectors lost their own term (the mix's h0 share): the space is read out without it too
+    weights = np.asarray(engine.mix.weights, dtype=np.float64).copy()  # (L + 1,)
+    weights[0] = 0.0
+    mix = LayerMix(weights / weights.sum(), engine.mix.gamma, "the read-out without h0", engine.mix.normalize)
+    mean = centres.mean(axis=0) if len(centres) > 1 else np.zeros(centres.shape[1])  # (d,)
+    labels = []
+    for centre in centres:
+        distinct = len(centres) > 1
+        query = centre - mean if distinct else centre  # (d,) what sets this sense apart from the others
+        found = space.nearest(query, mix, word=None, k=2 * k + 10, exclude=banned, direction=distinct)
         labels.append([(w, s) for w, s in found if w.isalpha()][:k])
     return labels
 
@@ -277,7 +306,7 @@ def word_document(
     centres = centroids(unit, clustering.labels, clustering.k)  # (k, d)
     closeness = np.einsum("nd,nd->n", unit, centres[clustering.labels])  # (n,) cosine to own centre
     can_label = engine.out_dim == engine.dim
-    labels = sense_labels(engine, centres, k=label_words, exclude=set(forms)) if can_label else None
+    labels = sense_labels(engine, centres, k=label_words, exclude=set(forms), word=word) if can_label else None
     points, explained = pca_map(unit)  # (n, 2)
     entry.update(
         k=clustering.k,
