@@ -366,7 +366,7 @@ def gelu(x: np.ndarray, slope: np.ndarray | None = None) -> np.ndarray:
         if slopes is None:
             _gelu_block(block, *scratch[:, : len(block)])  # in place
         else:
-            *spare, extra = scratch[:, : len(block)]
+            *spare, extra = scratch[:, : len(block)]  # 3 x (n, F) the forward's scratch, (n, F) the slope's
             _gelu_block(block, *spare, slopes[start : start + GELU_ROWS], extra)  # in place, and its slope
     return x
 
@@ -395,11 +395,11 @@ def _gelu_block(
     if slope is not None:
         np.multiply(t, 5 * _PHI_C[4], out=slope)  # (n, F) poly'(t) = c1 + 2 c2 t + ... + 5 c5 t^4, by Horner
         for power, c in reversed(list(enumerate(_PHI_C[:4], start=1))):
-            slope += power * c
+            slope += power * c  # (n, F)
             if power > 1:
-                slope *= t
-        slope *= t
-        slope *= t
+                slope *= t  # (n, F)
+        slope *= t  # (n, F)
+        slope *= t  # (n, F) poly'(t) t^2
         slope *= -_PHI_Q  # (n, F) poly'(t) dt/da, dt/da = -q t^2
         np.multiply(a, poly, out=extra)  # (n, F)
         slope -= extra  # (n, F) (d/da of poly(t) exp(-a^2 / 2)) / exp(-a^2 / 2)
@@ -409,7 +409,7 @@ def _gelu_block(
     poly *= t  # Phi(-a)
     if slope is not None:
         slope *= t  # (n, F) P'(a)
-        slope *= a
+        slope *= a  # (n, F) a P'(a)
         slope += poly  # (n, F) (aP)'(a) = P + a P'
         np.subtract(0.5, slope, out=slope)  # (n, F) 0.5 - (aP)' >= 0: (aP)' = Phi(-a) - a phi(a) <= 1/2
         np.copysign(slope, h, out=slope)  # (n, F) with x's sign: a mask-free where (x > 0, x < 0)
@@ -532,9 +532,11 @@ def encoder_layer(
     q, k, v = project_qkv(x.reshape(B * T, D), layer, config, B, T)  # (B, H, T, d_h) each
     context, weights = attention(q, k, v, key_bias=key_bias, out=weights_out)  # (B, H, T, d_h), (B, H, T, T)
     saved = None if keep is None else []  # the LayerNorms' and the feed-forward's tape, in the order they run
-    attended = add_and_norm(attention_out(context, layer, real, saved), rows, layer.norm1, config.eps, saved)
+    attended = add_and_norm(attention_out(context, layer, real, saved), rows, layer.norm1, config.eps, saved)  # (N, D)
     into = out.reshape(B * T, D) if real is None else None  # (B*T, D) a view of out: no padding, no copy
-    output = add_and_norm(feed_forward(attended, layer, into, saved), attended, layer.norm2, config.eps, saved)
+    output = add_and_norm(
+        feed_forward(attended, layer, into, saved), attended, layer.norm2, config.eps, saved
+    )  # (N, D)
     if real is not None:
         out[real] = output  # (B, T, D)[real] = (N, D): the pieces' rows back in place
     if keep is not None:
