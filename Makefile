@@ -41,8 +41,10 @@ run: $(VENV)/.installed models
 	$(BIN)/ctxembed neighbors "I deposited money in the bank" --word bank -k 8
 	@echo "--- the same sentences under a trained transformer (all-MiniLM-L6-v2, --model minilm) ---"
 	$(BIN)/ctxembed compare --word bank --model minilm $(BANKS)
-	$(BIN)/ctxembed neighbors "we sat on the river bank" --word bank -k 8 --model minilm
-	$(BIN)/ctxembed neighbors "I deposited money in the bank" --word bank -k 8 --model minilm
+	@echo "--- its neighbours are searched among words' mean contextual vectors over Brown (built once: ~100 CPU s) ---"
+	$(BIN)/ctxembed models space minilm
+	$(BIN)/ctxembed neighbors "we sat on the river bank" --word bank --model minilm
+	$(BIN)/ctxembed neighbors "I deposited money in the bank" --word bank --model minilm
 
 # CTXEMBED_REQUIRE_MODELS=1: the tests of the real model fail, instead of skipping, if it is missing.
 test: $(VENV)/.installed-dev browser models
