@@ -14,6 +14,7 @@ from ctxembed.train.finetune import (
     cosine_head,
     decayed_names,
     engine_pairs,
+    epoch_batches,
     make_batch,
     pair_batches,
     pair_loss,
@@ -248,3 +249,28 @@ def test_fine_tuning_the_installed_tiny_bert_on_wic_pairs(tiny_model):
     assert after < before - 0.05, (before, after)
     assert after == again and np.array_equal(trained, trained_again)
     assert not np.array_equal(trained, engine.weights.arrays()["layers.1.W_1"])  # the installed model is untouched
+
+
+def test_an_interrupted_run_resumed_from_its_saved_state_ends_with_the_same_weights(tmp_path):
+    pairs = tiny_pairs(20)
+
+    def run(steps: range, tuner: FineTuner) -> None:
+        for step in steps:
+            epoch, at = divmod(step, 3)
+            batch = epoch_batches(pairs, 7, seed=5, epoch=epoch)[at]  # 3 batches an epoch
+            tuner.step(batch, linear_schedule(step, 8, 3e-3, 2), 3e-2)
+
+    whole = FineTuner(trainable_copy(random_weights(TINY, seed=1)), head_arrays())
+    run(range(8), whole)
+    first = FineTuner(trainable_copy(random_weights(TINY, seed=1)), head_arrays())
+    run(range(5), first)  # interrupted mid-epoch, after step 5 of 8
+    np.savez(tmp_path / "state.npz", **first.state())
+    resumed = FineTuner(trainable_copy(random_weights(TINY, seed=9)), head_arrays())  # other weights: all replaced
+    with np.load(tmp_path / "state.npz") as saved:
+        resumed.restore(dict(saved))
+    run(range(5, 8), resumed)
+    ours, theirs = resumed.state(), whole.state()
+    assert ours.keys() == theirs.keys() and all(np.array_equal(ours[n], theirs[n]) for n in ours)
+    assert not np.array_equal(first.state()["weights.word"], theirs["weights.word"])  # the last steps did change it
+    with pytest.raises(ValueError, match="lacks"):
+        resumed.restore({"adam.t": np.array(1)})

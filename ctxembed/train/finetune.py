@@ -76,6 +76,12 @@ def pair_batches(pairs: Sequence[Pair], batch_pairs: int, rng: np.random.Generat
     return [make_batch([pairs[i] for i in chunk]) for chunk in chunks]
 
 
+def epoch_batches(pairs: Sequence[Pair], batch_pairs: int, seed: int, epoch: int) -> list[PairBatch]:
+    """Epoch ``epoch``'s batches (:func:`pair_batches`) in an order drawn from (seed, epoch) alone, so a run
+    resumed at any step of any epoch sees the batches an uninterrupted run would."""
+    return pair_batches(pairs, batch_pairs, np.random.default_rng([seed, epoch]))
+
+
 # ---------------------------------------------------------------------------------------- the head
 
 
@@ -159,6 +165,27 @@ class FineTuner:
         names = list(self.arrays)
         self.adam = Adam(names, shapes, weights.dtype, weight_decay=weight_decay, decayed=decayed_names(names))
         self.head_adam = Adam(list(head), {name: a.shape for name, a in head.items()}, weights.dtype)
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Everything a resumed run needs, as flat named arrays (np.savez writes them): the encoder's and
+        the head's arrays and both optimisers' moments and step counts. :meth:`restore` puts them back."""
+        named = {f"weights.{n}": a for n, a in self.arrays.items()} | {f"head.{n}": a for n, a in self.head.items()}
+        for prefix, adam in (("adam", self.adam), ("head_adam", self.head_adam)):
+            named |= {f"{prefix}.m.{n}": m for n, m in adam.m.items()} | {
+                f"{prefix}.v.{n}": v for n, v in adam.v.items()
+            }
+            named[f"{prefix}.t"] = np.array(adam.t)
+        return named
+
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        """Copy a :meth:`state` back into this tuner's arrays, in place (ValueError for a missing array)."""
+        missing = sorted(set(self.state()) - set(state))
+        if missing:
+            raise ValueError(f"the saved state lacks {len(missing)} arrays, {missing[0]!r} first")
+        for name, array in self.state().items():
+            if array.ndim:
+                array[...] = state[name]
+        self.adam.t, self.head_adam.t = int(state["adam.t"]), int(state["head_adam.t"])
 
     def step(self, batch: PairBatch, lr: float, head_lr: float) -> StepResult:
         """Forward, backward, clip (encoder and head together), one AdamW step."""
