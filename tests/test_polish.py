@@ -128,3 +128,12 @@ def test_explain_text_wraps_under_itself_and_neuron_terms_stay_whole():
     for row in rows:
         for cell in row[2:]:
             assert not re.match(r"^[+-]\d", cell) and not re.search(r"d\d+$", cell), cell
+
+
+def test_the_model_view_picture_labels_its_maps_with_the_tokens(tmp_path):
+    from tests.test_export import svg_texts
+
+    succeeds("attend", "we sat on the river bank", "--heads", "2", "--layers", "2", "--all-layers", "--all-heads",
+             "--save", str(tmp_path / "m.svg"))  # fmt: skip
+    texts = svg_texts(tmp_path / "m.svg")
+    assert texts.count("river") >= 3  # the keys above the first map, the queries beside each row's first map

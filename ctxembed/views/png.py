@@ -143,6 +143,16 @@ def _grid(ax, panel: Grid) -> None:
     for side in ax.spines.values():
         side.set_visible(False)
     ax.xaxis.set_ticks_position("top")
+    if panel.tokens and T <= 40:  # the tokens: queries beside each row's first map, keys under the last row's
+        longest = max(len(t) for t in panel.tokens)
+        ax.set_yticks([r * step + k for r in range(n_rows) for k in range(T)], panel.tokens * n_rows, minor=True)
+        bottom = (n_rows - 1) * step + T - 0.5
+        ax.set_xticks(list(range(T)), panel.tokens, minor=True)
+        ax.tick_params(axis="y", which="minor", labelsize=5, length=0)
+        ax.tick_params(axis="y", which="major", pad=4 + 3.2 * longest)
+        ax.tick_params(axis="x", which="minor", labelsize=5, length=0, rotation=90, top=False, labeltop=False,
+                       bottom=True, labelbottom=True)  # fmt: skip
+        ax.set_ylim(bottom, -0.5)
 
 
 def _heatmap(ax, panel: Heatmap) -> None:

@@ -174,13 +174,28 @@ def _grid(panel: Grid) -> tuple[float, float, str]:
     side = min(THUMB, max(2 * T, (GRID_WIDTH - left) / n_cols - gap))
     cell = max(1, int(side // T))
     side = cell * T
-    top = (24 if panel.title else 4) + (16 if n_cols > 1 else 0)
+    # the tokens label the first map of each row (queries, left) and the first row's first map (keys,
+    # above) when a cell is tall enough for a line of text
+    size = min(9, cell - 1)
+    labelled = size >= 6 and bool(panel.tokens)
+    room = max(text_width(t, size) for t in panel.tokens) + 6 if labelled else 0
+    left += room
+    top = (24 if panel.title else 4) + (16 if n_cols > 1 else 0) + room
     parts = [_text(0, 14, panel.title, 13, weight="bold")] if panel.title else []
+    if labelled:
+        for k, token in enumerate(panel.tokens):
+            x = left + k * cell + cell / 2 + size / 3
+            parts.append(
+                f'<text x="{x:.1f}" y="{top - 4}" font-size="{size}" fill="#444" '
+                f'transform="rotate(-90 {x:.1f} {top - 4})">{escape(token)}</text>'
+            )
     for c, label in enumerate(panel.columns if n_cols > 1 else ()):
-        parts.append(_text(left + c * (side + gap) + side / 2, top - 6, label, 11, anchor="middle", fill="#444"))
+        parts.append(_text(left + c * (side + gap) + side / 2, top - 6 - room, label, 11, anchor="middle", fill="#444"))
     for r, row_label in enumerate(panel.rows):
         y = top + r * (side + gap)
-        parts.append(_text(left - 8, y + side / 2 + 4, row_label, 11, anchor="end", fill="#444"))
+        parts.append(_text(left - 8 - room, y + side / 2 + 4, row_label, 11, anchor="end", fill="#444"))
+        for k, token in enumerate(panel.tokens if labelled else ()):
+            parts.append(_text(left - 3, y + k * cell + cell / 2 + size / 3, token, size, anchor="end", fill="#444"))
         for c, column_label in enumerate(panel.columns):
             rgb = colours(panel.maps[r, c], panel.low, panel.high, False)  # (T, T, 3)
             if panel.masked is not None:
