@@ -88,3 +88,11 @@ def test_a_cache_folder_that_cannot_be_written_still_gives_the_results(store, tm
     monkeypatch.setenv("CTXEMBED_CACHE_DIR", str(blocked / "ctxembed"))  # (root ignores a read-only mode)
     assert nearest(store, store.vector("river"), k=5, exclude={"river"}, among=4000) == expected
     assert blocked.read_text() == "not a folder"
+
+
+def test_the_whole_shipped_vocabulary_is_cached_too(store):
+    """`neighbors --among 0` searches all 400,000 rows: they are made once and mapped after, as the
+    50,000 most frequent are, instead of block by block on every call."""
+    from ctxembed.vectors.search import CACHED_FLOATS
+
+    assert len(store) * store.dim <= CACHED_FLOATS
