@@ -14,7 +14,8 @@ the sum over key pieces and the mean over query pieces, the special pieces hidde
 renormalised over the words. ``static`` is the model's input (layer 0); ``contextual`` is the read-out,
 by default the mean of every hidden state (h0 ... hL; for all-MiniLM-L6-v2 the best of the read-outs
 measured on SCWS dev, docs/models.md); ``layers()`` gives every hidden state. Neighbours are searched
-among the model's whole-word input embeddings (words.ctxv, written at install).
+in the card's first space, the contextual one (:mod:`ctxembed.engine.space`: each word's mean hidden
+states over Brown), or among the whole-word input embeddings (words.ctxv, written at install).
 """
 
 from __future__ import annotations
