@@ -275,12 +275,30 @@ _DECLARED: dict[str, CommandOption] = {
         "Write to this file (a folder for projector), made whole at the end: an interrupted run leaves none.",
         flags=("--out", "-o"), optional=True, show_default=False,
         commands={
-            "train": {"kind": Path, "default": REQUIRED, "help": "Where to write the weights (.npz)."},
+            "train": {"kind": Path, "help": "Where to write the weights (.npz); the glove model's training only."},
             "eval_fit_mix": {
                 "kind": Path, "flags": ("--out",),
                 "help": "Where to write the mix (default: the cache folder, read by --mix learned).",
             },
         },
+    ),
+    # training a trained model: a derived model (ctxembed.train.derived, docs/training.md)
+    "name": CommandOption(
+        str, None,
+        "Train --model minilm on labelled pairs into a derived model NAME in the models folder; then "
+        "--model NAME works in every command.",
+        optional=True, show_default=False, metavar="NAME", panel="Training",
+    ),
+    "freeze": CommandOption(
+        bool, False,
+        "With --name: keep the encoder fixed and learn a layer mix and a head over its cosines (ELMo's way); "
+        "without it every weight is fine-tuned (BERT's way).",
+        panel="Training",
+    ),
+    "batch_pairs": CommandOption(
+        int, None,
+        "With --name: labelled pairs per fine-tuning step (default 16).",
+        minimum=1, maximum=4096, optional=True, show_default=False, metavar="N", panel="Training",
     ),
     # batch's unit of work: a worker's task and a Parquet row group; memory stays one chunk's (docs/scale.md)
     "chunk": CommandOption(

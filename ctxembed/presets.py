@@ -399,6 +399,10 @@ class TrainOptions:
 
 
 TRAIN_OPTIONS: dict[str, Setting] = declarations(TrainOptions)
+# What training a trained model (a derived model, ``train --model minilm PAIRS --name NAME``) uses unless told:
+# BERT's fine-tuning recipe (lr 5e-5, batches of 16 pairs, warm-up over a tenth of the steps at most), 2 epochs
+# (docs/training.md: WiC dev 0.650 after one epoch, 0.655 after two). ``batch_pairs`` is the command's option.
+FINETUNE_DEFAULTS: dict[str, Any] = {"epochs": 2, "lr": 5e-5, "batch_pairs": 16}
 SENSES_PANEL = "Senses"
 
 

@@ -144,8 +144,8 @@ class Training:
     boundary (a second one aborts at once). ``with Training(total, note) as p: run(on_step=p.on_step,
     on_epoch=p.on_epoch, stop=p.stop)``."""
 
-    def __init__(self, total: int, note: Callable[[str], None]):
-        self.total, self.note = total, note
+    def __init__(self, total: int, note: Callable[[str], None], *, unit: str = "tokens"):
+        self.total, self.note, self.unit = total, note, unit  # unit: what the speed counts (tokens, pairs)
         self.stopping = False
         self.bar = None
         self.previous_handler = None
@@ -160,12 +160,13 @@ class Training:
                 BarColumn(),
                 TextColumn("{task.completed}/{task.total} steps"),
                 TextColumn("loss {task.fields[loss]:.3f}"),
-                TextColumn("{task.fields[speed]:,.0f} tokens/s"),
+                TextColumn("{task.fields[speed]:,.0f} " + self.unit + "/s"),
+                TextColumn("{task.fields[held]}"),  # the last epoch's held-out accuracy, when it has one
                 TimeRemainingColumn(),
                 console=Console(file=sys.stderr, stderr=True),
                 transient=True,
             )
-            self.task = self.bar.add_task("train", total=self.total, epoch=1, loss=float("nan"), speed=0.0)
+            self.task = self.bar.add_task("train", total=self.total, epoch=1, loss=float("nan"), speed=0.0, held="")
             self.bar.start()
         try:
             self.previous_handler = signal.signal(signal.SIGINT, self._interrupt)
@@ -186,11 +187,21 @@ class Training:
         if self.bar is not None:
             self.bar.update(
                 self.task, completed=info["step"], epoch=info["epoch"], loss=info["loss"],
-                speed=info["tokens_per_second"],
+                speed=info[f"{self.unit}_per_second"],
             )  # fmt: skip
 
     def on_epoch(self, entry: dict) -> None:
-        if entry["loss"] is None:
+        if "held_out_accuracy" in entry:  # a derived model's fine-tuning: accuracies, not a loss
+            held = entry["held_out_accuracy"]
+            line = f"epoch {entry['epoch']}/{entry['epochs']}: train accuracy {entry['train_accuracy']:.3f}"
+            line += (
+                ""
+                if held is None
+                else f", held-out accuracy {held:.3f}" + ("" if entry["best"] else " (not better: stopping)")
+            )
+            if self.bar is not None and held is not None:
+                self.bar.update(self.task, held=f"held-out acc {held:.3f}")
+        elif entry["loss"] is None:
             line = f"epoch {entry['epoch']}/{entry['epochs']} done (no held-out sentences)"
         else:
             line = f"epoch {entry['epoch']}/{entry['epochs']}: held-out loss {entry['loss']:.4f}"

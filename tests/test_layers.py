@@ -30,7 +30,8 @@ ALLOWED: dict[str, set[str]] = {
     "senses": {"core", "vectors", "presets", "engine", "report", "output", "progress"},
     # eval wsi scores the senses job's clustering against labels
     "evaluation": {"core", "vectors", "presets", "engine", "report", "senses", "output", "progress"},
-    "train": {"core", "vectors", "presets", "engine", "report", "output", "progress"},
+    # training a derived model reads labelled pairs with eval's one WiC reader
+    "train": {"core", "vectors", "presets", "engine", "report", "evaluation", "output", "progress"},
     "api": {
         "core",
         "vectors",

@@ -23,12 +23,13 @@ def test_before_after_refuses_a_pretrained_model_in_one_line(flag):
     assert "pretrained" in line
 
 
-def test_train_refuses_a_pretrained_model_before_writing_anything(tmp_path):
+def test_train_refuses_a_weights_file_for_a_pretrained_model_before_writing_anything(tmp_path):
+    """A pretrained model trains into a derived model (--name, tests/test_train_derived.py), never --out."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the cat sat on the mat\n" * 20)
     out = tmp_path / "w.npz"
     line = fails(2, "train", corpus, "--out", out, "--model", "minilm", "--epochs", "1")
-    assert "model minilm: train applies to the attention of the glove model" in line and "pretrained" in line
+    assert "--out does not apply to training minilm: it writes a derived model (--name)" in line
     assert list(tmp_path.iterdir()) == [corpus]  # no weights, no checkpoint
 
 
@@ -52,5 +53,7 @@ def test_library_calls_refuse_the_pretrained_model_too(tmp_path):
 
     with pytest.raises(SettingError, match="minilm's weights are pretrained"):
         before_after(SENTENCE, model="minilm")
-    with pytest.raises(SettingError, match="minilm's weights are pretrained"):
+    from ctxembed.errors import UsageError
+
+    with pytest.raises(UsageError, match="it writes a derived model"):
         train_weights(tmp_path / "missing.txt", tmp_path / "w.npz", model="minilm")

@@ -46,7 +46,7 @@ def models_install(
 @declared
 def models_list(json_out: bool = OPTION) -> None:
     """Show the installed models with their sizes and licences, and any folder a stopped install left."""
-    from ctxembed.vectors.models import models_document  # the models commands only
+    from ctxembed.vectors.derived import models_document  # the models commands only: installed and derived
 
     show(models_document(), json_out, "render_models")
 

@@ -38,8 +38,17 @@ _MODEL_SETTINGS = (
 @with_declared_options(TRAIN_OPTIONS, into="options")
 @declared
 def train(
-    corpus: Annotated[str, typer.Argument(help="Text, one sentence per line or running text; .gz; '-' for stdin.")],
-    out: Path = OPTION,
+    corpus: Annotated[
+        str,
+        typer.Argument(
+            help="Text, one sentence per line or running text; .gz; '-' for stdin. With --model minilm --name: "
+            "labelled pairs (a WiC folder or SPLIT.data.txt, or a TSV: sentence1, sentence2, word or i-j, label)."
+        ),
+    ],
+    out: Path | None = OPTION,
+    name: str | None = OPTION,
+    freeze: bool = OPTION,
+    batch_pairs: int | None = OPTION,
     resume: Annotated[
         bool,
         typer.Option("--resume", help="Continue from the checkpoint Ctrl-C wrote.", rich_help_panel=TRAINING_PANEL),
@@ -59,7 +68,8 @@ def train(
     settings=None,
     options=None,
 ) -> None:
-    """Learn W_query, W_key, W_value and W_out by predicting masked words (NumPy backprop).
+    """Learn W_query, W_key, W_value and W_out by predicting masked words (NumPy backprop); with --model minilm
+    and --name, fine-tune it on labelled pairs (or, --freeze, learn a head over it) into a derived model.
 
     Ctrl-C writes a checkpoint; run the same command with --resume to continue. The weights work
     with `attend/compare/neighbors --weights OUT`.
@@ -69,10 +79,13 @@ def train(
     check_saves(save)
     report = train_weights(
         corpus, out, vectors=vectors, limit=limit, trust=trust, checkpoint=checkpoint, resume=resume, on_note=say,
-        model=model, **settings, **options,
+        model=model, name=name, freeze=freeze, batch_pairs=batch_pairs, **settings, **options,
     )  # fmt: skip
-    save_all(report, save)  # the loss curves as a picture or page
-    show(report, json_out, "render_train.render_train")
+    if report["schema"] == "ctxembed.train-derived/1":  # a derived model: its own view, no loss curves
+        show(report, json_out, "render_train.render_derived")
+    else:
+        save_all(report, save)  # the loss curves as a picture or page
+        show(report, json_out, "render_train.render_train")
     if report["interrupted"]:
         raise typer.Exit(130)
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from ctxembed.engine.families import FAMILIES
 from ctxembed.errors import SettingError
-from ctxembed.vectors.catalogue import DEFAULT_MODEL, MODELS, ModelEntry, find
+from ctxembed.vectors.catalogue import DEFAULT_MODEL, MODELS, ModelEntry
+from ctxembed.vectors.derived import find, names
 
 if TYPE_CHECKING:
     from ctxembed.engine.contract import ContextEngine
@@ -30,7 +31,7 @@ def entry_of(model: str) -> ModelEntry:
     N); SettingError naming the known ones."""
     entry = find(model.partition("@")[0])
     if entry is None:
-        raise SettingError(f"{{model}} {model!r}: no such model (known: {', '.join(MODELS)})", "model")
+        raise SettingError(f"{{model}} {model!r}: no such model (known: {', '.join(names())})", "model")
     return entry
 
 
@@ -119,7 +120,7 @@ def engine_for(settings: Settings, store: VectorStore, *, max_tokens: int, oov: 
     """The engine a job (eval, eval wsi) computes one configuration with: the registry's model for
     ``settings`` (:func:`model_of`), the glove model over ``store`` and ``settings`` as they are, a
     trained model with its read-out from the settings' mix (its own words: ``store`` is not used)."""
-    entry = MODELS[model_of(settings)]
+    entry = entry_of(model_of(settings))
     return FAMILIES[entry.family].open(entry, None, settings.preset, store=store, settings=settings,
                                        max_tokens=max_tokens, oov=oov)  # fmt: skip
 

@@ -120,7 +120,9 @@ class TrainedEngine:
         # how documents name it: its upstream model's own name (all-MiniLM-L6-v2), else its registry name
         self.upstream = entry.package.upstream if entry.package is not None else None
         self.title = self.upstream.rpartition("/")[2] if self.upstream else entry.name
-        folder = model_path(self.model)
+        # a derived model's head (p(same sense), compare shows it) and learned read-out; None for others
+        self.head = entry.derived["head"] if entry.derived is not None else None
+        folder = model_path(entry.weights_of)  # a frozen derived model runs its parent's weights
         try:
             self.config, self.weights, self.tokenizer = family.load(folder)  # weights: a memory map, used as it is
             self.store = open_store(self.model, folder / NEIGHBOURS, self.config)  # errors name the reinstall
@@ -148,11 +150,23 @@ class TrainedEngine:
         base = self.settings
         # the read-out: the settings' mix when they name one (eval's NAME@N), else the mean of h0 ... hL
         self.mix = resolve_mix(base.mix, self.layers) if base.mix else None
+        if self.mix is None and entry.derived is not None:  # the read-out it was trained with
+            learned = entry.derived["mix"]
+            self.mix = LayerMix(np.array(learned["weights"]), float(learned["gamma"]), f"{self.model}'s own")
         # the read-out in a summary: the settings' own mix as its formula (1·h3), else the mean, named short
         self.readout = f"mean of h0..h{self.layers}" if self.mix is None else self.mix.formula()
         self.mix = self.mix or LayerMix(
             np.full(self.layers + 1, 1 / (self.layers + 1)), 1.0, "mean of the hidden states"
         )
+
+    def same_sense(self, first: np.ndarray, second: np.ndarray) -> np.ndarray | None:
+        """A derived model's probability that a word keeps its sense (:func:`ctxembed.core.heads.same_sense`):
+        first, second (n, L + 1, D) the word's hidden states in each sentence -> (n,); None without a head."""
+        if self.head is None:
+            return None
+        from ctxembed.core.heads import same_sense
+
+        return same_sense(self.head, self.mix.weights, first, second)
 
     @cached_property
     def card(self) -> ModelCard:

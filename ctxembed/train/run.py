@@ -8,10 +8,10 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from ctxembed.engine.registry import DEFAULT_MODEL, check_trainable
+from ctxembed.engine.registry import DEFAULT_MODEL, check_trainable, entry_of
 from ctxembed.errors import SettingError, UsageError
 from ctxembed.output import as_json, check_output_path, say
-from ctxembed.presets import SETTINGS, TRAIN_OPTIONS, TrainOptions
+from ctxembed.presets import FINETUNE_DEFAULTS, SETTINGS, TRAIN_OPTIONS, TrainOptions
 from ctxembed.progress import Training
 from ctxembed.train.checkpoint import read_checkpoint, write_checkpoint, write_trained
 from ctxembed.train.corpus import read_corpus
@@ -27,7 +27,7 @@ def checkpoint_path(out: str | PathLike) -> Path:
 
 def train_weights(
     corpus: str | PathLike,
-    out: str | PathLike,
+    out: str | PathLike | None = None,
     *,
     vectors: str | PathLike | None = None,
     limit: int | None = None,
@@ -36,6 +36,9 @@ def train_weights(
     resume: bool = False,
     on_note: Callable[[str], None] | None = say,
     model: str = DEFAULT_MODEL,
+    name: str | None = None,
+    freeze: bool = False,
+    batch_pairs: int | None = None,
     **keywords: Any,
 ) -> dict:
     """Train W_query, W_key, W_value (and W_out) on ``corpus`` (a text file, ``.gz``, or ``"-"`` for
@@ -48,14 +51,27 @@ def train_weights(
     and writes ``checkpoint`` (default :func:`checkpoint_path`) instead of ``out``; the document then
     says ``"interrupted": true`` and ``resume=True`` continues from it. Notes and the per-epoch loss go
     to ``on_note`` (None: nowhere); a progress bar is drawn when stderr is a terminal. ``model``: the
-    model whose attention is trained, the default (glove); a pretrained model is refused.
+    model whose attention is trained, the default (glove). A trained model (``--model minilm``) is trained
+    on labelled pairs into derived model ``name`` instead (``corpus``: the pairs; ``freeze``: ELMo's way;
+    :func:`ctxembed.train.derived.train_derived`), and returns its ``ctxembed.train-derived/1`` document.
     """
-    check_trainable(model, "train")
     note = on_note or (lambda text: None)
     unknown = sorted(set(keywords) - set(TRAIN_OPTIONS) - set(SETTINGS))
     if unknown:
         raise SettingError(f"unknown training option(s): {', '.join(unknown)}")
-    options = TrainOptions(**{k: v for k, v in keywords.items() if k in TRAIN_OPTIONS and v is not None})
+    given = {k: v for k, v in keywords.items() if k in TRAIN_OPTIONS and v is not None}
+    if entry_of(model).trained:
+        return _train_derived(corpus, out, model, name, freeze, batch_pairs, given, keywords, checkpoint, resume, note)
+    derived_only = [flag for flag, value in (("name", name), ("freeze", freeze), ("batch_pairs", batch_pairs)) if value]
+    if derived_only:
+        raise UsageError(
+            f"{{{derived_only[0]}}} trains a derived model of a trained model (--model minilm); the {model} "
+            "model's training learns its attention into {out}", derived_only[0], "out", "model"
+        )  # fmt: skip
+    if out is None:
+        raise UsageError("train the glove model's attention into a weights file: give {out}", "out")
+    check_trainable(model, "train")
+    options = TrainOptions(**given)
     architecture = {k: v for k, v in keywords.items() if k not in TRAIN_OPTIONS}
     out = Path(out)
     checkpoint = Path(checkpoint) if checkpoint is not None else checkpoint_path(out)
@@ -86,6 +102,28 @@ def train_weights(
         if resume:
             checkpoint.unlink(missing_ok=True)
     return as_json(dict(result.report, out=None if result.interrupted else str(out), checkpoint=str(checkpoint)))
+
+
+def _train_derived(corpus, out, model, name, freeze, batch_pairs, given, keywords, checkpoint, resume, note) -> dict:
+    """A trained model's training: the settings and options that apply to the glove model's are refused."""
+    from ctxembed.train.derived import train_derived  # a trained model's training only
+
+    refused = [k for k, v in keywords.items() if k not in TRAIN_OPTIONS and v is not None]
+    refused += [k for k in ("batch_tokens", "mask_rate", "negatives", "fix_values", "max_tokens") if k in given]
+    refused += ["out"] if out is not None else []
+    if refused:
+        raise UsageError(
+            f"{{{refused[0]}}} does not apply to training {model}: it writes a derived model ({{name}}) from "
+            "labelled pairs", refused[0], "name"
+        )  # fmt: skip
+    options = TrainOptions(**({k: v for k, v in FINETUNE_DEFAULTS.items() if k in TRAIN_OPTIONS} | given))
+    return as_json(
+        train_derived(
+            corpus, model=model, name=name, freeze=freeze, options=options,
+            batch_pairs=batch_pairs or FINETUNE_DEFAULTS["batch_pairs"], checkpoint=checkpoint, resume=resume,
+            on_note=note,
+        )
+    )  # fmt: skip
 
 
 def _announce(note: Callable[[str], None], stats: dict, trainer: Trainer, *, resume: bool) -> None:

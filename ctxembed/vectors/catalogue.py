@@ -10,7 +10,8 @@ An entry says which family the model is (how its package is loaded, tokenized an
 sha256 of each upstream file, the licence, the upstream name), its aliases, and what ``models list``
 and the page show of it. Adding a model of a known family is one entry here; the engine, the
 installer (:mod:`ctxembed.vectors.models`), the server and ``models list`` read it, and nothing else
-names the model. This module imports nothing: every layer may read it.
+names the model. This module imports nothing: every layer may read it. Derived models (trained here)
+come from the models folder: :func:`ctxembed.vectors.derived.find` is the one lookup of both.
 """
 
 from __future__ import annotations
@@ -48,6 +49,18 @@ class ModelEntry:
     shown: tuple[str, ...] = ("default",)  # the presets `ctxembed side-by-side` shows it with, in order
     # its weights are its own: no preset and no attention setting shapes it (the page hides the settings)
     trained: bool = True
+    # a derived model (trained here on labelled pairs, :mod:`ctxembed.vectors.derived`): the model it was
+    # trained from, and its record (derived.json: data, figures, head, read-out); None for the catalogue's
+    parent: str | None = None
+    derived: dict | None = field(default=None, compare=False, hash=False)
+
+    @property
+    def weights_of(self) -> str:
+        """The model whose folder holds the weights this one runs: its own, or (a frozen derived model,
+        only a head and a layer mix of its own) its parent's."""
+        if self.derived is not None and self.derived.get("weights") == "parent":
+            return self.parent
+        return self.name
 
 
 MINILM = ModelPackage(
@@ -99,7 +112,8 @@ DEFAULT_MODEL = "glove"
 
 
 def find(name: str) -> ModelEntry | None:
-    """The entry ``name`` names, by its name or one of its aliases; None for no model."""
+    """The entry ``name`` names, by its name or one of its aliases; None for no entry here. Every command
+    looks a model up with :func:`ctxembed.vectors.derived.find`, which asks this one, then the models folder."""
     entry = MODELS.get(name)
     if entry is not None:
         return entry

@@ -70,8 +70,8 @@ def load_bert(folder: Path):
     a memory map, WordPiece), after the cheap checks, and the full one for a file that changed since it was
     last checked. DataError: one line naming the damaged file and the install command."""
     name = folder.name
-    package = package_of(name)
     record = read_record(name, folder)
+    package = package_of(record.get("derived_from", name))  # a fine-tuned model: its parent's package
     stats = {file: file_stat(name, folder / file) for file in FILES}
     changed = [file for file in FILES if not _as_checked(record, folder, file, stats[file])]
     if changed:

@@ -132,3 +132,36 @@ def render_before_after(console: Console, doc: dict, *, layer: int | None = None
 
 def _top_text(entries: list[dict]) -> str:
     return ", ".join(f"{entry['text']} {entry['weight']:.2f}" for entry in entries)
+
+
+@terminal_view
+def render_derived(console: Console, doc: dict) -> None:
+    """``ctxembed train --model minilm PAIRS --name NAME``: the derived model written, or the checkpoint."""
+    way = "fine-tuned" if doc["way"] == "fine-tune" else "a head over the frozen encoder"
+    state = "interrupted" if doc["interrupted"] else "done"
+    console.print(Text.assemble(("ctxembed train", "bold"), f": {state}: {doc['model']}, {doc['parent']} {way}"))
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    data = doc["data"]
+    facts.add_row("data", f"{data['name']} ({data['pairs']:,} pairs, sha256 {data['sha256'][:16]}...)")
+    for entry in doc["history"]:
+        held = entry["held_out_accuracy"]
+        facts.add_row(
+            f"epoch {entry['epoch']}",
+            f"train accuracy {entry['train_accuracy']:.3f}" + ("" if held is None else f", held-out {held:.3f}"),
+        )
+    figures = doc["figures"]
+    if figures:
+        held = figures["held_out_accuracy"]
+        facts.add_row(
+            "figures",
+            f"train accuracy {figures['train_accuracy']:.3f}"
+            + ("" if held is None else f", held-out accuracy {held:.3f} ({figures['held_out_pairs']:,} pairs)"),
+        )
+    facts.add_row("licence", f"{doc['licence']} (inherited from {doc['parent']})")
+    if doc["path"]:
+        facts.add_row("model", f"{doc['path']}: use it as --model {doc['model']}")
+    elif doc["interrupted"]:
+        facts.add_row("checkpoint", f"{doc['checkpoint']} (run the same command with --resume)")
+    console.print(facts)

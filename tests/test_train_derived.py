@@ -1,0 +1,139 @@
+"""Derived models: `ctxembed train --model TRAINED PAIRS --name NAME` on the tiny random BERT (fast), the
+one registry listing them, and `--model NAME` in the commands."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.cli_helpers import invoke, run_json
+
+SAME = [
+    ("we sat on the river bank", "the boat was by the bank", "bank", 1),
+    ("she paid cash into the bank", "he deposited money in the bank", "bank", 1),
+    ("we sat on the river bank", "she paid cash into the bank", "bank", 0),
+    ("the boat was by the bank", "he deposited money at the bank", "bank", 0),
+    ("the fish love the stream", "water in the stream was old", "stream", 1),
+    ("the stream was small", "a big stream of cash", "stream", 0),
+    ("they opened a savings account", "she opened an account today", "account", 1),
+    ("the shore by the city", "waves broke on the shore", "shore", 1),
+]
+
+
+@pytest.fixture
+def pairs_tsv(tmp_path):
+    path = tmp_path / "pairs.tsv"
+    rows = [f"{a}\t{b}\t{w}\t{y}" for a, b, w, y in SAME * 3]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def train(tiny_model, pairs, name, *extra):
+    result = invoke("train", "--model", tiny_model.name, str(pairs), "--name", name, "--epochs", "2", *extra, "--json")
+    assert result.exit_code == 0, result.stderr  # its notes (pairs, epochs) on stderr
+    return json.loads(result.stdout)
+
+
+def test_freeze_writes_a_derived_model_the_registry_lists(tiny_model, pairs_tsv):
+    doc = train(tiny_model, pairs_tsv, "tiny-frozen", "--freeze")
+    assert doc["schema"] == "ctxembed.train-derived/1" and doc["way"] == "freeze" and not doc["interrupted"]
+    record = json.loads((tiny_model.folder.parent / "tiny-frozen" / "derived.json").read_text())
+    assert record["parent"] == tiny_model.name and record["weights"] == "parent"
+    assert record["data"]["name"] == "pairs.tsv" and len(record["data"]["sha256"]) == 64
+    assert record["licence"] == "CC0-1.0"
+    assert abs(sum(record["mix"]["weights"]) - 1) < 1e-9 and len(record["mix"]["weights"]) == tiny_model.layers + 1
+    assert not (tiny_model.folder.parent / "tiny-frozen" / "encoder.safetensors").exists()  # the parent's weights
+    listed = {m["model"]: m for m in run_json("models", "list", "--json")["models"]}
+    assert listed["tiny-frozen"]["parent"] == tiny_model.name
+    assert listed["tiny-frozen"]["data"]["sha256"] == record["data"]["sha256"]
+    assert listed["tiny-frozen"]["figures"]["train_accuracy"] is not None
+    assert listed["tiny-frozen"]["licence"] == "CC0-1.0"
+
+
+def test_fine_tuning_writes_its_own_weights_and_every_command_takes_it(tiny_model, pairs_tsv):
+    doc = train(tiny_model, pairs_tsv, "tiny-ft", "--batch-pairs", "4")
+    assert doc["way"] == "fine-tune" and doc["figures"]["epochs"] >= 1
+    folder = tiny_model.folder.parent / "tiny-ft"
+    from ctxembed.vectors import safetensors
+
+    tuned, parent = (
+        safetensors.load(folder / "encoder.safetensors"),
+        safetensors.load(tiny_model.folder / "encoder.safetensors"),
+    )
+    assert set(tuned) == set(parent) and any(not np.array_equal(tuned[n], parent[n]) for n in tuned)  # it learned
+    attend = run_json("attend", "we sat on the river bank", "--model", "tiny-ft", "--json")
+    assert attend["settings"]["model"] == "tiny-ft"
+    lines = pairs_tsv.parent / "lines.txt"
+    lines.write_text("we sat on the river bank\nshe paid cash into the bank\n")
+    for command in (
+        ["neighbors", "we sat on the river bank", "--word", "bank", "--space", "input"],
+        ["compare", "--word", "bank", "we sat on the river bank", "she paid cash into the bank"],
+        ["batch", str(lines), "--word", "bank", "--no-weights"],
+    ):
+        result = invoke(*command, "--model", "tiny-ft", *(["--json"] if command[0] != "batch" else []))
+        assert result.exit_code == 0, (command, result.stderr)
+        assert command[0] == "batch" or "tiny-ft" in result.stdout
+
+
+def test_unknown_name_is_one_line_naming_the_derived_models(tiny_model, pairs_tsv):
+    train(tiny_model, pairs_tsv, "tiny-frozen2", "--freeze")
+    result = invoke("attend", "we sat", "--model", "nope")
+    assert result.exit_code == 2 and "tiny-frozen2" in result.stderr
+
+
+def test_glove_refuses_name_and_minilm_training_refuses_out(tiny_model, pairs_tsv, tmp_path):
+    result = invoke("train", str(pairs_tsv), "--name", "x")
+    assert result.exit_code == 2 and "--name" in result.stderr
+    result = invoke("train", "--model", tiny_model.name, str(pairs_tsv), "--out", str(tmp_path / "w.npz"))
+    assert result.exit_code == 2 and "--out" in result.stderr
+    result = invoke("train", "--model", tiny_model.name, str(pairs_tsv))
+    assert result.exit_code == 2 and "--name" in result.stderr
+
+
+def test_interrupted_and_resumed_gives_the_uninterrupted_weights(tiny_model, pairs_tsv, monkeypatch):
+    from ctxembed.presets import TrainOptions
+    from ctxembed.train.derived import train_derived
+    from ctxembed.vectors import safetensors
+
+    options = TrainOptions(epochs=2, lr=1e-3, held_out=0.2, warmup=2, seed=3)
+    common = {"model": tiny_model.name, "options": options, "batch_pairs": 4}
+    whole = train_derived(pairs_tsv, name="whole", **common)
+    calls = {"n": 0}
+
+    def stop_after_three() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 3  # mid-epoch: 5 batches an epoch
+
+    stopped = train_derived(pairs_tsv, name="parted", stop=stop_after_three, **common)
+    assert stopped["interrupted"] and stopped["path"] is None
+    assert not (tiny_model.folder.parent / "parted").exists()
+    resumed = train_derived(pairs_tsv, name="parted", resume=True, **common)
+    assert not resumed["interrupted"] and resumed["history"] == whole["history"]
+    a = safetensors.load(tiny_model.folder.parent / "whole" / "encoder.safetensors")
+    b = safetensors.load(tiny_model.folder.parent / "parted" / "encoder.safetensors")
+    assert all(np.array_equal(a[n], b[n]) for n in a)
+    ra = json.loads((tiny_model.folder.parent / "whole" / "derived.json").read_text())
+    rb = json.loads((tiny_model.folder.parent / "parted" / "derived.json").read_text())
+    assert ra["head"] == rb["head"]
+
+
+def test_a_checkpoint_of_other_data_is_refused(tiny_model, pairs_tsv, tmp_path):
+    from ctxembed.errors import DataError
+    from ctxembed.presets import TrainOptions
+    from ctxembed.train.derived import train_derived
+
+    common = {"model": tiny_model.name, "options": TrainOptions(epochs=1, lr=1e-3), "batch_pairs": 4}
+    train_derived(pairs_tsv, name="c", stop=lambda: True, **common)
+    other = tmp_path / "other.tsv"
+    other.write_text(pairs_tsv.read_text().replace("\t1\n", "\t0\n", 1))
+    with pytest.raises(DataError, match="another run"):
+        train_derived(other, name="c", resume=True, **common)
+
+
+def test_bad_pairs_are_one_line(tiny_model, tmp_path):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("we sat on the bank\tthe river\tbank\t1\n")
+    result = invoke("train", "--model", tiny_model.name, str(bad), "--name", "b")
+    assert result.exit_code == 1 and "sentence2" in result.stderr and "Traceback" not in result.stderr
