@@ -143,3 +143,14 @@ def test_sense_labels_of_a_trained_model_come_from_its_contextual_space(tiny_spa
     assert len(labels) == 2 and all(len(found) == 3 for found in labels)
     words = {w for found in labels for w, _ in found}
     assert words <= set(space.words) - space.templated_words - {"river", "bank"}
+
+
+def test_damaged_means_are_refused_before_a_read_out_is_built(tiny_space):
+    space = sp.open_space(tiny_space, on_note=lambda _: None)
+    path = space.folder / "means.npy"
+    data = bytearray(path.read_bytes())
+    data[-7] ^= 0xFF  # one byte of the last mean
+    path.write_bytes(bytes(data))
+    reopened = sp.open_space(tiny_space)
+    with pytest.raises(DataError, match="means do not match their checksum.*--rebuild"):
+        reopened.readout(tiny_space.mix)

@@ -94,10 +94,23 @@ class NeighbourSpace:
         key = mix_key(mix)
         if key not in self._readouts:
             V, D = len(self.words), self.means.shape[2]
-            packed = _mapped(self.folder / f"readout-{key}", (V + 1 + COMPONENTS, D),
-                             lambda: _readout(mix.apply(self.means.astype(np.float32))))  # fmt: skip
+
+            def build() -> np.ndarray:
+                self._check_means()  # read whole now anyway: a damaged byte is refused, never searched
+                return _readout(mix.apply(self.means.astype(np.float32)))
+
+            packed = _mapped(self.folder / f"readout-{key}", (V + 1 + COMPONENTS, D), build)
             self._readouts[key] = Readout(packed[:V], packed[V], packed[V + 1 :])
         return self._readouts[key]
+
+    def _check_means(self) -> None:
+        """Before a read-out is built from the means (read whole then anyway): their checksum, or a DataError
+        naming the rebuild command."""
+        if _crc(self.means) != self.meta["means_crc"]:
+            raise DataError(
+                f"{self.folder} is damaged (its means do not match their checksum): rebuild it with "
+                f"`ctxembed models space {self.meta['model']} --rebuild`"
+            )
 
     def nearest(
         self,
@@ -319,7 +332,7 @@ def read_folder(folder: Path, rebuild: str) -> NeighbourSpace:
             problem = f"version {meta.get('version')}, not {VERSION}"
         elif means.dtype != np.float16 or means.shape != tuple(meta["shape"]) or len(words) != means.shape[1]:
             problem = f"means {means.dtype} {means.shape} for {len(words)} words"
-        elif counts.shape != (len(words),) or _crc(counts) != meta["counts_crc"]:
+        elif counts.shape != (len(words),) or _crc(counts) != meta["counts_crc"] or "means_crc" not in meta:
             problem = "counts do not match their checksum"
         elif f"{zlib.crc32(chr(10).join(words).encode()):08x}" != meta["words_crc"]:
             problem = "words do not match their checksum"
@@ -375,6 +388,7 @@ def build_folder(engine, folder: Path, *, on_note: Callable[[str], None] | None 
         "templated": int((counts == 0).sum()),
         "shape": list(means.shape),
         "counts_crc": _crc(counts),
+        "means_crc": _crc(means),
         "words_crc": f"{zlib.crc32(chr(10).join(vocabulary).encode()):08x}",
         "build_seconds": round(time.perf_counter() - started, 1),
         "build_cpu_seconds": round(time.process_time() - cpu, 1),
