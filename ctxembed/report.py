@@ -302,6 +302,7 @@ def compare_document(results: list[Contextualized], word: str | None, engine: Co
             for layer in range(len(hidden[0]))
         ]
         tokens = [r.used_tokens()[i] for r, i in zip(results, rows, strict=True)]
+        same_sense = engine.same_sense(at_layers)  # (N, N), or None: only a derived model has a head
         entries.append(
             {
                 "word": w,
@@ -312,6 +313,7 @@ def compare_document(results: list[Contextualized], word: str | None, engine: Co
                 "contextual_similarity": cosine_matrix(contextual.astype(np.float64)),
                 "layers": [cosine_matrix(layer.astype(np.float64)) for layer in at_layers],  # (L + 1) x (N, N)
             }
+            | ({} if same_sense is None else {"same_sense": same_sense.astype(np.float64)})
         )
     # the top level speaks of one word only when one was asked for; every shared word is in "words"
     given = entries[0] if word is not None else None

@@ -137,3 +137,21 @@ def test_bad_pairs_are_one_line(tiny_model, tmp_path):
     bad.write_text("we sat on the bank\tthe river\tbank\t1\n")
     result = invoke("train", "--model", tiny_model.name, str(bad), "--name", "b")
     assert result.exit_code == 1 and "sentence2" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_compare_under_a_derived_model_gives_its_heads_probability(tiny_model, pairs_tsv):
+    train(tiny_model, pairs_tsv, "tiny-head", "--freeze")
+    sentences = ["we sat on the river bank", "she paid cash into the bank", "the boat was by the bank"]
+    doc = run_json("compare", "--word", "bank", *sentences, "--model", "tiny-head", "--json")
+    [entry] = doc["words"]
+    p = np.array(entry["same_sense"])
+    assert p.shape == (3, 3) and np.allclose(p, p.T) and ((p > 0) & (p < 1)).all()
+    # the head's own formula over the document's per-layer cosines: sigmoid(a cos_mix + w . cos_j + b)
+    record = json.loads((tiny_model.folder.parent / "tiny-head" / "derived.json").read_text())
+    head, layers = record["head"], np.array(entry["layers"])  # (K, N, N)
+    z = head["mix_weight"] * np.array(entry["contextual_similarity"]) + np.tensordot(head["weights"], layers, 1)
+    assert np.allclose(p, 1 / (1 + np.exp(-(z + head["bias"]))), atol=1e-5)
+    text = invoke("compare", "--word", "bank", *sentences, "--model", "tiny-head").stdout
+    assert "p(same sense)" in text and f"{p[0, 1]:.3f}" in text
+    parent = run_json("compare", "--word", "bank", *sentences, "--model", tiny_model.name, "--json")
+    assert "same_sense" not in parent["words"][0]  # the parent's document is as it was

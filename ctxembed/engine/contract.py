@@ -166,6 +166,11 @@ class ContextEngine(Protocol):
     def run(self, sentences: Sequence[Prepared], *, weights: bool = True, trace: bool = False) -> list[Contextualized]:
         """Per sentence: static and contextual (T, d_out) vectors, and (L, h, T, T) weights over its words."""
 
+    def same_sense(self, layers: Sequence[np.ndarray]) -> np.ndarray | None:
+        """A word in N sentences at each hidden state (L + 1 arrays (N, d)) -> (N, N): a derived model's
+        head's probability that it keeps its sense between each two (compare shows it); None: no head."""
+        ...
+
     def attention_parts(self, result: Contextualized) -> AttentionParts:
         """The weights and the vectors each unit sends through each head, at the level the model ran,
         with the aggregation to words: what ``attend --attention rollout|value-norm`` reads. ``sent``

@@ -141,6 +141,10 @@ class Engine:
         """The settings in one line, as a document's ``settings_summary`` holds them."""
         return self.settings.summary()
 
+    def same_sense(self, layers) -> None:
+        """No head: the glove model is never trained on labelled pairs (a derived model's is)."""
+        return None
+
     def attention_parts(self, result: Contextualized) -> AttentionParts:
         """The result's weights and, when traced, what each word sends through each head: its values
         times the head's rows of W_out (the heads' own slices without W_out). Words are the units."""

@@ -159,14 +159,17 @@ class TrainedEngine:
             np.full(self.layers + 1, 1 / (self.layers + 1)), 1.0, "mean of the hidden states"
         )
 
-    def same_sense(self, first: np.ndarray, second: np.ndarray) -> np.ndarray | None:
-        """A derived model's probability that a word keeps its sense (:func:`ctxembed.core.heads.same_sense`):
-        first, second (n, L + 1, D) the word's hidden states in each sentence -> (n,); None without a head."""
+    def same_sense(self, layers: Sequence[np.ndarray]) -> np.ndarray | None:
+        """A derived model's head (:func:`ctxembed.core.heads.same_sense`): the word in N sentences at each
+        hidden state, L + 1 arrays (N, D) -> (N, N) p(same sense) of each two; None without a head."""
         if self.head is None:
             return None
         from ctxembed.core.heads import same_sense
 
-        return same_sense(self.head, self.mix.weights, first, second)
+        words = np.stack(layers, axis=1)  # (N, L + 1, D)
+        i, j = np.meshgrid(np.arange(len(words)), np.arange(len(words)), indexing="ij")  # (N, N) each
+        p = same_sense(self.head, self.mix.weights, words[i.ravel()], words[j.ravel()])  # (N * N,)
+        return p.reshape(len(words), len(words))
 
     @cached_property
     def card(self) -> ModelCard:

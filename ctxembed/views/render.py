@@ -822,6 +822,22 @@ def render_compare(console: Console, doc: dict, *, cosine_scale: str = "fitted")
         console.print(Group(static, contextual))
         if entry.get("layers") is not None:  # documents before ctxembed.compare/5 have none
             _layer_tables(console, entry, labels, absolute)
+        if entry.get("same_sense") is not None:  # a derived model's head, beside each pair's cosine
+            _same_sense(console, entry, labels)
+
+
+def _same_sense(console: Console, entry: dict, labels: list[str]) -> None:
+    """Each pair's read-out cosine and the derived model's probability that the word keeps its sense."""
+    p = np.asarray(entry["same_sense"], dtype=np.float64)  # (N, N)
+    cosine = np.asarray(entry["contextual_similarity"], dtype=np.float64)  # (N, N)
+    table = Table(title=f"{entry['word']!r}: does it keep its sense? (the trained head's probability)")
+    for column in ("pair", "cosine", "p(same sense)", ""):
+        table.add_column(column, justify="right" if column else "left")
+    for i in range(len(labels)):
+        for j in range(i + 1, len(labels)):
+            verdict = "same sense" if p[i, j] > 0.5 else "different senses"
+            table.add_row(f"{labels[i]}-{labels[j]}", f"{cosine[i, j]:.3f}", f"{p[i, j]:.3f}", verdict)
+    console.print(table)
 
 
 PAIR_COLUMN = 9  # characters a pair's column takes in a table: "-0.123" with padding and border
