@@ -154,3 +154,12 @@ def test_damaged_means_are_refused_before_a_read_out_is_built(tiny_space):
     reopened = sp.open_space(tiny_space)
     with pytest.raises(DataError, match="means do not match their checksum.*--rebuild"):
         reopened.readout(tiny_space.mix)
+
+
+def test_mix_chooses_a_trained_models_read_out(tiny_model):
+    at = open_engine(model=tiny_model.name, mix="0,0,1")
+    assert at.mix.weights.tolist() == [0.0, 0.0, 1.0]
+    [result] = at.run([at.prepare("we sat on the river bank")], weights=False)
+    np.testing.assert_array_equal(result.contextual, result.top)
+    with pytest.raises(SettingError, match="reads one hidden state"):
+        open_engine(model=f"{tiny_model.name}@1", mix="0,0,1")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctxembed.errors import SettingError
 from ctxembed.presets import ATTENTION_OPTIONS
 
 if TYPE_CHECKING:
@@ -82,12 +83,24 @@ def _open_trained(entry: ModelEntry, vectors: Any, preset: str, **keywords: Any)
     from ctxembed.declarations import DEFAULT_MAX_TOKENS
     from ctxembed.engine.trained import TrainedEngine  # lazy: the glove model never loads the encoder
 
+    settings = keywords.get("settings")
+    if settings is None and keywords.get("mix") not in (None, "off"):  # --mix: the read-out, as for GloVe
+        from dataclasses import replace
+
+        from ctxembed.presets import PRESETS
+
+        if keywords.get("readout_layer") is not None:
+            raise SettingError("{model} NAME@N reads one hidden state: {mix} does not apply beside it", "model", "mix")
+        mix_norm = bool(keywords.get("mix_norm"))
+        settings = replace(
+            PRESETS["textbook"], preset=entry.name, model=entry.name, mix=keywords["mix"], mix_norm=mix_norm
+        )
     return TrainedEngine(
         entry,
         FAMILIES[entry.family],
         max_tokens=keywords.get("max_tokens") or DEFAULT_MAX_TOKENS,
         label=keywords.get("label") or str,
-        settings=keywords.get("settings"),
+        settings=settings,
         readout_layer=keywords.get("readout_layer"),
     )
 
@@ -140,7 +153,9 @@ FAMILIES: dict[str, Family] = {
         "BERT encoder: embeddings + positions, LayerNorm; per layer attention, residual, LayerNorm, "
         "GELU feed-forward, residual, LayerNorm",
         trained=True,
-        options=frozenset({"max_tokens"}),  # its words, layers and heads are its own
+        options=frozenset(
+            {"max_tokens", "mix", "mix_norm"}
+        ),  # its words, layers and heads are its own; its read-out may be chosen
         open=_open_trained,
         load=_load_bert,
         convert=_convert_bert,
