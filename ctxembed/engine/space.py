@@ -8,13 +8,14 @@ the project ships, one mean per hidden state h0 ... hL, so any read-out (a layer
 layers, a --mix) is a mix of these means. A word met fewer than ``MIN_COUNT`` times gets its hidden
 states from a neutral template sentence (:data:`TEMPLATE`) instead; the space says how many did.
 
-    space = open_space(engine)                       # built once, then memory-mapped from the cache folder
+    space = open_space(engine)                       # built once, then memory-mapped from the model's folder
     space.nearest(result.contextual[row], mix, k=10, exclude={"bank", "river"})
 
-The space is a folder in the cache folder (:func:`ctxembed.vectors.cache.cache_dir`), named by the
-model, the space's version and what it was built from (the model's weights, the corpus share), written
-beside its final name and renamed into place. ``space.json`` records the shapes and the CRC-32 of every
-array; a folder that does not match is refused with one line naming the command that rebuilds it.
+The space is a folder beside the model's files (:func:`space_folder`; the cache folder when the model's
+folder cannot be written), named by the model, the space's version and what it was built from (the
+model's weights, the corpus share), written beside its final name and renamed into place.
+``space.json`` records the shapes and the CRC-32 of every array; a folder that does not match is
+refused with one line naming the command that rebuilds it.
 """
 
 from __future__ import annotations
@@ -288,19 +289,26 @@ def build_space(
 
 
 def space_folder(engine) -> Path:
-    """Where ``engine``'s space lives: the cache folder, named by the model, the version and a key of what
-    it is built from (the vocabulary's file, the engine's settings, the corpus share and the rules)."""
+    """Where ``engine``'s space lives, named by the model, the version and a key of what it is built from
+    (the vocabulary's file, the engine's settings, the corpus share and the rules): beside the model's own
+    files (its install folder), so that it is built once per install and every process, and every cache
+    folder, reads the same one; in the cache folder when the model's folder cannot be written."""
     import hashlib  # lazy: only a neighbour search opens a space
 
     from ctxembed.vectors.cache import cache_dir, file_fingerprint
 
     try:
-        source = file_fingerprint(Path(engine.store.path).resolve())
+        path = Path(engine.store.path).resolve()
+        source = file_fingerprint(path)
     except (OSError, TypeError):
-        source = {"words": len(engine.store)}
+        path, source = None, {"words": len(engine.store)}
     recipe = [source, engine.card.name, engine.card.family, SHARE, VOCABULARY, MIN_COUNT, TEMPLATE]
     key = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:12]
-    return cache_dir() / f"space-{engine.model}-v{VERSION}-{key}"
+    name = f"space-{engine.model}-v{VERSION}-{key}"
+    beside = path.parent / name if path is not None else None
+    if beside is not None and (beside.exists() or os.access(path.parent, os.W_OK)):
+        return beside
+    return cache_dir() / name
 
 
 def rebuild_command(engine) -> str:
@@ -374,7 +382,7 @@ def build_folder(engine, folder: Path, *, on_note: Callable[[str], None] | None 
     lines = corpus_share()
     vocabulary = space_vocabulary(engine)
     note(f"ctxembed: building {engine.model}'s contextual neighbour space from {len(lines):,} Brown sentences "
-         f"and {len(vocabulary):,} words (once; it is cached in {folder.parent})")  # fmt: skip
+         f"and {len(vocabulary):,} words (once; it is kept in {folder.parent})")  # fmt: skip
     started, cpu = time.perf_counter(), time.process_time()
     means, counts = build_space(engine, lines, vocabulary)
     record = {
