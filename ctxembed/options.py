@@ -300,6 +300,12 @@ _DECLARED: dict[str, CommandOption] = {
         "With --name: labelled pairs per fine-tuning step (default 16).",
         minimum=1, maximum=4096, optional=True, show_default=False, metavar="N", panel="Training",
     ),
+    "against": CommandOption(
+        str, None,
+        "Another sentence holding --word: show the word's cosine across the sentences before and after "
+        "training (a derived model). Repeatable.",
+        flags=("--with",), repeatable=True, optional=True, show_default=False, metavar="SENTENCE",
+    ),
     # batch's unit of work: a worker's task and a Parquet row group; memory stays one chunk's (docs/scale.md)
     "chunk": CommandOption(
         int, 1024,

@@ -155,3 +155,26 @@ def test_compare_under_a_derived_model_gives_its_heads_probability(tiny_model, p
     assert "p(same sense)" in text and f"{p[0, 1]:.3f}" in text
     parent = run_json("compare", "--word", "bank", *sentences, "--model", tiny_model.name, "--json")
     assert "same_sense" not in parent["words"][0]  # the parent's document is as it was
+
+
+def test_before_after_shows_what_fine_tuning_moved(tiny_model, pairs_tsv):
+    train(tiny_model, pairs_tsv, "tiny-moved", "--batch-pairs", "4")
+    river, money = "we sat on the river bank", "she paid cash into the bank"
+    doc = run_json("before-after", river, "--model", "tiny-moved", "--word", "bank", "--with", money, "--json")
+    assert doc["schema"] == "ctxembed.before-after-model/1" and doc["parent"] == tiny_model.name
+    changes = [h["change"] for h in doc["heads"]]
+    assert len(changes) == tiny_model.layers * tiny_model.heads and changes == sorted(changes, reverse=True)
+    assert changes[0] > 0  # fine-tuning moved some head
+    before, after = np.array(doc["before"]["weights"]), np.array(doc["after"]["weights"])  # (L, h, T, T)
+    top = doc["heads"][0]
+    moved = 0.5 * np.abs(after - before).sum(-1).mean(-1)  # (L, h)
+    assert np.isclose(moved[top["layer"], top["head"]], moved.max())
+    change = np.array(doc["cosines"]["after"]) - np.array(doc["cosines"]["before"])
+    assert np.allclose(change, doc["cosines"]["change"], atol=1e-6) and change[0, 1] != 0
+    text = invoke("before-after", river, "--model", "tiny-moved", "--word", "bank", "--with", money).stdout
+    assert "the heads that moved most" in text and "S1-S2" in text
+
+
+def test_before_after_refuses_with_for_the_glove_model():
+    result = invoke("before-after", "we sat on the river bank", "--with", "the bank", "--word", "bank")
+    assert result.exit_code in (1, 2) and "derived model" in result.stderr and "Traceback" not in result.stderr

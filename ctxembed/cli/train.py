@@ -108,15 +108,21 @@ def before_after(
     limit: int | None = OPTION,
     trust: bool = OPTION,
     model: str = OPTION,
+    against: list[str] | None = OPTION,
+    word: str | None = OPTION,
     json_out: bool = OPTION,
 ) -> None:
-    """One sentence's attention before training (the same model at its initial weights) and after, side by side."""
+    """One sentence's attention before training (the same model at its initial weights) and after, side by side.
+
+    With --model NAME (a derived model): its parent's attention and its own, layer by layer and head by head,
+    the heads that moved most first; --word W --with SENTENCE adds the word's cosine across the sentences."""
     from ctxembed.cli import read_sentence  # a circle: ctxembed.cli imports this module
     from ctxembed.train.before_after import before_after as compute  # before-after only
 
     text = read_sentence(sentence, "before-after")
     doc = compute(
         text, weights, vectors=vectors, limit=limit, trust=trust, top=top, layer=layer, head=head, on_note=say,
-        model=model,
+        model=model, against=against, word=word,
     )  # fmt: skip
-    show(doc, json_out, "render_train.render_before_after", layer=layer, head=head)
+    derived = doc["schema"] == "ctxembed.before-after-model/1"  # a derived model beside its parent
+    show(doc, json_out, f"render_train.render_before_after{'_model' if derived else ''}", layer=layer, head=head)

@@ -88,6 +88,8 @@ class ModelCard:
     # vectors: the store, after all-but-the-top when the model applies it) or "contextual" (each word's
     # mean contextual vector over Brown at the same read-out, built once: ctxembed.engine.space)
     spaces: tuple[str, ...] = ("input",)
+    # a derived model's parent (trained from it on labelled pairs: before-after compares the two); None: none
+    parent: str | None = None
 
     @property
     def keeps_layers(self) -> bool:

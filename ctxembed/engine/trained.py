@@ -187,6 +187,7 @@ class TrainedEngine:
             trained=True,
             upstream=self.upstream,
             spaces=("contextual", "input"),  # measured on data/ambiguous.tsv: docs/senses.md
+            parent=self.entry.parent,
         )
 
     @property

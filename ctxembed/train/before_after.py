@@ -81,14 +81,90 @@ def before_after(
     head: int | None = default("head"),
     on_note: Callable[[str], None] | None = say,
     model: str = default("model"),
+    against: list[str] | None = default("against"),
+    word: str | None = default("word"),
 ) -> dict:
     """``ctxembed before-after --json``: ``sentence``'s attention with a trained weights file (default:
     the shipped ``--preset learned`` one) at its initial and at its trained weights, as the
     ``ctxembed.before-after/1`` document; ``vectors``, ``limit``, ``trust`` as for an Explorer.
-    ``model``: the model whose attention was trained, the default (glove); a pretrained model is refused.
+    ``model``: the model whose attention was trained, the default (glove); a pretrained model is refused, and
+    a derived model (``train --name``) is shown beside its parent (:func:`before_and_after_model`; ``against``
+    and ``word``: the word's cosine across sentences under each).
     ``layer``, ``head``: the view to be shown, checked against the trained model before any work."""
-    check_trainable(model, "before-after")
     OPTIONS["top"].check(top)
+    from ctxembed.engine.registry import entry_of
+
+    if entry_of(model).parent is not None:  # a derived model: its parent before, itself after
+        return as_json(
+            before_and_after_model(sentence, model, against=against or (), word=word, top=top, layer=layer, head=head)
+        )
+    if against or word is not None:
+        raise DataError("{against} and {word} compare a derived model with its parent (--model NAME)", "against")
+    check_trainable(model, "before-after")
     store = open_vectors(vectors, limit=limit, trust=trust, on_convert=on_note or (lambda text: None))
     source = "default" if vectors is None else str(vectors)
     return as_json(before_and_after(store, sentence, weights_file, source=source, top=top, layer=layer, head=head))
+
+
+BEFORE_AFTER_MODEL_SCHEMA = "ctxembed.before-after-model/1"
+
+
+def head_changes(before, after) -> list[dict]:
+    """How far each head's attention moved: weights (L, h, T, T) before and after -> one entry per head,
+    {"layer", "head", "change"}, the change the mean over query words of the total variation distance
+    ½ Σ_k |a_after - a_before| (0: the same, 1: disjoint), the heads that moved most first."""
+    import numpy as np
+
+    moved = 0.5 * np.abs(np.asarray(after) - np.asarray(before)).sum(axis=-1).mean(axis=-1)  # (L, h)
+    entries = [
+        {"layer": int(layer), "head": int(head), "change": float(moved[layer, head])}
+        for layer, head in np.ndindex(moved.shape)
+    ]
+    return sorted(entries, key=lambda e: (-e["change"], e["layer"], e["head"]))
+
+
+def before_and_after_model(
+    text: str, model: str, *, against=(), word: str | None = None, top: int, layer, head
+) -> dict:
+    """One sentence through a derived model's parent (before training) and the derived model (after):
+    both ``ctxembed.attend/5`` documents, every head's change (:func:`head_changes`) and, with ``against``
+    sentences and ``word``, the word's cosines across the sentences under each (the change too)."""
+    import numpy as np
+
+    from ctxembed.engine.registry import entry_of, open_engine
+    from ctxembed.report import cosine_matrix, locate_word
+
+    after_engine = open_engine(model=model)
+    before_engine = open_engine(model=after_engine.card.parent)
+    check_view(after_engine.layers, after_engine.heads, layer, head)
+    if against and word is None:
+        raise DataError("{against} compares a word across sentences: give the {word}", "against", "word")
+    sentences = [text, *against]
+    documents, results, cosines = {}, {}, {}
+    for name, engine in (("before", before_engine), ("after", after_engine)):
+        results[name] = engine.run([engine.prepare(s) for s in sentences])
+        vectors = {"source": engine.model, "name": engine.model, "words": len(engine.store), "dim": engine.dim}
+        documents[name] = attend_document(results[name][0], engine, vectors, top=top)
+        if word is not None and against:
+            rows = [
+                locate_word(r, word, f"sentence {i + 1} ({s!r})")[0]
+                for i, (r, s) in enumerate(zip(results[name], sentences, strict=True))
+            ]
+            contextual = np.stack([r.contextual[i] for r, i in zip(results[name], rows, strict=True)])  # (N, d)
+            cosines[name] = cosine_matrix(contextual.astype(np.float64))  # (N, N)
+    record = entry_of(model).derived
+    return {
+        "schema": BEFORE_AFTER_MODEL_SCHEMA,
+        "model": model,
+        "parent": before_engine.model,
+        "way": record["way"],
+        "data": record["data"],
+        "figures": record["figures"],
+        "heads": head_changes(results["before"][0].weights, results["after"][0].weights),
+        "word": word if cosines else None,
+        "sentences": sentences,
+        "cosines": None
+        if not cosines
+        else {"before": cosines["before"], "after": cosines["after"], "change": cosines["after"] - cosines["before"]},
+        **documents,
+    }

@@ -165,3 +165,47 @@ def render_derived(console: Console, doc: dict) -> None:
     elif doc["interrupted"]:
         facts.add_row("checkpoint", f"{doc['checkpoint']} (run the same command with --resume)")
     console.print(facts)
+
+
+@terminal_view
+def render_before_after_model(
+    console: Console, doc: dict, *, layer: int | None = None, head: int | None = None, shown: int = 12
+) -> None:
+    """A derived model beside its parent: the heads that moved most, one layer's maps before and after, and
+    the word's cosine across the sentences under each."""
+    before, after = doc["before"], doc["after"]
+    console.print(
+        Text.assemble(("before-after", "bold"), f": {doc['parent']} (before) and {doc['model']} (after, {doc['way']} "
+                      f"on {doc['data']['name']})"), highlight=False,
+    )  # fmt: skip
+    labels = [t["text"] for t in before["tokens"] if t["used"]]
+    moved = Table(title=f"the heads that moved most (of {len(doc['heads'])}): mean total variation of a word's row")
+    for column in ("layer", "head", "change"):
+        moved.add_column(column, justify="right")
+    for entry in doc["heads"][:shown]:
+        moved.add_row(str(entry["layer"]), str(entry["head"]), f"{entry['change']:.3f}")
+    console.print(moved)
+    if layer is None:
+        top = doc["heads"][0]  # the head that moved most, unless a layer is asked for
+        layer, head = top["layer"], top["head"] if head is None else head
+    which = "mean of heads" if head is None else f"head {head}"
+    matrices = [
+        matrix_table(f"{doc['parent']}, layer {layer}, {which}", labels, labels, _attention_of(before, layer, head)),
+        matrix_table(f"{doc['model']}, layer {layer}, {which}", labels, labels, _attention_of(after, layer, head)),
+    ]
+    console.print(Columns(matrices, padding=(0, 4)))
+    cosines = doc["cosines"]
+    if cosines is not None:
+        table = Table(title=f"cosine of {doc['word']!r} across the sentences (read-out)")
+        for column in ("pair", doc["parent"], doc["model"], "change"):
+            table.add_column(column, justify="right")
+        n = len(doc["sentences"])
+        for i in range(n):
+            for j in range(i + 1, n):
+                was, now = cosines["before"][i][j], cosines["after"][i][j]
+                table.add_row(f"S{i + 1}-S{j + 1}", f"{was:.3f}", f"{now:.3f}", f"{now - was:+.3f}")
+        console.print(table)
+        for i, sentence in enumerate(doc["sentences"]):
+            console.print(Text(f"S{i + 1}  {sentence}"), highlight=False)
+    else:
+        console.print("--word W --with SENTENCE: the word's cosine across sentences before and after", style="dim")
