@@ -178,3 +178,27 @@ def test_before_after_shows_what_fine_tuning_moved(tiny_model, pairs_tsv):
 def test_before_after_refuses_with_for_the_glove_model():
     result = invoke("before-after", "we sat on the river bank", "--with", "the bank", "--word", "bank")
     assert result.exit_code in (1, 2) and "derived model" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_eval_takes_a_derived_model_as_a_configuration(tiny_model, pairs_tsv, tmp_path):
+    train(tiny_model, pairs_tsv, "tiny-eval", "--freeze")
+    wic = tmp_path / "wic"
+    wic.mkdir()
+    rows = [(a, b, w, y) for a, b, w, y in SAME]
+    data = [f"{w}\tN\t{a.split().index(w)}-{b.split().index(w)}\t{a}\t{b}" for a, b, w, y in rows]
+    for split in ("train", "dev"):
+        (wic / f"{split}.data.txt").write_text("\n".join(data) + "\n")
+        (wic / f"{split}.gold.txt").write_text("\n".join("T" if y else "F" for *_, y in rows) + "\n")
+    result = invoke("eval", "wic", str(wic), "-c", "tiny-eval", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert "tiny-eval" in result.stdout
+    scws = tmp_path / "pairs.txt"  # SCWS's layout: id, word, pos, word, pos, context <b> word </b>, context, rating
+    scws.write_text(
+        "".join(
+            f"{n}\t{w}\tn\t{w}\tn\t{a.replace(w, f'<b> {w} </b>', 1)}\t{b.replace(w, f'<b> {w} </b>', 1)}\t{9 * y}\n"
+            for n, (a, b, w, y) in enumerate(rows)
+        )
+    )
+    result = invoke("eval", "pairs", str(scws), "-c", "tiny-eval", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert "tiny-eval" in result.stdout

@@ -97,10 +97,11 @@ def render_models(console: Console, doc: dict) -> None:
         say(f"no model installed in {doc['folder']} (try `ctxembed models install minilm`)")
     for folder in doc.get("stale", []):
         say(f"{folder}: left by an install that was stopped (the next install removes it)")
+    width = max([8, *(len(m["model"]) for m in doc["models"])])
     for m in doc["models"]:
         origin = m["upstream"] if m.get("parent") is None else f"derived from {m['parent']} ({m['way']})"
         console.print(
-            f"{m['model']:<8} {m['bytes'] / 1e6:6.1f} MB  {m['licence']:<11} {origin}  {m['path']}",
+            f"{m['model']:<{width}} {m['bytes'] / 1e6:6.1f} MB  {m['licence']:<11} {origin}  {m['path']}",
             markup=False,
             highlight=False,
         )
@@ -109,7 +110,7 @@ def render_models(console: Console, doc: dict) -> None:
             held = figures.get("held_out_accuracy")
             epochs = figures.get("epochs")
             console.print(
-                f"         trained on {data['name']} (sha256 {data['sha256']}), train accuracy "
+                f"{'':<{width}} trained on {data['name']} (sha256 {data['sha256']}), train accuracy "
                 f"{figures['train_accuracy']:.3f}"
                 + ("" if held is None else f", held-out {held:.3f}")
                 + ("" if epochs is None else f", {epochs} epoch{'s' if epochs != 1 else ''}"),
