@@ -202,3 +202,11 @@ def test_eval_takes_a_derived_model_as_a_configuration(tiny_model, pairs_tsv, tm
     result = invoke("eval", "pairs", str(scws), "-c", "tiny-eval", "--json")
     assert result.exit_code == 0, result.stderr
     assert "tiny-eval" in result.stdout
+
+
+def test_before_after_of_a_frozen_model_says_no_head_moved(tiny_model, pairs_tsv):
+    train(tiny_model, pairs_tsv, "tiny-still", "--freeze")
+    doc = run_json("before-after", "we sat on the river bank", "--model", "tiny-still", "--json")
+    assert doc["way"] == "freeze" and all(h["change"] == 0 for h in doc["heads"])
+    text = invoke("before-after", "we sat on the river bank", "--model", "tiny-still").stdout
+    assert "no head moved" in text

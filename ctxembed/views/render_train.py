@@ -179,6 +179,14 @@ def render_before_after_model(
                       f"on {doc['data']['name']})"), highlight=False,
     )  # fmt: skip
     labels = [t["text"] for t in before["tokens"] if t["used"]]
+    if not any(entry["change"] for entry in doc["heads"]):  # --freeze: the encoder's attention is its parent's
+        console.print(
+            f"no head moved: {doc['model']} runs {doc['parent']}'s encoder as it is; it learned only a read-out "
+            f"({after['settings'].get('readout', 'a layer mix')}) and a head over its cosines",
+            highlight=False,
+        )
+        _derived_cosines(console, doc)
+        return
     moved = Table(title=f"the heads that moved most (of {len(doc['heads'])}): mean total variation of a word's row")
     for column in ("layer", "head", "change"):
         moved.add_column(column, justify="right")
@@ -194,6 +202,11 @@ def render_before_after_model(
         matrix_table(f"{doc['model']}, layer {layer}, {which}", labels, labels, _attention_of(after, layer, head)),
     ]
     console.print(Columns(matrices, padding=(0, 4)))
+    _derived_cosines(console, doc)
+
+
+def _derived_cosines(console: Console, doc: dict) -> None:
+    """The word's cosine across the sentences under the parent and the derived model (with --with)."""
     cosines = doc["cosines"]
     if cosines is not None:
         table = Table(title=f"cosine of {doc['word']!r} across the sentences (read-out)")
