@@ -210,3 +210,14 @@ def test_before_after_of_a_frozen_model_says_no_head_moved(tiny_model, pairs_tsv
     assert doc["way"] == "freeze" and all(h["change"] == 0 for h in doc["heads"])
     text = invoke("before-after", "we sat on the river bank", "--model", "tiny-still").stdout
     assert "no head moved" in text
+
+
+def test_the_server_answers_under_a_derived_model(tiny_model, pairs_tsv):
+    from ctxembed.serve.endpoints import Explorers, answer, registry
+
+    train(tiny_model, pairs_tsv, "tiny-served", "--freeze")
+    explorers = Explorers()
+    body = {"sentences": ["we sat on the river bank", "she paid cash into the bank"], "word": "bank"}
+    doc = answer("compare", body | {"model": "tiny-served"}, explorers)
+    assert doc["settings"]["model"] == "tiny-served" and "same_sense" in doc["words"][0]
+    assert "tiny-served" in [m["name"] for m in registry(explorers)["models"]]
