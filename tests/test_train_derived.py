@@ -221,3 +221,9 @@ def test_the_server_answers_under_a_derived_model(tiny_model, pairs_tsv):
     doc = answer("compare", body | {"model": "tiny-served"}, explorers)
     assert doc["settings"]["model"] == "tiny-served" and "same_sense" in doc["words"][0]
     assert "tiny-served" in [m["name"] for m in registry(explorers)["models"]]
+
+
+def test_a_name_of_the_registry_is_refused_before_any_work(tiny_model, pairs_tsv):
+    result = invoke("train", "--model", tiny_model.name, str(pairs_tsv), "--name", "minilm")
+    assert result.exit_code == 2 and "names a model of the registry" in result.stderr
+    assert "pairs to train on" not in result.stderr

@@ -278,11 +278,14 @@ def train_derived(
     from ctxembed.progress import Training
     from ctxembed.train.pairs import read_pairs
     from ctxembed.vectors.catalogue import MODELS
+    from ctxembed.vectors.catalogue import find as find_in_catalogue
     from ctxembed.vectors.derived import SCHEMA as RECORD_SCHEMA
     from ctxembed.vectors.derived import write_derived
     from ctxembed.vectors.models import model_path, models_dir
 
     name = check_name(name)
+    if find_in_catalogue(name) is not None:  # refused before any work, not after an epoch
+        raise UsageError(f"{{name}} {name!r} names a model of the registry: choose another", "name")
     entry = entry_of(model)
     if entry.name not in MODELS or entry.package is None:
         raise UsageError(f"{{model}} {model}: train a derived model from an installed model of the registry", "model")
