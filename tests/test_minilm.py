@@ -67,7 +67,9 @@ def test_compare_puts_each_same_sense_pair_above_every_cross_pair(minilm_folder)
 
 
 def test_neighbors_of_the_money_bank_are_finance_words(minilm_folder):
-    doc = run_json("neighbors", MONEY[0], "--word", "bank", "--model", "minilm", "-k", "10", "--json")
+    doc = run_json(
+        "neighbors", MONEY[0], "--word", "bank", "--model", "minilm", "-k", "10", "--space", "input", "--json"
+    )
     words = {n["word"] for n in doc["contextual"]}
     assert len(words & {"banking", "financial", "mortgage", "loans", "finance", "banker", "bankers", "cash"}) >= 3
 

@@ -56,7 +56,11 @@ def test_minilm_selected_answers_the_commands_document(server, minilm_folder):
             {"sentences": ["we sat on the river bank", SENTENCE], "word": "bank"},
             ["compare", "we sat on the river bank", SENTENCE, "--word", "bank"],
         ),
-        ("neighbors", {"sentence": SENTENCE, "word": "bank"}, ["neighbors", SENTENCE, "--word", "bank"]),
+        (
+            "neighbors",
+            {"sentence": SENTENCE, "word": "bank", "space": "input"},
+            ["neighbors", SENTENCE, "--word", "bank", "--space", "input"],
+        ),
     ],
 )
 def test_compare_and_neighbors_run_under_minilm(server, minilm_folder, endpoint, body, command):

@@ -98,7 +98,9 @@ def test_the_trained_models_summary_names_its_read_out_and_fits_80_columns(minil
     at_layer_3 = engine_for(named_settings("minilm@3", model_settings("minilm")), None, max_tokens=512)
     assert "read-out 1·h3 |" in at_layer_3.summary()  # not the default's mean
     assert "read-out mean of h0..h6 |" in open_engine(model="minilm").summary()
-    shown = invoke("neighbors", MONEY, "--word", "bank", "-m", "minilm", env={"COLUMNS": "80"}).stdout
+    shown = invoke(
+        "neighbors", MONEY, "--word", "bank", "-m", "minilm", "--space", "input", env={"COLUMNS": "80"}
+    ).stdout
     assert "(rows renormalised over the words)" in shown  # each part on a line of its own, never cut inside a word
 
 

@@ -37,8 +37,26 @@ from ctxembed.errors import DataError
 VERSION = 1  # the layout of a space folder; another version is built again, never read
 TEMPLATE = "the word {word} ."  # the sentence a rare word's vectors come from
 MIN_COUNT = 2  # occurrences in the corpus share below which a word's vectors come from the template
-SHARE = 8  # every SHARE-th line of the corpus is read: 7,168 of Brown's 57,340 lines (see docs/senses.md)
+SHARE = 8  # every SHARE-th line of the corpus is read: 7,168 of Brown's 57,340 lines (docs/senses.md)
 VOCABULARY = 20_000  # the most frequent words of the model's neighbour vocabulary that make the space
+# A smaller space for a small machine (and the test suite): every Nth line, the N most frequent words
+SHARE_VARIABLE, VOCABULARY_VARIABLE = "CTXEMBED_SPACE_SHARE", "CTXEMBED_SPACE_WORDS"
+
+
+def _setting(variable: str, default: int) -> int:
+    """A positive whole number from the environment, else ``default``."""
+    value = os.environ.get(variable, "")
+    return int(value) if value.isdigit() and int(value) > 0 else default
+
+
+def share() -> int:
+    return _setting(SHARE_VARIABLE, SHARE)
+
+
+def vocabulary_size() -> int:
+    return _setting(VOCABULARY_VARIABLE, VOCABULARY)
+
+
 CHUNK_LINES = 256
 # top principal directions removed from the space and the query (all-but-the-top); 3 did no
 # better on data/ambiguous.tsv (docs/senses.md)
@@ -302,7 +320,7 @@ def space_folder(engine) -> Path:
         source = file_fingerprint(path)
     except (OSError, TypeError):
         path, source = None, {"words": len(engine.store)}
-    recipe = [source, engine.card.name, engine.card.family, SHARE, VOCABULARY, MIN_COUNT, TEMPLATE]
+    recipe = [source, engine.card.name, engine.card.family, share(), vocabulary_size(), MIN_COUNT, TEMPLATE]
     key = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:12]
     name = f"space-{engine.model}-v{VERSION}-{key}"
     beside = path.parent / name if path is not None else None
@@ -357,7 +375,7 @@ def space_vocabulary(engine) -> list[str]:
     from ctxembed.vectors.tokenize import tokenize
 
     words = []
-    for word in engine.store.words[:VOCABULARY]:
+    for word in engine.store.words[: vocabulary_size()]:
         tokens = tokenize(word)
         if len(tokens) == 1 and tokens[0].key == word:
             words.append(word)
@@ -370,8 +388,9 @@ def corpus_share() -> list[str]:
 
     from ctxembed.vectors.shipped import shipped_path
 
+    every = share()
     with gzip.open(shipped_path("brown.txt.gz"), "rt", encoding="utf-8") as fh:
-        return [line.strip() for number, line in enumerate(fh) if number % SHARE == 0 and line.strip()]
+        return [line.strip() for number, line in enumerate(fh) if number % every == 0 and line.strip()]
 
 
 def build_folder(engine, folder: Path, *, on_note: Callable[[str], None] | None = None) -> dict:
@@ -389,7 +408,7 @@ def build_folder(engine, folder: Path, *, on_note: Callable[[str], None] | None 
         "version": VERSION,
         "model": engine.model,
         "corpus": "data/brown.txt.gz",
-        "share": SHARE,
+        "share": share(),
         "lines": len(lines),
         "template": TEMPLATE,
         "min_count": MIN_COUNT,

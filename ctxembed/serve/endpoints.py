@@ -74,7 +74,7 @@ ENDPOINTS: dict[str, dict[str, CommandOption]] = {
     "explain": _keys("attend", "sentence", "layer", "head", "word"),  # word: the neuron view's query
     "compare": _keys("compare", "sentences", "word"),
     "side-by-side": _keys("side_by_side", "sentences", "word"),
-    "neighbors": _keys("neighbors", "sentence", "word", "k", "include_context"),
+    "neighbors": _keys("neighbors", "sentence", "word", "k", "include_context", "space"),
 }
 TEXTS = ("sentence", "sentences")  # required here: the page has no stdin to read them from
 
@@ -308,7 +308,7 @@ def _document(endpoint: str, own: dict[str, Any], explorer: Explorer) -> dict:
         return explorer.compare(own["sentences"], own["word"]).document()
     if endpoint == "neighbors":
         return explorer.neighbors(
-            own["sentence"], own["word"], own["k"], include_context=own["include_context"]
+            own["sentence"], own["word"], own["k"], include_context=own["include_context"], space=own["space"]
         ).document()
     sentence = _sized(explorer, own["sentence"])
     if endpoint == "explain":
