@@ -531,3 +531,32 @@ def test_chunks_shrink_near_the_end_of_a_file_so_the_workers_finish_together(tmp
     assert min(sizes[:-1]) == 4096 // 16 and sum(size < 4096 for size in sizes) > 5
     piped = LineSource(io.BytesIO(path.read_bytes()), 1 << 16)
     assert piped.share(4096, 2) == 4096 and (piped.next_chunk(4096), piped.share(4096, 2))[1] == 4096
+
+
+def test_a_stop_signal_during_a_workers_fork_is_not_lost(tmp_path):
+    """Python runs at-fork hooks (logging's lock release) inside the fork call, where an exception is
+    printed and ignored: a SIGTERM whose handler raised there was lost and batch ran on to exit 0 (seen in
+    test_batch_columnar's killed run). The pool holds the signals until fork has returned."""
+    script = tmp_path / "fork.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        "from ctxembed.batch.pool import _fork\n"
+        "class Stop(BaseException): pass\n"
+        "def stop(signum, frame): raise Stop()\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "def hook():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    sum(range(1000))  # the handler would run here, inside the hook\n"
+        "os.register_at_fork(after_in_parent=hook)\n"
+        "try:\n"
+        "    pid = _fork()\n"
+        "    if pid == 0:\n"
+        "        os._exit(0)\n"
+        "    os.waitpid(pid, 0)\n"
+        "except Stop:\n"
+        "    print('stopped')\n"
+        "    sys.exit(0)\n"
+        "print('lost')\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.stdout == "stopped\n", (done.stdout, done.stderr[-400:])

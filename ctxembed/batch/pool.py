@@ -127,7 +127,7 @@ class WorkerPool:
         result_read, result_write = os.pipe()
         _widen(task_write)
         _widen(result_read)
-        pid = os.fork()
+        pid = _fork()
         if pid == 0:  # the worker: never returns into the parent's code
             code = 0
             try:
@@ -359,3 +359,19 @@ def _describe_status(status: int | None) -> str:
         except ValueError:
             return f"killed by signal {number}"
     return f"exit code {os.waitstatus_to_exitcode(status)}"
+
+
+def _fork() -> int:
+    """``os.fork()`` with SIGINT and SIGTERM held until it has returned, in both processes. Python runs
+    the at-fork hooks (logging's lock release among them) inside the fork call, where an exception is
+    printed and ignored: a stop signal that raised there was lost, and the run went on to the end. Held,
+    it is delivered right after, in the parent's own code (the worker has the parent's handler)."""
+    mask = {signal.SIGINT, signal.SIGTERM}
+    try:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, mask)
+    except (AttributeError, ValueError, OSError):  # no sigmask here (not the main thread)
+        return os.fork()
+    try:
+        return os.fork()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

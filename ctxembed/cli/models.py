@@ -65,7 +65,7 @@ def models_verify(
     show(verify(name), json_out, "render_verified")
 
 
-@models_app.command("space", epilog="Example: ctxembed models space minilm   # built once, then cached")
+@models_app.command("space", epilog="Example: ctxembed models space minilm   # needs: ctxembed models install minilm")
 @reports_errors
 @declared
 def models_space(
