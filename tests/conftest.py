@@ -50,10 +50,10 @@ def pytest_unconfigure(config):
 def isolated_env(tmp_path_factory, monkeypatch):
     cache = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("CTXEMBED_CACHE_DIR", str(cache))
-    # a trained model's contextual neighbour space from every 200th Brown line and 3,000 words: seconds,
-    # not the 100 CPU s of the real one (each test builds its own, in its own cache folder)
-    monkeypatch.setenv("CTXEMBED_SPACE_SHARE", "200")
-    monkeypatch.setenv("CTXEMBED_SPACE_WORDS", "3000")
+    # a trained model's contextual neighbour space is the one `make models` built beside the model's files
+    # (engine/space.py: once per install, whatever the cache folder), never a smaller one of the tests' own
+    monkeypatch.delenv("CTXEMBED_SPACE_SHARE", raising=False)
+    monkeypatch.delenv("CTXEMBED_SPACE_WORDS", raising=False)
     monkeypatch.setenv("GENSIM_DATA_DIR", str(tmp_path_factory.mktemp("gensim-data")))
     monkeypatch.delenv("CTXEMBED_VECTORS", raising=False)
     monkeypatch.delenv("CTXEMBED_DEBUG", raising=False)
