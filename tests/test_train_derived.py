@@ -227,3 +227,11 @@ def test_a_name_of_the_registry_is_refused_before_any_work(tiny_model, pairs_tsv
     result = invoke("train", "--model", tiny_model.name, str(pairs_tsv), "--name", "minilm")
     assert result.exit_code == 2 and "names a model of the registry" in result.stderr
     assert "pairs to train on" not in result.stderr
+
+
+def test_models_verify_checks_a_fine_tuned_model_and_names_a_frozen_ones_parent(tiny_model, pairs_tsv):
+    train(tiny_model, pairs_tsv, "tiny-verified", "--batch-pairs", "4")
+    assert run_json("models", "verify", "tiny-verified", "--json")["verified"] is True
+    train(tiny_model, pairs_tsv, "tiny-headonly", "--freeze")
+    result = invoke("models", "verify", "tiny-headonly")
+    assert result.exit_code == 2 and f"verify {tiny_model.name}" in result.stderr

@@ -29,10 +29,11 @@ import os
 import stat
 from pathlib import Path
 
-from ctxembed.errors import DataError
+from ctxembed.errors import DataError, UsageError
 from ctxembed.vectors.models import (
     FILES,
     FORMAT,
+    INSTALLED,
     NEIGHBOURS,
     SMALL,
     WEIGHTS,
@@ -196,10 +197,16 @@ def check_finite(name: str, array, what: str = WEIGHTS) -> None:
 
 def verify(name: str) -> dict:
     """The full check of installed model ``name``: every converted file's sha256 against installed.json,
-    every weight finite, then the cheap checks. Returns what was checked; DataError on damage."""
-    package_of(name)
+    every weight finite, then the cheap checks (a fine-tuned derived model's too: its record names its
+    parent). Returns what was checked; DataError on damage."""
     folder = models_dir() / name
+    if not (folder / INSTALLED).is_file():
+        if (folder / "derived.json").is_file():  # a frozen derived model: a head over its parent's weights
+            parent = parse_json(name, folder / "derived.json", read_small(name, folder / "derived.json")).get("parent")
+            raise UsageError(f"{name} holds no weights of its own (a head over {parent}'s): verify {parent}")
+        package_of(name)  # a name that is no model: UsageError naming the ones there are
     record = read_record(name, folder)
+    package_of(record.get("derived_from", name))
     for file in FILES:
         file_stat(name, folder / file)
     verify_files(name, folder, record, list(FILES))
