@@ -128,7 +128,7 @@ class NeighbourSpace:
         if _crc(self.means) != self.meta["means_crc"]:
             raise DataError(
                 f"{self.folder} is damaged (its means do not match their checksum): rebuild it with "
-                f"`ctxembed models space {self.meta['model']} --rebuild`"
+                f"`{rebuild_command(self.meta['model'])}`"
             )
 
     def nearest(
@@ -329,8 +329,9 @@ def space_folder(engine) -> Path:
     return cache_dir() / name
 
 
-def rebuild_command(engine) -> str:
-    return f"ctxembed models space {engine.model} --rebuild"
+def rebuild_command(model: str) -> str:
+    """The command that builds the space of the model named ``model`` again."""
+    return f"ctxembed models space {model} --rebuild"
 
 
 def open_space(engine, *, build: bool = True, on_note: Callable[[str], None] | None = None) -> NeighbourSpace:
@@ -340,10 +341,10 @@ def open_space(engine, *, build: bool = True, on_note: Callable[[str], None] | N
     if not folder.exists():
         if not build:
             raise DataError(
-                f"{engine.model}'s contextual neighbour space is not built: run `{rebuild_command(engine)}`"
+                f"{engine.model}'s contextual neighbour space is not built: run `{rebuild_command(engine.model)}`"
             )
         build_folder(engine, folder, on_note=on_note)
-    return read_folder(folder, rebuild_command(engine))
+    return read_folder(folder, rebuild_command(engine.model))
 
 
 def read_folder(folder: Path, rebuild: str) -> NeighbourSpace:
