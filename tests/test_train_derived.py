@@ -149,8 +149,22 @@ def test_compare_under_a_derived_model_gives_its_heads_probability(tiny_model, p
     # the head's own formula over the document's per-layer cosines: sigmoid(a cos_mix + w . cos_j + b)
     record = json.loads((tiny_model.folder.parent / "tiny-head" / "derived.json").read_text())
     head, layers = record["head"], np.array(entry["layers"])  # (K, N, N)
-    z = head["mix_weight"] * np.array(entry["contextual_similarity"]) + np.tensordot(head["weights"], layers, 1)
-    assert np.allclose(p, 1 / (1 + np.exp(-(z + head["bias"]))), atol=1e-5)
+    K = len(layers)
+    assert len(head["weights"]) == 2 * K and np.array(head["centre"]).shape == (K, tiny_model.width)
+    # the head's own formula: sigmoid(a cos_mix + w . cos_j + w' . standardised cos_j + b), the first two
+    # from the document's cosines; the standardised ones from the pair's hidden states
+    from ctxembed.core.heads import same_sense
+
+    z = head["mix_weight"] * np.array(entry["contextual_similarity"]) + np.tensordot(head["weights"][:K], layers, 1)
+    assert not np.allclose(p, 1 / (1 + np.exp(-(z + head["bias"]))), atol=1e-5)  # the standardised ones count
+    from ctxembed.engine.registry import open_engine
+
+    engine = open_engine(model="tiny-head")
+    results = engine.run([engine.prepare(s) for s in sentences])
+    words = np.stack([np.stack(r.hidden_states())[:, r.prepared.locate("bank")[0]] for r in results])  # (N, K, D)
+    mix = np.array(record["mix"]["weights"])
+    expected = same_sense(head, mix, words[[0, 0, 1]], words[[1, 2, 2]])  # pairs S1-S2, S1-S3, S2-S3
+    assert np.allclose(expected, [p[0, 1], p[0, 2], p[1, 2]], atol=1e-6)
     text = invoke("compare", "--word", "bank", *sentences, "--model", "tiny-head").stdout
     assert "p(same sense)" in text and f"{p[0, 1]:.3f}" in text
     parent = run_json("compare", "--word", "bank", *sentences, "--model", tiny_model.name, "--json")

@@ -107,11 +107,13 @@ def fit_frozen(weights, train: list[Pair], held: list[Pair]) -> dict:
     n = len(train)
     found = fit(*gram(first[:n], second[:n]), labels[:n])  # ELMo's mix on the training pairs
     mix = {"weights": [float(s) for s in found.weights], "gamma": float(found.gamma)}
-    head = {"kind": "layer-cosines"}
-    features = head_features(head, found.weights, first, second)  # (n, 1 + K)
+    occurrences = np.concatenate([first[:n], second[:n]]).astype(np.float64)  # (2n, K, D) the training words
+    head = {"kind": "layer-cosines", "centre": occurrences.mean(0), "spread": occurrences.std(0) + 1e-6}  # (K, D)
+    features = head_features(head, found.weights, first, second)  # (n, 1 + 2K)
     w = fit_logistic(features[:n], labels[:n])
     head |= {"mix_weight": float(w[0]), "weights": [float(x) for x in w[1:-1]], "bias": float(w[-1])}
     p = same_sense(head, found.weights, first, second)  # (n,)
+    head |= {key: head[key].tolist() for key in ("centre", "spread")}  # JSON: the record holds the head
     return {
         "mix": mix,
         "head": head,
