@@ -99,7 +99,9 @@ def before_after(
             before_and_after_model(sentence, model, against=against or (), word=word, top=top, layer=layer, head=head)
         )
     if against or word is not None:
-        raise DataError("{against} and {word} compare a derived model with its parent (--model NAME)", "against")
+        raise DataError(
+            "{against} and {word} compare a derived model with its parent ({model} NAME)", "against", "word", "model"
+        )
     check_trainable(model, "before-after")
     store = open_vectors(vectors, limit=limit, trust=trust, on_convert=on_note or (lambda text: None))
     source = "default" if vectors is None else str(vectors)

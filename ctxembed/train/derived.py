@@ -236,7 +236,9 @@ def read_checkpoint(path: Path, meta: dict) -> dict[str, np.ndarray]:
         raise DataError(f"{path}: not a fine-tuning checkpoint ({type(error).__name__})") from None
     differs = sorted(key for key in meta if theirs.get(key) != meta[key])
     if differs:
-        raise DataError(f"{path} was made by another run (its {', '.join(differs)} differ): run without --resume")
+        raise DataError(
+            f"{path} was made by another run (its {', '.join(differs)} differ): run without {{resume}}", "resume"
+        )
     return state
 
 
@@ -290,7 +292,7 @@ def train_derived(
     if entry.name not in MODELS or entry.package is None:
         raise UsageError(f"{{model}} {model}: train a derived model from an installed model of the registry", "model")
     if freeze and resume:
-        raise UsageError("{resume} continues a fine-tuning run; --freeze fits in one pass", "resume", "freeze")
+        raise UsageError("{resume} continues a fine-tuning run; {freeze} fits in one pass", "resume", "freeze")
     keep_freed_memory()  # a step frees and retakes the same large arrays: keep them (train/memory.py)
     with threadpool_limits(limits=1, user_api="blas"):  # faster per CPU-second, the same sums each run
         return _train(name, entry, pairs_path, freeze, options, batch_pairs, checkpoint, resume, on_note, stop)

@@ -65,7 +65,7 @@ def train_weights(
     derived_only = [flag for flag, value in (("name", name), ("freeze", freeze), ("batch_pairs", batch_pairs)) if value]
     if derived_only:
         raise UsageError(
-            f"{{{derived_only[0]}}} trains a derived model of a trained model (--model minilm); the {model} "
+            f"{{{derived_only[0]}}} trains a derived model of a trained model ({{model}} minilm); the {model} "
             "model's training learns its attention into {out}", derived_only[0], "out", "model"
         )  # fmt: skip
     if out is None:

@@ -69,7 +69,9 @@ def read_derived(name: str) -> dict | None:
     record = models.parse_json(name, path, models.read_small(name, path))
     missing = [key for key in ("parent", "weights", "head", "mix", "data", "licence") if key not in record]
     if not isinstance(record, dict) or record.get("schema") != SCHEMA or missing:
-        raise DataError(f"{path} is not a derived model's record (train it again with `ctxembed train --name {name}`)")
+        raise DataError(
+            f"{path} is not a derived model's record (train it again with `ctxembed train {{name}} {name}`)", "name"
+        )
     if record["parent"] not in MODELS or record["weights"] not in ("own", "parent"):
         raise models.damaged(name, path, f"its parent {record['parent']!r} is not a model of the registry")
     return record
@@ -111,7 +113,7 @@ def write_derived(name: str, record: dict, weights=None, parent_folder: Path | N
     from ctxembed.vectors.models import FILES, FORMAT, INSTALLED, NEIGHBOURS, WEIGHTS, recorded_stat, sha256_of
 
     if name in MODELS or any(name in entry.aliases for entry in MODELS.values()):
-        raise DataError(f"{name!r} names a model of the registry: choose another --name")
+        raise DataError(f"{name!r} names a model of the registry: choose another {{name}}", "name")
     root = models.models_dir()
     root.mkdir(parents=True, exist_ok=True)
     staged = root / f".{name}-derived-{os.getpid()}"

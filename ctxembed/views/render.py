@@ -894,20 +894,27 @@ def render_neighbors(console: Console, doc: dict) -> None:
     which = f"position {doc['position']}"
     if doc.get("occurrences", 1) > 1:
         which += f", occurrence {doc['occurrence']} of {doc['occurrences']}"
-    console.print(
+    labelled(
+        console,
+        "word",
         Text(
-            f"word     {marked(doc['word'], doc.get('source'))!r} at {which} of: {doc['text']}"
+            f"{marked(doc['word'], doc.get('source'))!r} at {which} of: {doc['text']}"
             + (f"  (cos static/contextual {moved:.3f})" if moved is not None else "")
-        )
+        ),
     )
     _source_legend(console, [doc.get("source")])
     among = doc.get("among")
     pool = f" among the {among:,} most frequent (--among 0: all)" if among and among < doc["vectors"]["words"] else ""
-    console.print(Text(f"nearest words{pool} (contextual neighbours searched {doc['space']})", style="bold"))
+    search = doc.get("search")
+    where = f": the model's contextual space, {search['about']}" if search else f" searched {doc['space']}"
+    labelled(console, "nearest", Text(f"words{pool} (contextual column{where})", style="bold"))
+    left = []
     if doc["excluded"]:
-        console.print(
-            Text(f"left out: the sentence's words {', '.join(doc['excluded'])} (--include-context keeps them)")
-        )
+        left.append(f"the sentence's words {', '.join(doc['excluded'])} (--include-context keeps them)")
+    if doc.get("forms"):
+        left.append(f"the word's own forms {', '.join(doc['forms'])}")
+    if left:
+        labelled(console, "left out", Text("; ".join(left)))
     table = Table()
     table.add_column("#", justify="right")
     table.add_column("static", style="bold")
