@@ -120,7 +120,7 @@ def test_table_shows_both_lists_side_by_side():
     doc = neighbors("we sat on the river bank", "bank", "-k", "3")
     stdout = succeeds("neighbors", "we sat on the river bank", "--word", "bank", "-k", "3").stdout
     assert "word     'bank' at position 5 of: we sat on the river bank" in stdout
-    header, rows = table(stdout, "nearest words")
+    header, rows = table(stdout, "nearest  words")  # the labels column: word, nearest, left out
     assert header == ["#", "static", "cos", "contextual", "cos"]
     assert [row[1] for row in rows] == words(doc["static"])
     assert [row[3] for row in rows] == words(doc["contextual"])
@@ -149,3 +149,14 @@ def test_contextual_vectors_of_another_size_are_a_data_error():
 def test_sentence_from_stdin():
     doc = run_json("neighbors", "--word", "bank", "-k", "2", "--json", input="the river bank\n")
     assert doc["text"] == "the river bank" and doc["position"] == 2
+
+
+def test_the_header_lines_wrap_under_their_text_not_at_column_0():
+    """At 80 columns (a pipe's width) the word, nearest and left-out lines wrap under their own text."""
+    sentence = "the fishermen pulled their boat onto the muddy bank of the river"
+    stdout = succeeds("neighbors", sentence, "-w", "bank").stdout
+    head = stdout[: stdout.index("┏")].splitlines()  # the lines above the table
+    labels = ("vectors ", "settings ", "word ", "nearest ", "left out ")
+    assert len(head) > len(labels)  # some lines did wrap
+    assert all(line.startswith(labels) or line.startswith(" " * 9) for line in head), head
+    assert all(line == line.rstrip() for line in head)
