@@ -179,12 +179,13 @@ def render_before_after_model(
                       f"on {doc['data']['name']})"), highlight=False,
     )  # fmt: skip
     labels = [t["text"] for t in before["tokens"] if t["used"]]
-    if not any(entry["change"] for entry in doc["heads"]):  # --freeze: the encoder's attention is its parent's
-        console.print(
-            f"no head moved: {doc['model']} runs {doc['parent']}'s encoder as it is; it learned only a read-out "
-            f"({after['settings'].get('readout', 'a layer mix')}) and a head over its cosines",
-            highlight=False,
-        )
+    if not any(entry["change"] for entry in doc["heads"]):
+        if doc["way"] == "freeze":  # the encoder's attention is its parent's
+            said = (f"{doc['model']} runs {doc['parent']}'s encoder as it is; it learned only a read-out "
+                    f"({after['settings'].get('readout', 'a layer mix')}) and a head over its cosines")  # fmt: skip
+        else:  # fine-tuned, yet no attention weight changed (a run of one step: its warm-up starts at lr 0)
+            said = f"fine-tuning left every attention map of {doc['parent']} as it was (train longer)"
+        console.print(f"no head moved: {said}", highlight=False)
         _derived_cosines(console, doc)
         return
     moved = Table(title=f"the heads that moved most (of {len(doc['heads'])}): mean total variation of a word's row")
