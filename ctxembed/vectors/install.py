@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from ctxembed.errors import DataError, UsageError
+from ctxembed.output import atomic_file
 from ctxembed.vectors.models import (
     FILES,
     FORMAT,
@@ -149,12 +150,11 @@ def _record_stats(folder: Path) -> None:
     if "files" in record:
         return
     record["files"] = {file: recorded_stat(folder / file) for file in FILES}
-    partial = folder / f".{INSTALLED}.partial"
     try:
-        partial.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-        partial.replace(folder / INSTALLED)
+        with atomic_file(folder / INSTALLED) as fh:
+            fh.write((json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
     except OSError:  # a folder this user cannot write: each open checks in full once, then remembers it
-        partial.unlink(missing_ok=True)
+        pass
 
 
 # ------------------------------------------------------------------ interrupted installs

@@ -30,6 +30,7 @@ import stat
 from pathlib import Path
 
 from ctxembed.errors import DataError, UsageError
+from ctxembed.output import atomic_file
 from ctxembed.vectors.models import (
     FILES,
     FORMAT,
@@ -275,11 +276,8 @@ def _remember(passed: dict) -> None:
     if not passed:
         return
     stamps = {**_stamps(), **passed}
-    path = _stamps_path()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}")
-        partial.write_text(json.dumps(stamps, sort_keys=True))
-        os.replace(partial, path)
+        with atomic_file(_stamps_path()) as fh:
+            fh.write(json.dumps(stamps, sort_keys=True).encode())
     except OSError:
         pass
