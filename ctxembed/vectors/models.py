@@ -189,20 +189,25 @@ def describe(name: str) -> dict:
 def _abandoned(folder: Path) -> bool:
     """Whether a temporary folder's install is gone: its lock can be taken (or it never made one and is
     more than a minute old)."""
-    import fcntl
     import time
 
+    from filelock import FileLock, Timeout  # lazy: only install and list look for killed installs
+
+    lock_path = folder / LOCK
+    if not lock_path.exists():
+        try:
+            return time.time() - folder.stat().st_mtime > 60
+        except OSError:
+            return False
+    lock = FileLock(lock_path)
     try:
-        with open(folder / LOCK, "r+") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False
-            return True
-    except FileNotFoundError:
-        return time.time() - folder.stat().st_mtime > 60
+        lock.acquire(timeout=0)
+    except Timeout:
+        return False
     except OSError:
         return False
+    lock.release()
+    return True
 
 
 def stale_folders(root: Path) -> list[Path]:
