@@ -302,6 +302,10 @@ TRAIN_DEFAULTS: dict[str, Any] = {
 
 
 TRAINING_PANEL = "Training"
+# What training a trained model (a derived model, ``train --model minilm PAIRS --name NAME``) uses unless told:
+# BERT's fine-tuning recipe (lr 5e-5, batches of 16 pairs, warm-up over a tenth of the steps at most), 2 epochs
+# (docs/training.md: WiC dev 0.650 after one epoch, 0.655 after two). ``batch_pairs`` is the command's option.
+FINETUNE_DEFAULTS: dict[str, Any] = {"epochs": 2, "lr": 5e-5, "batch_pairs": 16}
 MODEL_PANEL = "Model (what is trained)"
 
 
@@ -322,12 +326,20 @@ class TrainOptions:
     epochs: int = setting(
         int,
         5,
-        "Passes over the training sentences; 0: write the initial weights.",
+        "Passes over the training sentences; 0: write the initial weights. Fine-tuning (--model minilm --name): "
+        f"{FINETUNE_DEFAULTS['epochs']} unless given.",
         minimum=0,
         maximum=10_000,
         panel=TRAINING_PANEL,
     )
-    lr: float = setting(float, 3e-3, "Adam's peak learning rate.", minimum=1e-8, maximum=10.0, panel=TRAINING_PANEL)
+    lr: float = setting(
+        float,
+        3e-3,
+        f"Adam's peak learning rate. Fine-tuning (--model minilm --name): {FINETUNE_DEFAULTS['lr']:g} unless given.",
+        minimum=1e-8,
+        maximum=10.0,
+        panel=TRAINING_PANEL,
+    )
     batch_tokens: int = setting(
         int,
         512,
@@ -399,10 +411,6 @@ class TrainOptions:
 
 
 TRAIN_OPTIONS: dict[str, Setting] = declarations(TrainOptions)
-# What training a trained model (a derived model, ``train --model minilm PAIRS --name NAME``) uses unless told:
-# BERT's fine-tuning recipe (lr 5e-5, batches of 16 pairs, warm-up over a tenth of the steps at most), 2 epochs
-# (docs/training.md: WiC dev 0.650 after one epoch, 0.655 after two). ``batch_pairs`` is the command's option.
-FINETUNE_DEFAULTS: dict[str, Any] = {"epochs": 2, "lr": 5e-5, "batch_pairs": 16}
 SENSES_PANEL = "Senses"
 
 
