@@ -6,7 +6,10 @@
 
 The vector of an occurrence is its contextual vector; with ``drop_own`` the word's own term (see
 :func:`own_term`: the layer-0 share of a layer mix, the residual λ·x) is taken out, leaving what
-the context adds. Dropping it is the default (docs/senses.md has the measurements).
+the context adds. Dropping it is the default (docs/senses.md has the measurements). A trained
+model carries the word's identity in every hidden state, not in one term: there the word's type
+direction, the mean of its occurrences' vectors, is taken out too before clustering
+(:func:`type_direction`).
 The vectors are normalised and clustered by k-means (on the unit sphere,
 cosine = dot product: spherical k-means as far as the assignment step goes).
 
@@ -26,7 +29,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ctxembed.core.mix import LayerMix
 from ctxembed.core.similarity import unit_rows
 from ctxembed.engine import ContextEngine
 from ctxembed.errors import DataError
@@ -49,10 +51,13 @@ class OccurrenceVectors:
     occurrences: list[Occurrence]  # the usable ones, in corpus order
     vectors: np.ndarray  # (n, d) context vectors (contextual minus the own term)
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
+    readouts: np.ndarray | None = None  # (n, d_out) the contextual vectors as read out, own term and all
+    type_mean: np.ndarray | None = None  # (d,) the word's type direction, taken out before clustering
 
     @property
     def unit(self) -> np.ndarray:
-        return unit_rows(self.vectors)  # (n, d)
+        """(n, d) what is clustered: the vectors less the type direction (when there is one), at unit length."""
+        return unit_rows(self.vectors if self.type_mean is None else self.vectors - self.type_mean)  # (n, d)
 
 
 @dataclass
@@ -108,25 +113,46 @@ def occurrence_vectors(
         usable.append(occurrence)
         prepared.append(sentence)
         rows.append(sentence.used.index(position))
-    return OccurrenceVectors(usable, target_vectors(engine, prepared, rows, drop_own=drop_own), skipped)
+    vectors, readouts = _targets(engine, prepared, rows, drop_own=drop_own)
+    return OccurrenceVectors(usable, vectors, skipped, readouts, type_direction(engine, vectors, drop_own=drop_own))
+
+
+def type_direction(engine: ContextEngine, vectors: np.ndarray, *, drop_own: bool = True) -> np.ndarray | None:
+    """(d,) the direction a trained model's word keeps in every occurrence (its identity, which its hidden
+    states carry at every layer, not in one term that :func:`own_term` could drop): the mean of the
+    word's occurrence vectors ``vectors`` (n, d). Taken out before clustering, so that occurrences group
+    by what their contexts add (eval wsi data/wsi-senses.tsv -c minilm: ARI 0.851 with it kept, 0.879
+    without; docs/senses.md). None when the own term is not dropped, for no occurrence, and for an
+    engine whose own term is exact (the GloVe engine: its context part is what :func:`own_term` leaves)."""
+    if not drop_own or not engine.card.trained or not len(vectors):
+        return None
+    return vectors.astype(np.float64).mean(axis=0)  # (d,)
 
 
 def target_vectors(engine: ContextEngine, prepared: list, rows: list[int], *, drop_own: bool = True) -> np.ndarray:
     """(n, d_out) contextual vector of token ``rows[i]`` (an index into ``used``) of sentence ``prepared[i]``,
     minus its own residual term when ``drop_own``; a sentence listed several times runs once."""
+    return _targets(engine, prepared, rows, drop_own=drop_own)[0]
+
+
+def _targets(
+    engine: ContextEngine, prepared: list, rows: list[int], *, drop_own: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`target_vectors`, the same rows' contextual vectors as read out (n, d_out))."""
     vectors = np.zeros((len(prepared), engine.out_dim), dtype=np.float32)  # (n, d_out)
+    readouts = vectors.copy()  # (n, d_out)
     if not prepared:
-        return vectors
+        return vectors, readouts
     distinct = list({id(s): s for s in prepared}.values())
     with one_thread():
         results = dict(zip(map(id, distinct), engine.run(distinct, weights=False), strict=True))  # vectors only
     for n, (sentence, row) in enumerate(zip(prepared, rows, strict=True)):
         result = results[id(sentence)]
-        vectors[n] = result.contextual[row]
+        readouts[n] = vectors[n] = result.contextual[row]
         own = own_term(engine, result, row) if drop_own else None
         if own is not None:
             vectors[n] -= own
-    return vectors
+    return vectors, readouts
 
 
 FEWER_THAN_GIVEN = "fewer distinct contexts than k given"
@@ -235,7 +261,7 @@ def sense_labels(
     centres, so words every sense shares do not label them all), among the LABEL_VOCABULARY most frequent
     words (rare words make poor labels, and the search is that much faster), alphabetic words only. A
     model whose neighbours live in its contextual space (its card's first space) is labelled there
-    (:func:`contextual_labels`)."""
+    (:func:`contextual_labels`; ``centres`` are then read-outs: :func:`label_centres`)."""
     if engine.card.spaces[0] == "contextual":
         return contextual_labels(engine, centres, k=k, exclude=exclude, word=word)
     vocabulary = engine.store.head(min(LABEL_VOCABULARY, len(engine.store)))
@@ -248,26 +274,35 @@ def sense_labels(
     return labels
 
 
+def label_centres(engine: ContextEngine, found: OccurrenceVectors, clustering: Clustering) -> np.ndarray:
+    """(k, d) what :func:`sense_labels` searches from: in a contextual space, each sense's mean read-out (its
+    occurrences' contextual vectors as read out, where the space's words are); else the unit centroids."""
+    if engine.card.spaces[0] != "contextual" or found.readouts is None:
+        return centroids(found.unit, clustering.labels, clustering.k)
+    sums = np.zeros((clustering.k, found.readouts.shape[1]), dtype=np.float64)  # (k, d_out)
+    np.add.at(sums, clustering.labels, found.readouts)
+    return sums / np.bincount(clustering.labels, minlength=clustering.k)[:, None]  # (k, d_out)
+
+
 def contextual_labels(
     engine: ContextEngine, centres: np.ndarray, *, k: int, exclude: set[str], word: str
 ) -> list[list[tuple[str, float]]]:
-    """Each centre's nearest words in the model's contextual neighbour space (:mod:`ctxembed.engine.space`),
-    searched as `neighbors` searches a word's vector there (its own type direction partly removed), minus
-    the word's forms and ``exclude``; alphabetic words only."""
+    """The words nearest each sense's centroid ``centres`` (k, d_out), the mean read-out of its occurrences,
+    in the model's contextual neighbour space (:mod:`ctxembed.engine.space`), searched as `neighbors`
+    searches one occurrence of the word (its own type direction partly removed), minus the word's forms,
+    ``exclude`` and the words the space only knows from its template; alphabetic words only. With several
+    senses the centroid is moved away from the mean of the centroids by as much again (c + (c - m)): the
+    words all senses share (money for every bank of a financial corpus) then label only the sense
+    they belong to most. One sense is labelled by its centroid."""
     from ctxembed.engine.space import open_space, word_forms  # lazy: only a trained model's labels read it
 
     space = open_space(engine)
     banned = exclude | set(word_forms(word, space.words)) | {word} | space.templated_words
-    # the occurrence vectors lost their own term (the mix's h0 share): the space is read out without it too
-    weights = np.asarray(engine.mix.weights, dtype=np.float64).copy()  # (L + 1,)
-    weights[0] = 0.0
-    mix = LayerMix(weights / weights.sum(), engine.mix.gamma, "the read-out without h0", engine.mix.normalize)
-    mean = centres.mean(axis=0) if len(centres) > 1 else np.zeros(centres.shape[1])  # (d,)
+    middle = centres.mean(axis=0)  # (d,)
     labels = []
     for centre in centres:
-        distinct = len(centres) > 1
-        query = centre - mean if distinct else centre  # (d,) what sets this sense apart from the others
-        found = space.nearest(query, mix, word=None, k=2 * k + 10, exclude=banned, direction=distinct)
+        query = 2 * centre - middle  # (d,) the centroid, and what sets it apart from the other senses
+        found = space.nearest(query, engine.mix, word=word, k=2 * k + 10, exclude=banned)
         labels.append([(w, s) for w, s in found if w.isalpha()][:k])
     return labels
 
@@ -305,8 +340,10 @@ def word_document(
     unit = found.unit  # (n, d)
     centres = centroids(unit, clustering.labels, clustering.k)  # (k, d)
     closeness = np.einsum("nd,nd->n", unit, centres[clustering.labels])  # (n,) cosine to own centre
-    can_label = engine.out_dim == engine.dim
-    labels = sense_labels(engine, centres, k=label_words, exclude=set(forms), word=word) if can_label else None
+    labels = None
+    if engine.out_dim == engine.dim:
+        searched = label_centres(engine, found, clustering)  # (k, d)
+        labels = sense_labels(engine, searched, k=label_words, exclude=set(forms), word=word)
     points, explained = pca_map(unit)  # (n, 2)
     entry.update(
         k=clustering.k,

@@ -30,7 +30,7 @@ from ctxembed.core.similarity import unit_rows
 from ctxembed.engine.registry import engine_for
 from ctxembed.errors import DataError
 from ctxembed.presets import Settings, build_settings
-from ctxembed.senses.induce import cluster, target_vectors
+from ctxembed.senses.induce import cluster, target_vectors, type_direction
 from ctxembed.senses.occurrences import inflections
 from ctxembed.vectors.corpus import open_file
 from ctxembed.vectors.store import VectorStore
@@ -141,7 +141,8 @@ def _by_word(items: list[LabelledOccurrence]) -> dict[str, list[int]]:
 
 
 def contextual_vectors(store: VectorStore, settings: Settings | None, items, *, drop_own: bool = True, max_tokens=4096):
-    """(n, d) vectors of every target: contextual (own term dropped), or static when ``settings`` is None;
+    """(n, d) vectors of every target: contextual (own term dropped; a trained model's word also loses its
+    type direction, :func:`ctxembed.senses.induce.type_direction`), or static when ``settings`` is None;
     and a (n,) mask of the targets that got one. The engine is the registry's for ``settings``
     (:func:`ctxembed.engine.registry.engine_for`): ``-c minilm`` runs the trained model."""
     engine = engine_for(settings or build_settings("textbook"), store, max_tokens=max_tokens)
@@ -171,6 +172,11 @@ def contextual_vectors(store: VectorStore, settings: Settings | None, items, *, 
         return vectors, found
     vectors = np.zeros((len(items), engine.out_dim), dtype=np.float32)  # (n, d_out)
     vectors[kept] = target_vectors(engine, prepared, rows, drop_own=drop_own)
+    for members in _by_word(items).values():  # each word's type direction out, as `senses` takes it out
+        have = [m for m in members if found[m]]
+        direction = type_direction(engine, vectors[have], drop_own=drop_own)
+        if direction is not None:
+            vectors[have] -= direction
     return vectors, found
 
 

@@ -1,0 +1,91 @@
+"""Senses under a trained model: occurrences cluster on what their contexts add (the word's type direction
+taken out), and senses are labelled by their centroids' neighbours in the model's contextual space."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ctxembed.core.similarity import unit_rows
+from ctxembed.engine import open_engine
+from ctxembed.engine import space as sp
+from ctxembed.senses import induce
+from ctxembed.senses.occurrences import Occurrence
+from tests.test_space import LINES, tiny_space  # noqa: F401  (the tiny model with its space over LINES)
+
+
+def bank_occurrences() -> list[Occurrence]:
+    found = []
+    for number, text in enumerate(LINES, start=1):
+        at = text.find("bank")
+        if at >= 0:
+            found.append(Occurrence("bank", "bank", number, at, at + 4, text))
+    return found
+
+
+def test_a_trained_models_occurrences_lose_the_words_type_direction(tiny_model):
+    engine = open_engine(model=tiny_model.name)
+    found = induce.occurrence_vectors(engine, bank_occurrences())
+    assert len(found.occurrences) == 4
+    np.testing.assert_allclose(found.type_mean, found.vectors.mean(axis=0), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(found.unit, unit_rows(found.vectors - found.vectors.mean(axis=0)), atol=1e-6)
+    assert np.abs(found.unit.sum(axis=0)).max() < np.abs(unit_rows(found.vectors).sum(axis=0)).max()
+    kept = induce.occurrence_vectors(engine, bank_occurrences(), drop_own=False)
+    assert kept.type_mean is None  # keeping the own term keeps the type direction too
+    np.testing.assert_array_equal(kept.readouts, found.readouts)  # the read-out is the same either way
+
+
+def test_the_glove_engine_keeps_its_context_part_as_it_is():
+    engine = open_engine()
+    found = induce.occurrence_vectors(engine, bank_occurrences())
+    assert found.type_mean is None
+    np.testing.assert_allclose(found.unit, unit_rows(found.vectors), atol=1e-6)
+
+
+def test_eval_wsi_takes_each_words_type_direction_out(tiny_model):
+    from ctxembed.evaluation.evaluate import named_settings
+    from ctxembed.senses.wsi import LabelledOccurrence, contextual_vectors
+
+    items = [
+        LabelledOccurrence(word, "x", text.split().index(word), text.split())
+        for text in LINES
+        for word in ("bank", "river")
+        if word in text.split()
+    ]
+    glove = open_engine()
+    vectors, found = contextual_vectors(glove.store, named_settings(tiny_model.name), items)
+    assert found.all()
+    for word in ("bank", "river"):
+        rows = [n for n, item in enumerate(items) if item.word == word]
+        np.testing.assert_allclose(vectors[rows].mean(axis=0), 0, atol=1e-5)  # each word centred on its own
+
+
+def test_labels_are_the_neighbours_of_each_senses_centroid(tiny_space):  # noqa: F811  (the fixture)
+    space = sp.open_space(tiny_space, on_note=lambda _: None)
+    found = induce.occurrence_vectors(tiny_space, bank_occurrences())
+    clustering = induce.Clustering(np.array([0, 0, 1, 1]), 2, "given", None)
+    centres = induce.label_centres(tiny_space, found, clustering)  # (2, d) the senses' mean read-outs
+    np.testing.assert_allclose(centres[0], found.readouts[:2].mean(axis=0), atol=1e-6)
+    labels = induce.sense_labels(tiny_space, centres, k=3, exclude={"river"}, word="bank")
+    banned = {"river", "bank"} | set(sp.word_forms("bank", space.words)) | space.templated_words
+    for centre, listed in zip(centres, labels, strict=True):
+        query = 2 * centre - centres.mean(axis=0)  # the centroid, moved away from the other sense
+        expected = space.nearest(query, tiny_space.mix, word="bank", k=16, exclude=banned)
+        assert listed == [(w, s) for w, s in expected if w.isalpha()][:3]
+    [alone] = induce.sense_labels(tiny_space, centres[:1], k=3, exclude=set(), word="bank")
+    expected = space.nearest(centres[0], tiny_space.mix, word="bank", k=16, exclude=banned - {"river"})
+    assert alone == [(w, s) for w, s in expected if w.isalpha()][:3]  # one sense: its centroid's neighbours
+
+
+def test_minilm_labels_brown_senses_readably(minilm_folder):
+    """The shipped corpus under the real model: plant's factories and its growing things get labels that
+    say so, and bank's largest sense is money."""
+    from ctxembed.senses.run import senses
+
+    engine = open_engine(model="minilm")
+    doc, problems = senses(engine, {}, ["plant", "bank"], examples=0, label_words=8)
+    assert not problems
+    plant, bank = ({w["word"] for w in s["label"]} for s in doc["words"][0]["senses"]), doc["words"][1]
+    plant = list(plant)
+    assert any(labels & {"factory", "factories", "facility"} for labels in plant), plant
+    assert any(labels & {"grow", "growing", "crops", "trees", "garden", "gardens"} for labels in plant), plant
+    assert {w["word"] for w in bank["senses"][0]["label"]} & {"money", "financial", "account", "cash"}
