@@ -28,7 +28,7 @@ import orjson
 
 from ctxembed.budget import TRACE_COST, check_cost
 from ctxembed.declarations import DEFAULT_MAX_TOKENS, check_view
-from ctxembed.engine import Contextualized, Prepared, open_engine
+from ctxembed.engine import Contextualized, Prepared, crop, open_engine, refuse_window
 from ctxembed.errors import CtxembedError, UsageError
 from ctxembed.options import OPTIONS, default
 from ctxembed.output import as_json, dumps, say
@@ -128,7 +128,9 @@ class Explorer:
     ``vectors``: a vector file, a gensim-data name, ``"notes-toy"``, or None for the shipped GloVe
     vectors. ``preset``: a named recipe (``default``, ``textbook``, ``notes``); any setting given as a
     keyword overrides it. ``limit`` keeps the most frequent words; ``trust`` allows gensim's pickled
-    files; ``oov`` and ``max_tokens`` decide how sentences are read. Notes for people (a foreign file
+    files; ``oov`` and ``max_tokens`` decide how sentences are read, and ``window`` how much of a
+    sentence the commands that read one word's vector read (the tokens either side of it; 0: all; None:
+    the model's own, :attr:`ContextEngine.window`). Notes for people (a foreign file
     converted once, a preset ingredient the vectors are too small for) go to ``on_note``
     (default: stderr); ``label`` names a setting in notes and in batch error records (the CLI
     passes its flags).
@@ -143,12 +145,15 @@ class Explorer:
         trust: bool = default("trust"),
         oov: str = "skip",
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        window: int | None = None,
         on_note: Callable[[str], None] | None = None,
         label: Callable[[str], str] = str,
         model: str = default("model"),
         **settings: Any,
     ):
         self.source = str(vectors) if vectors is not None else "default"
+        # the window asked for: eval reads it for every configuration, None leaving each its model's own
+        self.window = window
         self._note = on_note or say
         self.engine = open_engine(
             vectors,
@@ -158,6 +163,7 @@ class Explorer:
             trust=trust,
             oov=oov,
             max_tokens=max_tokens,
+            window=window,
             on_note=on_note,
             label=label,
             **settings,
@@ -196,6 +202,7 @@ class Explorer:
         raw weights, ``mean``, ``rollout`` or ``value-norm`` (see :mod:`ctxembed.core.readings`). Its
         document lists the ``top`` most-attended tokens per token, and the vectors if ``with_vectors``."""
         check_reading(attention)
+        self.check_window(None, "attend")
         [result] = self.contextualize([text], trace=trace or attention == "value-norm")
         return AttendResult(self, result, top=top, with_vectors=with_vectors, attention=attention)
 
@@ -227,8 +234,20 @@ class Explorer:
         sentences = list(sentences)
         if len(sentences) < 2:
             raise UsageError(f"compare needs at least two sentences, got {len(sentences)}")
-        results = self.contextualize(sentences)
-        return CompareResult(compare_document(results, word, self.engine, self.vectors))
+        window = self.check_window(word, "compare")
+        cropped = [crop(text, word, window) for text in sentences]  # (text, how word names its token there)
+        results = self.contextualize([text for text, _ in cropped])
+        spelled = [spelling for _, spelling in cropped]
+        return CompareResult(compare_document(results, word, self.engine, self.vectors, window=window, spelled=spelled))
+
+    def check_window(self, word: str | None, command: str) -> int:
+        """The window a command reading ``word``'s vector crops its sentences to (0: none): the one asked
+        for, else the model's own (:attr:`ContextEngine.window`). A window asked for where there is no
+        word to crop around (``attend``, ``compare`` of every shared word) is refused: a SettingError."""
+        if word is None or command == "attend":
+            refuse_window(self.window, command)
+            return 0
+        return self.engine.window
 
     def neighbors(
         self,
@@ -248,10 +267,13 @@ class Explorer:
         default) or ``input`` (the input embeddings)."""
         among = default("among") if among is None else OPTIONS["among"].check(among)
         OPTIONS["k"].check(k)
+        window = self.check_window(word, "neighbors")
+        text, word = crop(text, word, window)
         [result] = self.contextualize([text])
         document = neighbors_document(
-            self.engine, result, word, k, self.vectors, include_context=include_context, among=among, space=space
-        )
+            self.engine, result, word, k, self.vectors, include_context=include_context, among=among, space=space,
+            window=window,
+        )  # fmt: skip
         return NeighborsResult(document)
 
     def senses(
@@ -289,7 +311,7 @@ class Explorer:
 
         return as_json(
             run.wic(self.store, self.settings, self.vectors, directory, tune_on=tune_on, configs=configs,
-                    on_note=self._note)
+                    on_note=self._note, window=self.window)
         )  # fmt: skip
 
     def evaluate_senses(self, path: str | PathLike | None = None, *, configs: Sequence[str] | None = None) -> dict:
@@ -297,14 +319,17 @@ class Explorer:
         ``ctxembed.eval-senses/1`` document; ``configs`` as in :meth:`evaluate_wic`."""
         from ctxembed.evaluation import run  # the eval commands only
 
-        return as_json(run.senses(self.store, self.settings, self.vectors, path, configs=configs))
+        return as_json(run.senses(self.store, self.settings, self.vectors, path, configs=configs, window=self.window))
 
     def evaluate_pairs(self, path: str | PathLike, *, configs: Sequence[str] | None = None) -> dict:
         """Graded similarity on an SCWS-layout file, a word-pair file, ``"wordsim353"`` or ``"simlex999"``:
         the ``ctxembed.eval-pairs/2`` document; ``configs`` as in :meth:`evaluate_wic`."""
         from ctxembed.evaluation import run  # the eval commands only
 
-        return as_json(run.pairs(self.store, self.settings, self.vectors, path, configs=configs, on_note=self._note))
+        return as_json(
+            run.pairs(self.store, self.settings, self.vectors, path, configs=configs, on_note=self._note,
+                      window=self.window)
+        )  # fmt: skip
 
     def evaluate_wsi(self, path: str | PathLike, *, configs: Sequence[str] | None = None, **clustering: Any) -> dict:
         """Word-sense induction against sense labels (a ``word, label, index, sentence`` TSV): the
@@ -314,7 +339,7 @@ class Explorer:
 
         return as_json(
             run.wsi(self.store, self.settings, self.vectors, path, configs=configs,
-                    max_tokens=self.engine.max_tokens, on_note=self._note, **clustering)
+                    max_tokens=self.engine.max_tokens, on_note=self._note, window=self.window, **clustering)
         )  # fmt: skip
 
     def fit_mix(
@@ -326,7 +351,16 @@ class Explorer:
         from ctxembed.evaluation import run  # the eval commands only
 
         return as_json(
-            run.fit_mix(self.store, self.settings, self.vectors, sources, split=split, out=out, on_note=self._note)
+            run.fit_mix(
+                self.store,
+                self.settings,
+                self.vectors,
+                sources,
+                split=split,
+                out=out,
+                on_note=self._note,
+                window=self.window,
+            )
         )
 
     def embed_lines(self, lines: Iterable[str], **options: Any):

@@ -394,6 +394,20 @@ class ReadOptions:
         metavar="N",
         panel=INPUT_PANEL,
     )
+    # The commands that read one word's vector (compare, neighbors, senses, batch --word, eval) crop its
+    # sentence to the tokens either side of it before anything is looked up (engine.sentence.window_span);
+    # None: the model's own default (its registry entry's ``window``), 0: the whole sentence.
+    window: int | None = setting(
+        int,
+        None,
+        "Read only the N tokens either side of the word (compare, neighbors, senses, batch --word, eval): "
+        "long contexts cost less and may read better; 0: the whole sentence. Default: the model's own.",
+        minimum=0,
+        maximum=4096,
+        optional=True,
+        metavar="N",
+        panel=INPUT_PANEL,
+    )
 
     def __post_init__(self) -> None:
         check_declared(self)

@@ -235,7 +235,7 @@ SETTINGS: dict[str, Setting] = declarations(AttentionConfig) | declarations(Sett
 # What a model of static word vectors and attention layers takes (the "attention" family of
 # ctxembed.engine.families, whose record and whose models' cards say it with this set): where its vectors
 # come from, how words are read, a preset and every setting, by their Python names.
-ATTENTION_OPTIONS = frozenset({"preset", "vectors", "limit", "trust", "oov", "max_tokens", *SETTINGS})
+ATTENTION_OPTIONS = frozenset({"preset", "vectors", "limit", "trust", "oov", "max_tokens", "window", *SETTINGS})
 _IN_ORDER = sorted(SETTINGS.values(), key=lambda spec: spec.order)  # stable: declaration order within
 
 

@@ -6,6 +6,7 @@ docs/json.md). Numbers stay NumPy here; :mod:`ctxembed.output` makes them JSON-s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,10 +24,17 @@ if TYPE_CHECKING:  # annotations only: a trained model's document does not load 
     from ctxembed.engine import ContextEngine, Engine, LayerTrace
 
 
-def settings_block(engine: ContextEngine) -> dict:
+def settings_block(engine: ContextEngine, *, window: int = 0) -> dict:
     """A document's ``settings`` and ``settings_summary``: what computed it, as its engine describes
-    itself (:meth:`ContextEngine.describe`), so every document of one model carries the same block."""
-    return {"settings": engine.describe(), "settings_summary": engine.summary()}
+    itself (:meth:`ContextEngine.describe`), so every document of one model carries the same block;
+    with ``window`` (the tokens either side of the word its sentences were cropped to, 0: none) said
+    in both when one was applied."""
+    if not window:
+        return {"settings": engine.describe(), "settings_summary": engine.summary()}
+    return {
+        "settings": engine.describe() | {"window": window},
+        "settings_summary": f"{engine.summary()} | window ±{window} tokens",
+    }
 
 
 def token_records(result: Contextualized) -> list[dict]:
@@ -268,21 +276,32 @@ def locate_word(result: Contextualized, word: str, where: str, *, listing: bool 
     raise DataError(f"{word!r} is not among the words of {where}" + (f" (in vocabulary: {used})" if listing else ""))
 
 
-def compare_document(results: list[Contextualized], word: str | None, engine: ContextEngine, vectors: dict) -> dict:
+def compare_document(
+    results: list[Contextualized],
+    word: str | None,
+    engine: ContextEngine,
+    vectors: dict,
+    *,
+    window: int = 0,
+    spelled: Sequence[str] | None = None,
+) -> dict:
     """A word's static and contextual cosines across sentences, and its cosines at each layer
     (``layers``: the attention input h0, then each layer's output; a subword model's word is the mean
     of its pieces there too, as in its read-out). ``word`` may name an occurrence
     (``bank#2``) or a position (``#8``), the same in every sentence; without it, every shared word
     (its first occurrence), and the top level's ``word`` and matrices are None: ``summary`` gives each
-    word's mean cosine over the sentence pairs, ``words`` its matrices."""
+    word's mean cosine over the sentence pairs, ``words`` its matrices. Sentences cropped to a
+    ``window`` around the word (:func:`ctxembed.engine.crop`) give ``spelled``: per sentence, how
+    ``word`` names the same token in its cropped text."""
     sentences = [r.prepared.text for r in results]
     shared = shared_words(results)
+    at = {word: list(spelled or [word] * len(results))}  # per word, its spelling in each sentence
     if word is not None:
-        for number, result in enumerate(results, start=1):
-            if result.prepared.locate(word) is None:
+        for number, (result, spelling) in enumerate(zip(results, at[word], strict=True), start=1):
+            if result.prepared.locate(spelling) is None:
                 known = ", ".join(shared) if shared else "none"
                 try:
-                    locate_word(result, word, f"sentence {number} ({result.prepared.text!r})", listing=False)
+                    locate_word(result, spelling, f"sentence {number} ({result.prepared.text!r})", listing=False)
                 except DataError as exc:
                     raise DataError(f"{exc.message}; words shared by all sentences: {known}") from None
         words = [word]
@@ -293,7 +312,8 @@ def compare_document(results: list[Contextualized], word: str | None, engine: Co
     hidden = [r.hidden_states() for r in results]  # per sentence: L + 1 arrays (T, d_l)
     entries = []
     for w in words:
-        found = [r.prepared.locate(w) for r in results]  # (row, occurrence, occurrences) per sentence
+        # (row, occurrence, occurrences) per sentence
+        found = [r.prepared.locate(s) for r, s in zip(results, at.get(w, [w] * len(results)), strict=True)]
         rows = [f[0] for f in found]
         static = np.stack([r.static[i] for r, i in zip(results, rows, strict=True)])  # (N, d)
         contextual = np.stack([r.contextual[i] for r, i in zip(results, rows, strict=True)])  # (N, d')
@@ -321,7 +341,7 @@ def compare_document(results: list[Contextualized], word: str | None, engine: Co
     return {
         "schema": "ctxembed.compare/5",
         "vectors": vectors,
-        **settings_block(engine),
+        **settings_block(engine, window=window),
         "sentences": sentences,
         "skipped": [skipped_records(r) for r in results],
         "word": given and given["word"],
@@ -357,8 +377,10 @@ def neighbors_document(
     include_context: bool = default("include_context"),
     among: int | None = NEIGHBOURS_AMONG,
     space: str | None = None,
+    window: int = 0,
 ) -> dict:
-    """Nearest words of a word's static and contextual vectors. The sentence's own words are left
+    """Nearest words of a word's static and contextual vectors (``window``: the tokens either side of
+    the word the sentence was cropped to, said in the settings; 0: none). The sentence's own words are left
     out of both lists unless ``include_context``: the contextual vector leans towards its context,
     and its neighbours should say what the word means here, not repeat the sentence. ``among``: only
     the most frequent words are candidates (None or 0: the whole vocabulary)."""
@@ -397,7 +419,7 @@ def neighbors_document(
     return {
         "schema": "ctxembed.neighbors/3",
         "vectors": vectors,
-        **settings_block(engine),
+        **settings_block(engine, window=window),
         "text": result.prepared.text,
         "word": token.key,
         "position": token.position,

@@ -83,7 +83,7 @@ def test_the_trained_card_hides_its_special_pieces_and_takes_only_max_tokens(min
     assert (card.name, card.family, card.units, card.trained) == ("minilm", "bert", "wordpieces", True)
     assert (card.layers, card.heads, card.dim, card.out_dim) == (6, 12, 384, 384)
     assert card.masks.masked == () and card.masks.hidden == ("[CLS]", "[SEP]")
-    assert card.options == frozenset({"max_tokens", "mix", "mix_norm"}) and engine.columns is None
+    assert card.options == frozenset({"max_tokens", "mix", "mix_norm", "window"}) and engine.columns is None
     assert card.readout.count("h") == 7  # the mean of h0 ... h6
 
 

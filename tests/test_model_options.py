@@ -38,7 +38,7 @@ def test_the_reported_neighbors_command_is_refused_in_one_line():
     )
     assert line == (
         "ctxembed: error: --vectors, --limit do not apply to --model minilm: it runs as trained and takes only "
-        "--max-tokens, --mix, --mix-norm"
+        "--max-tokens, --mix, --mix-norm, --window"
     )
 
 
@@ -66,7 +66,7 @@ def test_what_the_model_takes_is_accepted(minilm_folder):
     assert doc["settings"]["model"] == "minilm"
     assert (
         model_options("minilm")
-        == frozenset({"max_tokens", "mix", "mix_norm"})
+        == frozenset({"max_tokens", "mix", "mix_norm", "window"})
         == frozenset(ctxembed.Explorer(model="minilm").engine.card.options)
     )
 
@@ -107,7 +107,7 @@ def test_the_page_opens_a_model_without_the_servers_vectors(minilm_folder):
 @pytest.mark.parametrize("command", ["attend", "batch", "neighbors", "senses", "eval pairs"])
 def test_each_commands_help_says_what_each_model_takes(command):
     shown = " ".join(invoke(*command.split(), "--help").stdout.split()).replace("--mix- norm", "--mix-norm")  # wrapped
-    taken = "minilm: --max-tokens, --mix, --mix-norm (others are refused)."
+    taken = "minilm: --max-tokens, --mix, --mix-norm, --window (others are refused)."
     assert f"Options each model takes: glove: every option; {taken}" in shown
     assert set(MODELS) == {"glove", "minilm"}  # the line above lists every model of the registry
 

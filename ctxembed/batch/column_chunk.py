@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 
 from ctxembed.batch import columns
-from ctxembed.batch.records import asked_groups, collector_paused, one_blas_thread, parse_chunk, rounded
+from ctxembed.batch.records import asked_groups, collector_paused, cropped, one_blas_thread, parse_chunk, rounded
 from ctxembed.vectors.lexicon import TOKEN_SOURCES, TokenTable, offsets, source_codes
 
 
@@ -103,7 +103,9 @@ def _chunk_columns(engine, chunk: list, options: dict, lists: bool) -> ChunkColu
     records, texts, read = parse_chunk(chunk, engine.label)  # a {"line": k} per line, ids and parse errors
     n, word, digits = len(records), options["word"], options.get("digits")
     error = [r.get("error") for r in records]
+    texts, spelled = cropped(texts, word, engine.window)  # --window: each line around its --word
     sentences = columns.prepare_many(engine, texts)
+    sentences.spelled = spelled
     for i, exc in sentences.errors.items():
         error[read[i]] = exc.render(engine.label)
     row_of = np.asarray(read, np.int64)  # (S,) each sentence's row

@@ -62,6 +62,8 @@ class Sentences:
     table: TokenTable = field(repr=False)
     prepared: dict[int, Prepared]  # sentence -> its Prepared, when it is not on the fast path
     errors: dict[int, DataError]  # text -> why it could not be prepared
+    # sentence -> how --word names its token there, where a --window crop changed it (records.cropped)
+    spelled: dict[int, str] = field(default_factory=dict)
     _word_rows: dict = field(default_factory=dict, repr=False)  # word -> word_rows(word), once per chunk
     _lists: dict = field(default_factory=dict, repr=False)  # name -> per-sentence lists, made when first read
 
@@ -171,7 +173,8 @@ class Sentences:
         return self.tokens[i], self.in_vocab[i], self.attended[i]
 
     def index_of(self, i: int, word: str) -> int | None:
-        """:meth:`Prepared.index_of` of sentence ``i``."""
+        """:meth:`Prepared.index_of` of sentence ``i`` (``word`` as its cropped text spells it: ``spelled``)."""
+        word = self.spelled.get(i, word)
         given = self.prepared.get(i)
         if given is not None:
             return given.index_of(word)
@@ -206,8 +209,8 @@ class Sentences:
         chosen = np.flatnonzero(matched & (seen - before[owner] == number))  # (k,) the wanted occurrence's piece
         rows = np.full(len(self), -1, np.int64)  # (n,)
         rows[owner[chosen]] = used_before[chosen] - used_before[first[owner[chosen]]]
-        for i in self.prepared:
-            found = self.prepared[i].index_of(word)
+        for i in [*self.prepared, *self.spelled]:
+            found = self.index_of(i, word) if self.lengths[i] >= 0 else None
             rows[i] = -1 if found is None else found
         self._word_rows[word] = rows
         return rows

@@ -42,7 +42,7 @@ import numpy as np
 
 from ctxembed.batch.driver import chunk_table, line_limit, prepare_bulk, safe_process, safe_records
 from ctxembed.batch.records import LongLine, chunk_records
-from ctxembed.engine import ContextEngine, open_engine
+from ctxembed.engine import ContextEngine, open_engine, refuse_window
 from ctxembed.errors import UsageError
 from ctxembed.options import OPTIONS, default
 
@@ -144,6 +144,8 @@ def _chunks(lines, start, chunk, explorer, keywords, weights, with_vectors, word
     if isinstance(start, bool) or not isinstance(start, int) or start < 0:
         raise UsageError(f"start must be a line number >= 0, not {start!r}")
     OPTIONS["chunk"].check(chunk)
+    if word is None:  # a window crops around --word: asked for without one, it is refused
+        refuse_window(explorer.window if explorer is not None else keywords.get("window"), "batch")
     engine = explorer.engine if explorer is not None else shared_engine(**keywords)
     prepare_bulk(engine)  # bulk lookups for the run, as batch does for big input
     options = {"with_vectors": with_vectors, "weights": weights, "word": word, "digits": None, "format": "jsonl"}

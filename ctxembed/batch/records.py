@@ -20,7 +20,7 @@ import numpy as np
 import orjson  # encodes numpy arrays directly, ~10x faster than json
 
 from ctxembed.batch import columns
-from ctxembed.engine import ContextEngine
+from ctxembed.engine import ContextEngine, crop
 from ctxembed.errors import DataError
 
 
@@ -256,11 +256,27 @@ def _parse_each(chunk: list[tuple[int, bytes]], label: Callable[[str], str]) -> 
     return records, texts, read
 
 
+def cropped(texts: list[str], word: str | None, window: int) -> tuple[list[str], dict[int, str]]:
+    """Batch's window: each text cropped to the tokens at most ``window`` either side of the token
+    ``word`` names (``bank``: its first occurrence, ``bank#2`` its second; the other occurrences in the
+    window are context like any word), by the one crop of every command (:func:`ctxembed.engine.crop`),
+    and {text: how ``word`` names that token in it} where the crop changed it (``bank#2`` whose first
+    bank was cut off is ``bank``). A text without the word stays whole (its record's word is null); no
+    ``word`` or no window: the texts as they are."""
+    if word is None or not window:
+        return texts, {}
+    pairs = [crop(text, word, window) for text in texts]
+    spelled = {i: spelling for i, (_, spelling) in enumerate(pairs) if spelling != word}
+    return [text for text, _ in pairs], spelled
+
+
 def _chunk_records(engine: ContextEngine, chunk: list[tuple[int, bytes]], options: dict, encode) -> list:
     records, texts, read = parse_chunk(chunk, engine.label)
+    texts, spelled = cropped(texts, options["word"], engine.window)
     if engine.columns is None:  # an engine without batch's column kernel (a trained model): the contract alone
-        return _contract_records(engine, records, texts, read, options, encode)
+        return _contract_records(engine, records, texts, read, options, encode, spelled)
     sentences = columns.prepare_many(engine, texts)
+    sentences.spelled = spelled
     for i, exc in sentences.errors.items():
         records[read[i]]["error"] = exc.render(engine.label)
     done = [False] * len(records)
@@ -284,14 +300,18 @@ def asked_groups(engine: ContextEngine, sentences: columns.Sentences, options: d
     return columns.arrays(engine, sentences, weights=options["weights"], vectors=vectors, word=word_only)
 
 
-def _contract_records(engine, records: list[dict], texts: list[str], read: list[int], options: dict, encode) -> list:
+def _contract_records(
+    engine, records: list[dict], texts: list[str], read: list[int], options: dict, encode, spelled: dict[int, str]
+) -> list:
     """The records of a chunk through the engine contract only (prepare, then one run of the chunk):
-    the same fields as :func:`fill_group`, for an engine that has no column machinery."""
-    prepared, where = [], []
+    the same fields as :func:`fill_group`, for an engine that has no column machinery. ``spelled``: as
+    :func:`cropped` gives it."""
+    prepared, where, spellings = [], [], []
     for i, text in enumerate(texts):
         try:
             prepared.append(engine.prepare(text))
             where.append(read[i])
+            spellings.append(spelled.get(i, options["word"]))
         except DataError as exc:
             records[read[i]]["error"] = exc.render(engine.label)
     digits = options.get("digits")
@@ -300,7 +320,7 @@ def _contract_records(engine, records: list[dict], texts: list[str], read: list[
         return array if digits is None else np.round(array, digits)
 
     results = engine.run(prepared, weights=options["weights"])
-    for index, sentence, result in zip(where, prepared, results, strict=True):
+    for index, sentence, result, spelling in zip(where, prepared, results, spellings, strict=True):
         record = records[index]
         record["text"], record["tokens"], record["in_vocab"] = sentence.text, sentence.texts, sentence.in_vocab
         record["attended_positions"], record["sources"] = sentence.used, sentence.sources()
@@ -310,7 +330,7 @@ def _contract_records(engine, records: list[dict], texts: list[str], read: list[
             record["static"], record["contextual"] = shown(result.static), shown(result.contextual)  # (T, d)
         word = options["word"]
         if word is not None:
-            row = sentence.index_of(word)
+            row = sentence.index_of(spelling)
             record["word"] = (
                 None
                 if row is None

@@ -145,6 +145,9 @@ class ContextEngine(Protocol):
     dim: int  # d: a static vector's size (the store's)
     out_dim: int  # d_out: a contextual vector's size
     max_tokens: int  # most words of one sentence that enter attention
+    # tokens either side of a word a command reads the vector of (--window; 0: the whole sentence): the
+    # commands crop its sentence with engine.sentence.crop before prepare; its registry entry's by default
+    window: int
     removal: TopRemoval | None  # applied to contextual vectors before a neighbour search, or None
     label: Callable[[str], str]  # how its error messages name a setting (the CLI: by its flag)
 

@@ -75,7 +75,13 @@ def _open_glove(entry: ModelEntry, vectors: Any, preset: str, **keywords: Any) -
 
     store = keywords.pop("store", None)
     if store is not None:  # a job's store and Settings (engine_for): no file to open, no preset to fit
-        return Engine(store, keywords["settings"], oov=keywords.get("oov", "skip"), max_tokens=keywords["max_tokens"])
+        return Engine(
+            store,
+            keywords["settings"],
+            oov=keywords.get("oov", "skip"),
+            max_tokens=keywords["max_tokens"],
+            window=keywords.get("window"),
+        )
     return open_glove(vectors, preset, **keywords)
 
 
@@ -102,6 +108,7 @@ def _open_trained(entry: ModelEntry, vectors: Any, preset: str, **keywords: Any)
         label=keywords.get("label") or str,
         settings=settings,
         readout_layer=keywords.get("readout_layer"),
+        window=keywords.get("window"),
     )
 
 
@@ -154,7 +161,7 @@ FAMILIES: dict[str, Family] = {
         "GELU feed-forward, residual, LayerNorm",
         trained=True,
         options=frozenset(
-            {"max_tokens", "mix", "mix_norm"}
+            {"max_tokens", "window", "mix", "mix_norm"}
         ),  # its words, layers and heads are its own; its read-out may be chosen
         open=_open_trained,
         load=_load_bert,

@@ -50,6 +50,7 @@ from ctxembed.engine.sentence import NO_STEPS, AttentionParts, Contextualized, G
 from ctxembed.errors import DataError, SettingError
 from ctxembed.output import say
 from ctxembed.presets import Settings, fit_to_vectors
+from ctxembed.vectors.catalogue import MODELS
 from ctxembed.vectors.lexicon import Lexicon, too_many_tokens
 from ctxembed.vectors.sources import open_vectors
 from ctxembed.vectors.store import VectorStore
@@ -90,14 +91,17 @@ class Engine:
         oov: str = "skip",
         max_tokens: int = DEFAULT_MAX_TOKENS,
         label: Callable[[str], str] = str,
+        window: int | None = None,
     ):
-        options = ReadOptions(oov=oov, max_tokens=max_tokens)
+        options = ReadOptions(oov=oov, max_tokens=max_tokens, window=window)
         if settings.weights_file and weights_path(settings.weights_file) != settings.weights_file:
             settings = replace(settings, weights_file=weights_path(settings.weights_file))  # the shipped file
         self.store = store
         self.settings = settings
         self.oov = options.oov
         self.max_tokens = options.max_tokens
+        # tokens read either side of a word whose vector a command reads (0: the whole sentence)
+        self.window = MODELS[self.model].window if options.window is None else options.window
         self.label = label  # how error messages name a setting (the CLI: by its flag)
         self.dim = store.dim
         self.lexicon = Lexicon(store, oov=self.oov)  # word -> pieces -> rows or subword vectors
@@ -432,6 +436,7 @@ def open_glove(
     trust: bool = False,
     oov: str = "skip",
     max_tokens: int = DEFAULT_MAX_TOKENS,
+    window: int | None = None,
     on_note: Callable[[str], None] | None = None,
     label: Callable[[str], str] = str,
     **settings: Any,
@@ -452,4 +457,4 @@ def open_glove(
             f"note: the {requested.preset} preset's {listed} turned off: these vectors are too small for it "
             f"({store.dim} dimensions, {len(store):,} words)"
         )
-    return Engine(store, fitted, oov=oov, max_tokens=max_tokens, label=label)
+    return Engine(store, fitted, oov=oov, max_tokens=max_tokens, label=label, window=window)

@@ -116,13 +116,16 @@ def model_of(settings: Settings) -> str:
     return settings.model or DEFAULT_MODEL
 
 
-def engine_for(settings: Settings, store: VectorStore, *, max_tokens: int, oov: str = "skip") -> ContextEngine:
+def engine_for(
+    settings: Settings, store: VectorStore, *, max_tokens: int, oov: str = "skip", window: int | None = None
+) -> ContextEngine:
     """The engine a job (eval, eval wsi) computes one configuration with: the registry's model for
     ``settings`` (:func:`model_of`), the glove model over ``store`` and ``settings`` as they are, a
-    trained model with its read-out from the settings' mix (its own words: ``store`` is not used)."""
+    trained model with its read-out from the settings' mix (its own words: ``store`` is not used);
+    ``window``: the tokens either side of a target it reads (None: its model's own)."""
     entry = entry_of(model_of(settings))
     return FAMILIES[entry.family].open(entry, None, settings.preset, store=store, settings=settings,
-                                       max_tokens=max_tokens, oov=oov)  # fmt: skip
+                                       max_tokens=max_tokens, oov=oov, window=window)  # fmt: skip
 
 
 def side_by_side_views() -> list[tuple[str, str]]:

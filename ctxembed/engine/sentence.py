@@ -15,7 +15,7 @@ import numpy as np
 from ctxembed.core.attention import AttentionConfig, LayerSteps
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.similarity import row_cosines
-from ctxembed.errors import UsageError
+from ctxembed.errors import SettingError, UsageError
 from ctxembed.vectors.lexicon import TOKEN_SOURCES, source_codes
 from ctxembed.vectors.store import VectorStore
 from ctxembed.vectors.tokenize import Token, tokenize
@@ -155,6 +155,56 @@ def locate(spec: str, texts: Sequence[str], keys: Sequence[str], used: Sequence[
     if not 1 <= number <= len(rows):
         return None
     return rows[number - 1], number, len(rows)
+
+
+def window_span(count: int, at: int, window: int | None) -> tuple[int, int]:
+    """(start, stop): the tokens a window of ``window`` reads around token ``at`` of ``count``, those at
+    most ``window`` positions from it (0 or None: all ``count``). Every command that crops a sentence
+    to its word (``--window``) crops here: :func:`crop`, eval's occurrences, senses' occurrences."""
+    if not window:
+        return 0, count
+    return max(0, at - window), min(count, at + window + 1)
+
+
+def refuse_window(window: int | None, command: str) -> None:
+    """A SettingError for a ``window`` asked for where ``command`` has no word to crop around (attend,
+    compare of every shared word, batch without --word); nothing for no window."""
+    if window:
+        reason = "a command that reads one word" if command == "attend" else "a word to crop around ({word})"
+        raise SettingError(
+            f"{{window}} {window} needs {reason}: it crops a sentence to the tokens either side of the word "
+            "whose vector compare, neighbors, senses, batch and eval read",
+            "window",
+            "word",
+        )
+
+
+def crop(text: str, word: str, window: int | None) -> tuple[str, str]:
+    """``text`` cropped to the tokens at most ``window`` positions from the token ``word`` names
+    (``bank``, ``bank#2``, ``#8``; among every token of the sentence), and the spelling that names the
+    same token in the cropped text (``bank#2`` becomes ``bank`` when the first bank is cut off, ``#8``
+    becomes ``#3``). The text as it is written between the first and the last token kept. Unchanged
+    when the window holds the whole sentence or the sentence has no such token (the command then
+    says so as it would without a window)."""
+    if not window:
+        return text, word
+    tokens = tokenize(text)  # (n,) every token: a window counts tokens, used by attention or not
+    texts, keys = [t.text for t in tokens], [t.key for t in tokens]
+    found = locate(word, texts, keys, range(len(tokens)))
+    if found is None:
+        return text, word
+    at = found[0]  # rows of every token are positions
+    start, stop = window_span(len(tokens), at, window)
+    if (start, stop) == (0, len(tokens)):
+        return text, word
+    name, number = split_word(word)
+    if name is None:  # #8: the same token's position in the cropped text
+        spelled = f"#{at - start}"
+    else:
+        wanted = name.lower()
+        occurrence = sum(keys[p].lower() == wanted or texts[p].lower() == wanted for p in range(start, at + 1))
+        spelled = name if occurrence == 1 else f"{name}#{occurrence}"
+    return text[tokens[start].start : tokens[stop - 1].end], spelled
 
 
 def first_match(word: str, texts: Sequence[str], keys: Sequence[str], used: Sequence[int]) -> int | None:

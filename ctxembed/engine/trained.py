@@ -33,7 +33,7 @@ from ctxembed.core.attention import AttentionConfig
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.pieces import hidden_share, word_attention, word_vectors
 from ctxembed.core.readings import sent_vectors
-from ctxembed.declarations import DEFAULT_MAX_TOKENS
+from ctxembed.declarations import DEFAULT_MAX_TOKENS, ReadOptions
 from ctxembed.engine.contract import WORDPIECES, Masks, ModelCard
 from ctxembed.engine.sentence import NO_STEPS, AttentionParts, Contextualized, LayerTrace, Prepared
 from ctxembed.errors import DataError, SettingError
@@ -115,6 +115,7 @@ class TrainedEngine:
         label: Callable[[str], str] = str,
         settings: Settings | None = None,
         readout_layer: int | None = None,
+        window: int | None = None,
     ):
         self.model, self.entry, self.family = entry.name, entry, family
         # how documents name it: its upstream model's own name (all-MiniLM-L6-v2), else its registry name
@@ -134,6 +135,8 @@ class TrainedEngine:
             reason = str(error).splitlines()[0] if str(error) else type(error).__name__
             raise DataError(f"{folder} is damaged ({reason}): reinstall with `{install_command(self.model)}`") from None
         self.max_tokens = max_tokens
+        # tokens read either side of a word whose vector a command reads (0: the whole sentence)
+        self.window = entry.window if window is None else ReadOptions(window=window).window
         self.label = label
         self.dim = self.out_dim = self.config.hidden
         # the configuration it runs as: the model and its read-out (eval's NAME@N gives a mix), nothing else;

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxembed.core.similarity import row_cosines
-from ctxembed.engine import ContextEngine, resolve_settings, split_word
+from ctxembed.engine import ContextEngine, resolve_settings, split_word, window_span
 from ctxembed.errors import DataError, UsageError
 from ctxembed.evaluation.ladder import ladder
 from ctxembed.presets import PRESETS, Settings, build_settings
@@ -96,19 +96,36 @@ def model_settings(name: str) -> Settings:
     return open_engine(model=name).settings
 
 
-def open_for(store: VectorStore, settings: Settings, max_tokens: int):
+def open_for(store: VectorStore, settings: Settings, max_tokens: int, window: int | None = None):
     """The engine of a configuration, from the registry (:func:`ctxembed.engine.registry.engine_for`):
-    the trained model its preset names (read out by the settings' mix), else static vectors + attention."""
+    the trained model its preset names (read out by the settings' mix), else static vectors + attention.
+    ``window``: the tokens either side of a target it reads (None: its model's own default)."""
     from ctxembed.engine.registry import engine_for
 
-    return engine_for(settings, store, max_tokens=max_tokens)
+    return engine_for(settings, store, max_tokens=max_tokens, window=window)
 
 
-def described(store: VectorStore, settings: Settings | None) -> dict | None:
+def described(store: VectorStore, settings: Settings | None, window: int | None = None) -> dict | None:
     """A configuration's ``settings`` in an eval document: the block its engine describes itself with,
-    as every document of that model carries it (:func:`ctxembed.report.settings_block`); None for
-    static vectors, which no engine computes."""
-    return None if settings is None else open_for(store, settings, max_tokens=4096).describe()
+    as every document of that model carries it (:func:`ctxembed.report.settings_block`), with the
+    ``window`` its targets were read in when one cropped them; None for static vectors, which no engine
+    computes."""
+    if settings is None:
+        return None
+    engine = open_for(store, settings, max_tokens=4096, window=window)
+    return engine.describe() | ({"window": engine.window} if engine.window else {})
+
+
+def windowed(occurrences: list[Occurrence], window: int) -> list[Occurrence]:
+    """Each occurrence cropped to the words at most ``window`` from its target (0: as it is), by the
+    one crop of every command (:func:`ctxembed.engine.sentence.window_span`)."""
+    if not window:
+        return occurrences
+    cropped = []
+    for occurrence in occurrences:
+        start, stop = window_span(len(occurrence.words), occurrence.index, window)
+        cropped.append(Occurrence(occurrence.words[start:stop], occurrence.index - start, occurrence.lemma))
+    return cropped
 
 
 @dataclass
@@ -121,11 +138,18 @@ class Occurrence:
 
 
 def target_vectors(
-    store: VectorStore, settings: Settings | None, occurrences: list[Occurrence], *, max_tokens: int = 4096
+    store: VectorStore,
+    settings: Settings | None,
+    occurrences: list[Occurrence],
+    *,
+    max_tokens: int = 4096,
+    window: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Contextual (or static) vectors of each target: (n, d), a (n,) mask of those that have one,
-    and coverage counts. An out-of-vocabulary target falls back to its lemma."""
-    engine = open_for(store, settings or build_settings("textbook"), max_tokens)
+    and coverage counts. An out-of-vocabulary target falls back to its lemma. ``window``: the words
+    either side of each target read (0: the whole sentence; None: the configuration's model's own)."""
+    engine = open_for(store, settings or build_settings("textbook"), max_tokens, window)
+    occurrences = windowed(occurrences, engine.window if settings is not None else 0)
     dim = engine.out_dim if settings is not None else store.dim
     vectors = np.zeros((len(occurrences), dim), dtype=np.float32)
     found = np.zeros(len(occurrences), dtype=bool)
@@ -140,10 +164,17 @@ def target_vectors(
 
 
 def target_layers(
-    store: VectorStore, settings: Settings, occurrences: list[Occurrence], *, max_tokens: int = 4096
+    store: VectorStore,
+    settings: Settings,
+    occurrences: list[Occurrence],
+    *,
+    max_tokens: int = 4096,
+    window: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Every layer of each target's vector, h0 (attention input) to hL: (n, L + 1, d), and the (n,) found mask."""
-    engine = open_for(store, settings, max_tokens)
+    """Every layer of each target's vector, h0 (attention input) to hL: (n, L + 1, d), and the (n,) found
+    mask; ``window`` as in :func:`target_vectors`."""
+    engine = open_for(store, settings, max_tokens, window)
+    occurrences = windowed(occurrences, engine.window)
     layers = np.zeros((len(occurrences), engine.layers + 1, engine.out_dim), dtype=np.float32)
     found = np.zeros(len(occurrences), dtype=bool)
     prepared, rows, _ = _prepare_targets(engine, store, occurrences)
@@ -278,7 +309,9 @@ def _fast_accuracies(scores: np.ndarray, gold: np.ndarray, candidates: np.ndarra
     return (false_below + true_above) / len(scores)
 
 
-def evaluate_wic(store: VectorStore, splits: list[WicSplit], settings: Settings | None, tune_on: str) -> dict:
+def evaluate_wic(
+    store: VectorStore, splits: list[WicSplit], settings: Settings | None, tune_on: str, *, window: int | None = None
+) -> dict:
     by_name = {s.name: s for s in splits}
     if tune_on not in by_name or by_name[tune_on].gold is None:
         labelled = [s.name for s in splits if s.gold is not None]
@@ -286,8 +319,8 @@ def evaluate_wic(store: VectorStore, splits: list[WicSplit], settings: Settings 
     scores, coverage = {}, {}
     for split in splits:
         firsts, seconds = zip(*split.pairs, strict=True)
-        v1, ok1, cov1 = target_vectors(store, settings, list(firsts))
-        v2, ok2, cov2 = target_vectors(store, settings, list(seconds))
+        v1, ok1, cov1 = target_vectors(store, settings, list(firsts), window=window)
+        v2, ok2, cov2 = target_vectors(store, settings, list(seconds), window=window)
         cos = rounded_row_cosines(v1, v2)
         covered = ok1 & ok2
         scores[split.name] = (cos, covered)
@@ -365,10 +398,10 @@ def _marked(context: str, word: str, path: Path, number: int) -> Occurrence:
     return Occurrence(before + [target[0]] + after, len(before), word)
 
 
-def evaluate_scws(store: VectorStore, items, settings: Settings | None) -> dict:
+def evaluate_scws(store: VectorStore, items, settings: Settings | None, *, window: int | None = None) -> dict:
     firsts, seconds, ratings = zip(*items, strict=True)
-    v1, ok1, _ = target_vectors(store, settings, list(firsts))
-    v2, ok2, _ = target_vectors(store, settings, list(seconds))
+    v1, ok1, _ = target_vectors(store, settings, list(firsts), window=window)
+    v2, ok2, _ = target_vectors(store, settings, list(seconds), window=window)
     covered = ok1 & ok2
     cos = rounded_row_cosines(v1, v2)[covered]
     gold = np.array(ratings)[covered]
@@ -441,7 +474,9 @@ def read_senses(path: Path) -> list[SenseSentence]:
     return rows
 
 
-def evaluate_senses(store: VectorStore, rows: list[SenseSentence], settings: Settings | None) -> dict:
+def evaluate_senses(
+    store: VectorStore, rows: list[SenseSentence], settings: Settings | None, *, window: int | None = None
+) -> dict:
     """Per word: do all same-sense pairs beat all cross-sense pairs? Also the mean margin."""
     occurrences, lemmas = [], []
     for row in rows:
@@ -455,7 +490,7 @@ def evaluate_senses(store: VectorStore, rows: list[SenseSentence], settings: Set
             raise DataError(f"senses: {row.word!r} does not occur in {row.text!r}")
         occurrences.append(Occurrence([t.text for t in tokens], found_at[(number or 1) - 1], word))
         lemmas.append(word)
-    vectors, found, _ = target_vectors(store, settings, occurrences)
+    vectors, found, _ = target_vectors(store, settings, occurrences, window=window)
     words: dict[str, list[int]] = {}
     for n, word in enumerate(lemmas):
         words.setdefault(word, []).append(n)

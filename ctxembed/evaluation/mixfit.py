@@ -57,13 +57,13 @@ def read_labelled(path: str, split: str) -> LabelledPairs:
     return LabelledPairs("scws", str(where), None, list(firsts), list(seconds), ratings / SCWS_SCALE)
 
 
-def fit_document(store, settings, sources: list[LabelledPairs], vectors: dict) -> dict:
+def fit_document(store, settings, sources: list[LabelledPairs], vectors: dict, *, window: int | None = None) -> dict:
     """Learn the mix on the sources (each weighs the same in the loss) and describe it as a document."""
     settings = replace(settings, mix=None)  # the layers themselves, not a mix of them
     grams, targets, weights, described = [], [], [], []
     for source in sources:
-        first, ok1 = target_layers(store, settings, source.firsts)
-        second, ok2 = target_layers(store, settings, source.seconds)
+        first, ok1 = target_layers(store, settings, source.firsts, window=window)
+        second, ok2 = target_layers(store, settings, source.seconds, window=window)
         covered = ok1 & ok2
         if not covered.any():
             raise DataError(f"{source.path}: no pair has vectors for both targets")
@@ -93,11 +93,11 @@ def fit_document(store, settings, sources: list[LabelledPairs], vectors: dict) -
         else:
             entry["spearman"] = spearman(cos, source.targets[covered]) if len(cos) > 2 else None
         results.append(entry)
-    engine = open_for(store, settings, max_tokens=4096)
+    engine = open_for(store, settings, max_tokens=4096, window=window)
     return {
         "schema": MIX_SCHEMA,
         "vectors": vectors,
-        **settings_block(engine),  # as every document of the model has it
+        **settings_block(engine, window=engine.window),  # as every document of the model has it
         "layers": engine.card.layers,
         "weights": [float(w) for w in fitted.weights],
         "logits": [float(w) for w in fitted.logits],

@@ -55,13 +55,15 @@ def sweep(
     custom: Settings,
     default: Sequence[str],
     evaluate: Callable[[str, Settings | None], dict],
+    window: int | None = None,
 ) -> list[dict]:
     """Evaluate each chosen configuration (default: ``default``, without ``learned`` when the vectors
     are not the ones it was trained on); ``custom`` is the caller's own settings. One row each.
     Under a trained model (``custom`` is its settings: ``--model minilm``) the default is ``static`` and
-    the model, and a configuration of another model is refused: it would not compute the model asked for."""
+    the model as the command line reads it out (``--model minilm@3``: ``minilm@3``; ``--mix FILE``:
+    ``custom``), and a configuration of another model is refused: it would not compute the model asked for."""
     model = model_of(custom)  # --model: a trained model's ladder is its own (static: its input embeddings)
-    chosen = list(names or (default if model == DEFAULT_MODEL else ("static", model)))
+    chosen = list(names or (default if model == DEFAULT_MODEL else ("static", read_out_as(custom, model))))
     if not names and "learned" in chosen and not fits_learned_weights(store):  # trained on the shipped vectors
         chosen.remove("learned")
     configured = {name: named_settings(name, custom, store) for name in chosen}
@@ -78,9 +80,17 @@ def sweep(
         for name in chosen:
             progress.describe(f"evaluating {name}")
             settings = configured[name]
-            rows.append({"name": name, "settings": described(store, settings), **evaluate(name, settings)})
+            rows.append({"name": name, "settings": described(store, settings, window), **evaluate(name, settings)})
             progress.done()
     return rows
+
+
+def read_out_as(custom: Settings, model: str) -> str:
+    """The configuration a trained model's command line names: ``NAME@N`` for ``--model NAME@N``,
+    ``custom`` for a ``--mix`` of its own, else the model's name (its own read-out)."""
+    if custom.preset != model:  # --model minilm@3: its preset is minilm@3
+        return custom.preset
+    return "custom" if custom.mix else model
 
 
 def wic(
@@ -92,6 +102,7 @@ def wic(
     tune_on: str = "train",
     configs: Sequence[str] | None = None,
     on_note: Note | None = None,
+    window: int | None = None,
 ) -> dict:
     """Word-in-Context accuracy (``ctxembed.eval-wic/1``): same sense or not, by thresholding the cosine
     of the target's vectors; the threshold is tuned on the split ``tune_on``."""
@@ -101,9 +112,9 @@ def wic(
     def evaluate(name: str, chosen: Settings | None) -> dict:
         if not enabled():  # a log rather than a terminal (where a bar shows it): one line per configuration
             note(f"evaluating {name} on {', '.join(s.name for s in splits)} ...")
-        return evaluate_wic(store, splits, chosen, tune_on)
+        return evaluate_wic(store, splits, chosen, tune_on, window=window)
 
-    rows = sweep(configs, store, settings, tuple(LADDER), evaluate)
+    rows = sweep(configs, store, settings, tuple(LADDER), evaluate, window)
     primary = next((r for r in rows if r["name"] == "default"), rows[0])
     return {
         "schema": "ctxembed.eval-wic/1",
@@ -124,12 +135,17 @@ def senses(
     path: str | PathLike | None = None,
     *,
     configs: Sequence[str] | None = None,
+    window: int | None = None,
 ) -> dict:
     """The polysemy suite (``ctxembed.eval-senses/1``; default: the shipped one): the share of ambiguous
     words whose same-sense pairs all beat their cross-sense pairs."""
     file = Path(path) if path is not None else default_senses_path()
     sentences = read_senses(file)
-    rows = sweep(configs, store, settings, tuple(LADDER), lambda name, s: evaluate_senses(store, sentences, s))
+
+    def evaluate(name: str, chosen: Settings | None) -> dict:
+        return evaluate_senses(store, sentences, chosen, window=window)
+
+    rows = sweep(configs, store, settings, tuple(LADDER), evaluate, window)
     return {"schema": "ctxembed.eval-senses/1", "vectors": vectors, "file": str(file), "configs": rows}
 
 
@@ -141,6 +157,7 @@ def pairs(
     *,
     configs: Sequence[str] | None = None,
     on_note: Note | None = None,
+    window: int | None = None,
 ) -> dict:
     """Graded similarity (``ctxembed.eval-pairs/2``): Spearman ρ in context for an SCWS-layout file, or
     gensim's Pearson and Spearman of the static vectors for a word-pair file (or wordsim353/simlex999).
@@ -150,7 +167,11 @@ def pairs(
     skipped: list[dict] = []
     if is_scws(file):
         items = read_scws(file)
-        rows = sweep(configs, store, settings, PAIRS_LADDER, lambda name, s: evaluate_scws(store, items, s))
+
+        def evaluate(name: str, chosen: Settings | None) -> dict:
+            return evaluate_scws(store, items, chosen, window=window)
+
+        rows = sweep(configs, store, settings, PAIRS_LADDER, evaluate, window)
         doc = {"schema": "ctxembed.eval-pairs/2", "layout": "scws", "file": str(file), "configs": rows}
     else:
         why = "a word-pair file has no sentences: only the static vectors can be scored"
@@ -177,6 +198,7 @@ def wsi(
     configs: Sequence[str] | None = None,
     max_tokens: int = 4096,
     on_note: Note | None = None,
+    window: int | None = None,
     **clustering: Any,
 ) -> dict:
     """Word-sense induction (``ctxembed.eval-wsi/1``): clusters of each word's occurrences against sense
@@ -196,12 +218,12 @@ def wsi(
         if sys.stderr.isatty():
             note(f"evaluating {name} ...")
         found_vectors, found = contextual_vectors(
-            store, settings_, items, drop_own=chosen.drop_own, max_tokens=max_tokens
+            store, settings_, items, drop_own=chosen.drop_own, max_tokens=max_tokens, window=window
         )
         return score_clusters(items, found_vectors, found, **options)
 
     rows = evaluate_baselines(store, items, **options)
-    rows += sweep(configs, store, settings, WSI_LADDER, evaluate)
+    rows += sweep(configs, store, settings, WSI_LADDER, evaluate, window)
     return {
         "schema": "ctxembed.eval-wsi/1",
         "vectors": vectors,
@@ -226,6 +248,7 @@ def fit_mix(
     split: str = "train",
     out: str | PathLike | None = None,
     on_note: Note | None = None,
+    window: int | None = None,
 ) -> dict:
     """Learn ELMo's layer mix (weights s_j and scale γ) over the layers of ``settings`` on labelled pairs
     (WiC folders and/or SCWS-style files, each weighing the same) and write it to ``out`` (default: the
@@ -235,7 +258,7 @@ def fit_mix(
         check_output_path(out, "out")  # before the fit, not after it
     labelled = [read_labelled(str(source), split) for source in sources]
     note(f"fitting the layer mix on {', '.join(s.path for s in labelled)} ...")
-    doc = fit_document(store, settings, labelled, vectors)
+    doc = fit_document(store, settings, labelled, vectors, window=window)
     target = Path(out) if out is not None else learned_path()
     doc["written"] = str(target)
     write_mix_file(doc, target)

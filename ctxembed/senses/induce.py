@@ -30,7 +30,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ctxembed.core.similarity import unit_rows
-from ctxembed.engine import ContextEngine
+from ctxembed.engine import ContextEngine, window_span
 from ctxembed.errors import DataError
 from ctxembed.presets import SENSE_OPTIONS, SenseOptions
 from ctxembed.senses.occurrences import Occurrence, scan_corpus, word_forms
@@ -88,31 +88,37 @@ def own_term(engine: ContextEngine, result, row: int) -> np.ndarray | None:
 def occurrence_vectors(
     engine: ContextEngine, occurrences: list[Occurrence], *, drop_own: bool = True
 ) -> OccurrenceVectors:
-    """Contextual vectors of each occurrence's token in its line; lines over max_tokens are skipped."""
+    """Contextual vectors of each occurrence's token in its line; lines over max_tokens are skipped. With
+    the engine's ``window``, each occurrence reads the tokens at most that far from it, each its own (by the
+    one crop of every command, :func:`ctxembed.engine.window_span`), and no line is too long."""
     skipped = {"too_long": 0, "no_vector": 0}
     lowercase = engine.store.lowercase
-    last_line, sentence, reason = None, None, None
+    last_line, tokens, prepared_spans = None, [], {}
     usable, prepared, rows = [], [], []
     for occurrence in occurrences:
-        if occurrence.line != last_line:  # occurrences come in corpus order: prepare each line once
-            last_line, sentence, reason = occurrence.line, None, None
-            if len(tokenize(occurrence.text, lowercase=lowercase)) > engine.max_tokens:
-                reason = "too_long"
-            else:
-                try:
-                    sentence = engine.prepare(occurrence.text)
-                except DataError:
-                    reason = "no_vector"
-        if sentence is None:
-            skipped[reason] += 1
+        if occurrence.line != last_line:  # occurrences come in corpus order: tokenise and prepare each line once
+            last_line, prepared_spans = occurrence.line, {}
+            tokens = tokenize(occurrence.text, lowercase=lowercase)
+        position = next((t.position for t in tokens if t.start <= occurrence.start < t.end), None)
+        start, stop = (0, len(tokens)) if position is None else window_span(len(tokens), position, engine.window)
+        if stop - start > engine.max_tokens:
+            skipped["too_long"] += 1
             continue
-        position = next((t.position for t in sentence.tokens if t.start <= occurrence.start < t.end), None)
-        if position is None or position not in sentence.used:
+        if (start, stop) not in prepared_spans:  # the whole line, or this occurrence's window
+            try:
+                text = occurrence.text if (start, stop) == (0, len(tokens)) else occurrence.text[
+                    tokens[start].start : tokens[stop - 1].end
+                ]  # fmt: skip
+                prepared_spans[start, stop] = engine.prepare(text)
+            except DataError:
+                prepared_spans[start, stop] = None
+        sentence = prepared_spans[start, stop]
+        if sentence is None or position is None or position - start not in sentence.used:
             skipped["no_vector"] += 1
             continue
         usable.append(occurrence)
         prepared.append(sentence)
-        rows.append(sentence.used.index(position))
+        rows.append(sentence.used.index(position - start))
     vectors, readouts = _targets(engine, prepared, rows, drop_own=drop_own)
     return OccurrenceVectors(usable, vectors, skipped, readouts, type_direction(engine, vectors, drop_own=drop_own))
 

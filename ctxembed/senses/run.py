@@ -72,7 +72,7 @@ def senses(
     doc = {
         "schema": found.pop("schema"),
         "vectors": vectors,
-        **settings_block(engine),
+        **settings_block(engine, window=engine.window),
         **found,
     }
     if projector and found_senses(doc):

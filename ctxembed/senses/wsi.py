@@ -28,6 +28,7 @@ import numpy as np
 
 from ctxembed.core.similarity import unit_rows
 from ctxembed.engine.registry import engine_for
+from ctxembed.engine.sentence import window_span
 from ctxembed.errors import DataError
 from ctxembed.presets import Settings, build_settings
 from ctxembed.senses.induce import cluster, target_vectors, type_direction
@@ -140,28 +141,33 @@ def _by_word(items: list[LabelledOccurrence]) -> dict[str, list[int]]:
     return groups
 
 
-def contextual_vectors(store: VectorStore, settings: Settings | None, items, *, drop_own: bool = True, max_tokens=4096):
+def contextual_vectors(
+    store: VectorStore, settings: Settings | None, items, *, drop_own: bool = True, max_tokens=4096, window=None
+):
     """(n, d) vectors of every target: contextual (own term dropped; a trained model's word also loses its
     type direction, :func:`ctxembed.senses.induce.type_direction`), or static when ``settings`` is None;
     and a (n,) mask of the targets that got one. The engine is the registry's for ``settings``
-    (:func:`ctxembed.engine.registry.engine_for`): ``-c minilm`` runs the trained model."""
-    engine = engine_for(settings or build_settings("textbook"), store, max_tokens=max_tokens)
+    (:func:`ctxembed.engine.registry.engine_for`): ``-c minilm`` runs the trained model. ``window``: the
+    words either side of each target read (None: the model's own; :func:`ctxembed.engine.window_span`)."""
+    engine = engine_for(settings or build_settings("textbook"), store, max_tokens=max_tokens, window=window)
+    crop = engine.window if settings is not None else 0
     # a model with batch's column kernel reads words through its lexicon; one without (a subword
     # model) has none: every word gets pieces
     lexicon = None if engine.columns is None else engine.columns.lexicon
     prepared, rows, kept = [], [], []
     for n, item in enumerate(items):
-        words = list(item.words)
-        if lexicon is not None and lexicon.row(words[item.index]) is None:
-            words[item.index] = item.word  # an unknown form falls back to the word (its lemma)
+        start, stop = window_span(len(item.words), item.index, crop)
+        words, index = list(item.words[start:stop]), item.index - start
+        if lexicon is not None and lexicon.row(words[index]) is None:
+            words[index] = item.word  # an unknown form falls back to the word (its lemma)
         try:
             sentence = engine.prepare(" ".join(words), words=words)
         except DataError:
             continue
-        if item.index not in sentence.used:
+        if index not in sentence.used:
             continue
         prepared.append(sentence)
-        rows.append(sentence.used.index(item.index))
+        rows.append(sentence.used.index(index))
         kept.append(n)
     found = np.zeros(len(items), dtype=bool)
     found[kept] = True

@@ -34,7 +34,7 @@ from ctxembed.budget import BUDGET, attention_weights
 from ctxembed.core.mix import LEARNED, OFF, is_weights
 from ctxembed.declarations import ReadOptions, declarations
 from ctxembed.engine import Prepared
-from ctxembed.engine.registry import DEFAULT_MODEL, model_options
+from ctxembed.engine.registry import DEFAULT_MODEL, entry_of, model_options
 from ctxembed.errors import UsageError
 from ctxembed.options import OPTIONS, CommandOption
 from ctxembed.output import say
@@ -59,7 +59,7 @@ MAX_WEIGHTS = 1 << 20  # attention weights in one attend document (layers x head
 # takes no settings has one explorer (MiniLM's: about 125 MB of RSS, 77 MB of it its memory-mapped files)
 CACHED_EXPLORERS = 4
 FILE_SETTINGS = ("weights_file",)  # settings that name a file: only the command line may
-READ_KEYS = ("oov", "max_tokens")
+READ_KEYS = ("oov", "max_tokens", "window")
 
 
 def _keys(command: str, *names: str) -> dict[str, CommandOption]:
@@ -165,7 +165,7 @@ class Explorers:
 def lane_of(options: Mapping[str, Any], lane: str) -> str:
     """The lane whose explorer serves ``options``: ``lane``, but a trained model's requests are all heavy
     (:func:`_light`), so it has one explorer (a second copy of MiniLM would cost about 92 MB)."""
-    return lane if not find(options.get("model", DEFAULT_MODEL)).trained else HEAVY
+    return lane if not entry_of(options.get("model", DEFAULT_MODEL)).trained else HEAVY
 
 
 def _canonical(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -223,7 +223,8 @@ def _check_setting(name: str, value: Any) -> Any:
 
 
 def _check_model(value: Any) -> str:
-    if not isinstance(value, str) or find(value) is None:  # the catalogue's models and the derived ones
+    # the catalogue's models and the derived ones, and a trained one read out at hidden state N (minilm@3)
+    if not isinstance(value, str) or find(value.partition("@")[0]) is None:
         raise UsageError(f"model must be one of {', '.join(names())}, not {_shown(value)}")
     return value
 
@@ -253,7 +254,7 @@ def split_body(endpoint: str, body: Any) -> tuple[dict[str, Any], dict[str, Any]
         raise UsageError(f"/api/{endpoint} needs {' and '.join(missing)}")
     model = options.get("model", DEFAULT_MODEL)
     given = [name for name in options if name != "model"]
-    if find(model).trained and given:  # so one explorer serves every request for it (docs/serve.md)
+    if entry_of(model).trained and given:  # so one explorer serves every request for it (docs/serve.md)
         shown = ", ".join("preset" if n == "preset" else "{" + n + "}" for n in given)
         named = [n for n in given if n != "preset"]
         raise UsageError(
@@ -288,7 +289,7 @@ def _light(own: dict[str, Any], options: dict[str, Any]) -> bool:
     """Whether a request is light whatever its vectors: a model shaped by the settings (a trained one runs
     all its layers and heads), short text, few heads and layers, the identity projection and the preset's
     statistics (no new abtt_words to compute)."""
-    if find(options.get("model", DEFAULT_MODEL)).trained:
+    if entry_of(options.get("model", DEFAULT_MODEL)).trained:
         return False
     texts = own.get("sentences") or [own.get("sentence", "")]
     preset = PRESETS.get(options.get("preset", "default"))

@@ -53,6 +53,9 @@ class ModelEntry:
     # trained from, and its record (derived.json: data, figures, head, read-out); None for the catalogue's
     parent: str | None = None
     derived: dict | None = field(default=None, compare=False, hash=False)
+    # the tokens either side of a word its commands read by default (--window; 0: the whole sentence),
+    # chosen on dev data (docs/evaluation.md)
+    window: int = 0
 
     @property
     def weights_of(self) -> str:
