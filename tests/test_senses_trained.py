@@ -22,26 +22,32 @@ def bank_occurrences() -> list[Occurrence]:
     return found
 
 
-def test_a_trained_models_occurrences_lose_the_words_type_direction(tiny_model):
+def test_a_trained_models_occurrences_cluster_on_the_word_less_its_type_and_the_sentence_around(tiny_model):
     engine = open_engine(model=tiny_model.name)
     found = induce.occurrence_vectors(engine, bank_occurrences())
     assert len(found.occurrences) == 4
-    np.testing.assert_allclose(found.type_mean, found.vectors.mean(axis=0), rtol=0, atol=1e-6)
-    np.testing.assert_allclose(found.unit, unit_rows(found.vectors - found.vectors.mean(axis=0)), atol=1e-6)
-    assert np.abs(found.unit.sum(axis=0)).max() < np.abs(unit_rows(found.vectors).sum(axis=0)).max()
+    results = engine.run([engine.prepare(o.text) for o in found.occurrences], weights=False)
+    pairs = [(r, r.index_of("bank")) for r in results]
+    np.testing.assert_allclose(found.readouts, [r.contextual[row] for r, row in pairs], atol=1e-6)
+    around = np.stack([np.delete(r.contextual, row, axis=0).mean(axis=0) for r, row in pairs])  # (4, d)
+    own = found.vectors - found.vectors.mean(axis=0)  # (4, d) the word less its type direction
+    expected = unit_rows(own) + unit_rows(around - around.mean(axis=0))
+    np.testing.assert_allclose(found.clustered, expected, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(found.unit, unit_rows(expected), rtol=0, atol=1e-5)
     kept = induce.occurrence_vectors(engine, bank_occurrences(), drop_own=False)
-    assert kept.type_mean is None  # keeping the own term keeps the type direction too
-    np.testing.assert_array_equal(kept.readouts, found.readouts)  # the read-out is the same either way
+    assert kept.clustered is None  # keeping the own term keeps the word's vector as it is
+    np.testing.assert_allclose(kept.unit, unit_rows(kept.readouts), atol=1e-6)
 
 
-def test_the_glove_engine_keeps_its_context_part_as_it_is():
+def test_the_glove_engine_clusters_its_context_part_as_it_is():
     engine = open_engine()
     found = induce.occurrence_vectors(engine, bank_occurrences())
-    assert found.type_mean is None
+    assert found.clustered is None
     np.testing.assert_allclose(found.unit, unit_rows(found.vectors), atol=1e-6)
 
 
-def test_eval_wsi_takes_each_words_type_direction_out(tiny_model):
+def test_eval_wsi_clusters_a_trained_models_words_each_on_its_own(tiny_model):
+    """eval wsi's vectors are what senses clusters: each word's from its own occurrences only."""
     from ctxembed.evaluation.evaluate import named_settings
     from ctxembed.senses.wsi import LabelledOccurrence, contextual_vectors
 
@@ -51,12 +57,17 @@ def test_eval_wsi_takes_each_words_type_direction_out(tiny_model):
         for word in ("bank", "river")
         if word in text.split()
     ]
-    glove = open_engine()
-    vectors, found = contextual_vectors(glove.store, named_settings(tiny_model.name), items)
+    store, settings = open_engine().store, named_settings(tiny_model.name)
+    vectors, found = contextual_vectors(store, settings, items)
     assert found.all()
-    for word in ("bank", "river"):
-        rows = [n for n, item in enumerate(items) if item.word == word]
-        np.testing.assert_allclose(vectors[rows].mean(axis=0), 0, atol=1e-5)  # each word centred on its own
+    banks = [n for n, item in enumerate(items) if item.word == "bank"]
+    alone, _ = contextual_vectors(store, settings, [items[n] for n in banks])
+    np.testing.assert_allclose(vectors[banks], alone, rtol=0, atol=1e-6)
+    kept, _ = contextual_vectors(store, settings, [items[n] for n in banks], drop_own=False)
+    engine = open_engine(model=tiny_model.name)
+    found_banks = induce.occurrence_vectors(engine, bank_occurrences())
+    np.testing.assert_allclose(alone, found_banks.clustered, rtol=0, atol=1e-5)  # as senses clusters them
+    assert not np.allclose(alone, kept, atol=1e-3)
 
 
 def test_labels_are_the_neighbours_of_each_senses_centroid(tiny_space):  # noqa: F811  (the fixture)
@@ -78,7 +89,7 @@ def test_labels_are_the_neighbours_of_each_senses_centroid(tiny_space):  # noqa:
 
 def test_minilm_labels_brown_senses_readably(minilm_folder):
     """The shipped corpus under the real model: plant's factories and its growing things get labels that
-    say so, and bank's largest sense is money."""
+    say so; bank's largest sense is money, and another one's labels hold river words."""
     from ctxembed.senses.run import senses
 
     engine = open_engine(model="minilm")
@@ -88,4 +99,5 @@ def test_minilm_labels_brown_senses_readably(minilm_folder):
     plant = list(plant)
     assert any(labels & {"factory", "factories", "facility"} for labels in plant), plant
     assert any(labels & {"grow", "growing", "crops", "trees", "garden", "gardens"} for labels in plant), plant
-    assert {w["word"] for w in bank["senses"][0]["label"]} & {"money", "financial", "account", "cash"}
+    assert {w["word"] for w in bank["senses"][0]["label"]} & {"money", "financial", "finance", "account", "cash"}
+    assert any({w["word"] for w in s["label"]} & {"river", "rivers", "shore", "stream"} for s in bank["senses"])

@@ -7,9 +7,9 @@
 The vector of an occurrence is its contextual vector; with ``drop_own`` the word's own term (see
 :func:`own_term`: the layer-0 share of a layer mix, the residual λ·x) is taken out, leaving what
 the context adds. Dropping it is the default (docs/senses.md has the measurements). A trained
-model carries the word's identity in every hidden state, not in one term: there the word's type
-direction, the mean of its occurrences' vectors, is taken out too before clustering
-(:func:`type_direction`).
+model carries the word's identity in every hidden state, not in one term: its occurrences are
+clustered on their vectors less the word's type direction, with the sentence around them
+(:func:`trained_features`).
 The vectors are normalised and clustered by k-means (on the unit sphere,
 cosine = dot product: spherical k-means as far as the assignment step goes).
 
@@ -52,12 +52,12 @@ class OccurrenceVectors:
     vectors: np.ndarray  # (n, d) context vectors (contextual minus the own term)
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
     readouts: np.ndarray | None = None  # (n, d_out) the contextual vectors as read out, own term and all
-    type_mean: np.ndarray | None = None  # (d,) the word's type direction, taken out before clustering
+    clustered: np.ndarray | None = None  # (n, d) what is clustered when it is not the vectors (a trained model's)
 
     @property
     def unit(self) -> np.ndarray:
-        """(n, d) what is clustered: the vectors less the type direction (when there is one), at unit length."""
-        return unit_rows(self.vectors if self.type_mean is None else self.vectors - self.type_mean)  # (n, d)
+        """(n, d) what is clustered, at unit length: the vectors, or :func:`trained_features` for a trained model."""
+        return unit_rows(self.vectors if self.clustered is None else self.clustered)  # (n, d)
 
 
 @dataclass
@@ -119,36 +119,44 @@ def occurrence_vectors(
         usable.append(occurrence)
         prepared.append(sentence)
         rows.append(sentence.used.index(position - start))
-    vectors, readouts = _targets(engine, prepared, rows, drop_own=drop_own)
-    return OccurrenceVectors(usable, vectors, skipped, readouts, type_direction(engine, vectors, drop_own=drop_own))
+    vectors, readouts, around = targets(engine, prepared, rows, drop_own=drop_own)
+    clustered = trained_features(engine, vectors, around, drop_own=drop_own)
+    return OccurrenceVectors(usable, vectors, skipped, readouts, clustered)
 
 
-def type_direction(engine: ContextEngine, vectors: np.ndarray, *, drop_own: bool = True) -> np.ndarray | None:
-    """(d,) the direction a trained model's word keeps in every occurrence (its identity, which its hidden
-    states carry at every layer, not in one term that :func:`own_term` could drop): the mean of the
-    word's occurrence vectors ``vectors`` (n, d). Taken out before clustering, so that occurrences group
-    by what their contexts add (eval wsi data/wsi-senses.tsv -c minilm: ARI 0.851 with it kept, 0.879
-    without; docs/senses.md). None when the own term is not dropped, for no occurrence, and for an
-    engine whose own term is exact (the GloVe engine: its context part is what :func:`own_term` leaves)."""
+def trained_features(
+    engine: ContextEngine, vectors: np.ndarray, around: np.ndarray, *, drop_own: bool = True
+) -> np.ndarray | None:
+    """(n, d) what a trained model's occurrences of one word are clustered on, from the word's vectors
+    ``vectors`` (n, d, own term dropped) and the mean read-out of each sentence's other words ``around``
+    (n, d), each less its mean over the occurrences and at unit length, added:
+
+    - the word's vector less its **type direction**: a trained model carries the word's identity in every
+      hidden state, not in one term that :func:`own_term` could drop; its mean over the occurrences is
+      that identity, and without it the occurrences group by what their contexts add;
+    - the sentence around it: a sentence encoder's mean-pooled read-out is what it was trained to make.
+
+    eval wsi data/wsi-senses.tsv -c minilm: ARI 0.851 on the word's vector, 0.879 less its type
+    direction, 0.972 with the sentence added (docs/senses.md). None when the own term is kept, for no
+    occurrence, and for an engine whose own term is exact (the GloVe engine: :func:`own_term` leaves
+    its context part)."""
     if not drop_own or not engine.card.trained or not len(vectors):
         return None
-    return vectors.astype(np.float64).mean(axis=0)  # (d,)
+    own = unit_rows(vectors - vectors.mean(axis=0))  # (n, d)
+    return own + unit_rows(around - around.mean(axis=0))  # (n, d)
 
 
-def target_vectors(engine: ContextEngine, prepared: list, rows: list[int], *, drop_own: bool = True) -> np.ndarray:
-    """(n, d_out) contextual vector of token ``rows[i]`` (an index into ``used``) of sentence ``prepared[i]``,
-    minus its own residual term when ``drop_own``; a sentence listed several times runs once."""
-    return _targets(engine, prepared, rows, drop_own=drop_own)[0]
-
-
-def _targets(
+def targets(
     engine: ContextEngine, prepared: list, rows: list[int], *, drop_own: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """(:func:`target_vectors`, the same rows' contextual vectors as read out (n, d_out))."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of token ``rows[i]`` (an index into ``used``) of sentence ``prepared[i]``: its contextual vector less
+    its own term when ``drop_own`` (n, d_out), the same as read out (n, d_out), and the mean read-out of
+    the sentence's other words (n, d_out; zero for a sentence of one word). A sentence listed several
+    times runs once."""
     vectors = np.zeros((len(prepared), engine.out_dim), dtype=np.float32)  # (n, d_out)
-    readouts = vectors.copy()  # (n, d_out)
+    readouts, around = vectors.copy(), vectors.copy()  # (n, d_out)
     if not prepared:
-        return vectors, readouts
+        return vectors, readouts, around
     distinct = list({id(s): s for s in prepared}.values())
     with one_thread():
         results = dict(zip(map(id, distinct), engine.run(distinct, weights=False), strict=True))  # vectors only
@@ -158,7 +166,9 @@ def _targets(
         own = own_term(engine, result, row) if drop_own else None
         if own is not None:
             vectors[n] -= own
-    return vectors, readouts
+        if len(result.contextual) > 1:
+            around[n] = (result.contextual.sum(axis=0) - result.contextual[row]) / (len(result.contextual) - 1)
+    return vectors, readouts, around
 
 
 FEWER_THAN_GIVEN = "fewer distinct contexts than k given"

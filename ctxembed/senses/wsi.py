@@ -31,7 +31,7 @@ from ctxembed.engine.registry import engine_for
 from ctxembed.engine.sentence import window_span
 from ctxembed.errors import DataError
 from ctxembed.presets import Settings, build_settings
-from ctxembed.senses.induce import cluster, target_vectors, type_direction
+from ctxembed.senses.induce import cluster, targets, trained_features
 from ctxembed.senses.occurrences import inflections
 from ctxembed.vectors.corpus import open_file
 from ctxembed.vectors.store import VectorStore
@@ -144,8 +144,8 @@ def _by_word(items: list[LabelledOccurrence]) -> dict[str, list[int]]:
 def contextual_vectors(
     store: VectorStore, settings: Settings | None, items, *, drop_own: bool = True, max_tokens=4096, window=None
 ):
-    """(n, d) vectors of every target: contextual (own term dropped; a trained model's word also loses its
-    type direction, :func:`ctxembed.senses.induce.type_direction`), or static when ``settings`` is None;
+    """(n, d) vectors of every target: contextual (own term dropped; a trained model's as `senses` clusters
+    them, :func:`ctxembed.senses.induce.trained_features`), or static when ``settings`` is None;
     and a (n,) mask of the targets that got one. The engine is the registry's for ``settings``
     (:func:`ctxembed.engine.registry.engine_for`): ``-c minilm`` runs the trained model. ``window``: the
     words either side of each target read (None: the model's own; :func:`ctxembed.engine.window_span`)."""
@@ -177,12 +177,13 @@ def contextual_vectors(
             vectors[n] = sentence.static[row]
         return vectors, found
     vectors = np.zeros((len(items), engine.out_dim), dtype=np.float32)  # (n, d_out)
-    vectors[kept] = target_vectors(engine, prepared, rows, drop_own=drop_own)
-    for members in _by_word(items).values():  # each word's type direction out, as `senses` takes it out
+    around = vectors.copy()  # (n, d_out)
+    vectors[kept], _, around[kept] = targets(engine, prepared, rows, drop_own=drop_own)
+    for members in _by_word(items).values():  # a trained model's words clustered on what `senses` clusters
         have = [m for m in members if found[m]]
-        direction = type_direction(engine, vectors[have], drop_own=drop_own)
-        if direction is not None:
-            vectors[have] -= direction
+        clustered = trained_features(engine, vectors[have], around[have], drop_own=drop_own)
+        if clustered is not None:
+            vectors[have] = clustered
     return vectors, found
 
 
