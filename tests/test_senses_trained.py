@@ -12,6 +12,8 @@ from ctxembed.senses import induce
 from ctxembed.senses.occurrences import Occurrence
 from tests.test_space import LINES, tiny_space  # noqa: F401  (the tiny model with its space over LINES)
 
+# ruff: noqa: F811  (tests take the imported fixture tiny_space by its name)
+
 
 def bank_occurrences() -> list[Occurrence]:
     found = []
@@ -70,7 +72,7 @@ def test_eval_wsi_clusters_a_trained_models_words_each_on_its_own(tiny_model):
     assert not np.allclose(alone, kept, atol=1e-3)
 
 
-def test_labels_are_the_neighbours_of_each_senses_centroid(tiny_space):  # noqa: F811  (the fixture)
+def test_labels_are_the_neighbours_of_each_senses_centroid(tiny_space):
     space = sp.open_space(tiny_space, on_note=lambda _: None)
     found = induce.occurrence_vectors(tiny_space, bank_occurrences())
     clustering = induce.Clustering(np.array([0, 0, 1, 1]), 2, "given", None)
@@ -101,3 +103,37 @@ def test_minilm_labels_brown_senses_readably(minilm_folder):
     assert any(labels & {"grow", "growing", "crops", "trees", "garden", "gardens"} for labels in plant), plant
     assert {w["word"] for w in bank["senses"][0]["label"]} & {"money", "financial", "finance", "account", "cash"}
     assert any({w["word"] for w in s["label"]} & {"river", "rivers", "shore", "stream"} for s in bank["senses"])
+
+
+def test_a_trained_models_senses_document_says_what_was_clustered_and_where_labels_come_from(tiny_space, tmp_path):
+    from ctxembed.senses.run import senses
+    from tests.cli_helpers import run_json
+    from tests.test_json_schema import assert_valid
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    sp.open_space(tiny_space, on_note=lambda _: None)  # built before: the command says nothing on stderr
+    doc = run_json("senses", "bank", corpus, "-k", "2", "--model", tiny_space.model, "--json")
+    assert doc["options"]["clustered_on"] == induce.CLUSTERED_ON
+    assert doc["label_search"] == sp.open_space(tiny_space).describe(sp.readout_name(tiny_space.mix))
+    assert_valid(doc, "ctxembed.senses/2")
+    kept, _ = senses(tiny_space, {}, ["bank"], corpus, k=2, drop_own=False)
+    assert "clustered_on" not in kept["options"] and "label_search" in kept
+    glove, _ = senses(open_engine(), {}, ["bank"], corpus, k=2)
+    assert "clustered_on" not in glove["options"] and "label_search" not in glove  # its JSON as it was
+
+
+def test_the_senses_view_says_what_was_clustered_and_where_labels_come_from(tiny_space, tmp_path):
+    from rich.console import Console
+
+    from ctxembed.senses.run import senses
+    from ctxembed.views.render_senses import render_senses
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    doc, _ = senses(tiny_space, {}, ["bank"], corpus, k=2)
+    console = Console(record=True, width=300, color_system=None)
+    render_senses(console, doc)
+    text = console.export_text()
+    assert f"clustered on {induce.CLUSTERED_ON}" in text
+    assert "labels the words nearest each sense's centroid in the model's contextual space, each word's mean" in text

@@ -445,6 +445,7 @@ def find_senses(
         raise DataError(f"{name}: the corpus is empty")
     with one_thread():
         entries, problems = _each_word(engine, forms, scan, name, options, keep)
+    trained = engine.card.trained and options.drop_own  # clustered on trained_features
     doc = {
         "schema": "ctxembed.senses/2",
         "corpus": {
@@ -461,11 +462,23 @@ def find_senses(
             "max_occurrences": options.max_occurrences,
             "seed": options.sample_seed,
             "own_term": "dropped" if options.drop_own else "kept",
+            **({"clustered_on": CLUSTERED_ON} if trained else {}),
             "max_tokens": engine.max_tokens,
         },
+        **({"label_search": label_search(engine)} if engine.card.spaces[0] == "contextual" else {}),
         "words": entries,
     }
     return doc, problems
+
+
+CLUSTERED_ON = "the word's vector less its type direction, plus the mean read-out of the sentence's other words"
+
+
+def label_search(engine: ContextEngine) -> dict:
+    """The record of the contextual space the senses were labelled in (as `neighbors` names its ``search``)."""
+    from ctxembed.engine.space import open_space, readout_name  # lazy: only a trained model's labels read it
+
+    return open_space(engine).describe(readout_name(engine.mix))
 
 
 def _each_word(engine: ContextEngine, forms: dict[str, list[str]], scan, name: str, options: SenseOptions, keep=None):

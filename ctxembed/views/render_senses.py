@@ -41,6 +41,15 @@ def render_senses(console: Console, doc: dict) -> None:
             style="dim",
         )
     )
+    if clustered_on := doc["options"].get("clustered_on"):
+        console.print(Text(f"clustered on {clustered_on}", style="dim"))
+    if search := doc.get("label_search"):
+        console.print(
+            Text(
+                f"labels the words nearest each sense's centroid in the model's contextual space, {search['about']}",
+                style="dim",
+            )
+        )
     width = max(20, ((console.width or 100) - 12) // 2)
     for entry in doc["words"]:
         console.print()
