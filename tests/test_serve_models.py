@@ -127,8 +127,11 @@ def test_minilm_requests_pass_the_budgets_before_any_work(server, minilm_folder)
     # two 400-word sentences, 402 pieces each: 6 x 12 x 402² x 2 weights over the pieces, past the cost budget
     # of the command line (a trained model's layers and heads are its own: the input is what to change, 422)
     long = " ".join(["money"] * 400)
-    line = one_line_error(server, "compare", {"sentences": [long, long], "word": "money", "model": "minilm"}, 422)
+    line = one_line_error(server, "compare", {"sentences": [long, long], "word": "bank", "model": "minilm"}, 422)
     assert line.startswith("2 sentence(s) of 804 word pieces (6 layers x 12 heads) need 23,270,976 attention")
+    # the word found, minilm reads the 10 tokens either side of it (its --window): 21 words each, well within
+    got, answer_ = post(server, "compare", {"sentences": [long, long], "word": "money", "model": "minilm"})
+    assert got == 200 and answer_["sentences"] == [" ".join(["money"] * 11)] * 2, answer_
     assert _light({"sentence": "a bank"}, {"model": "minilm"}) is False  # all 72 heads run: the heavy lane
     assert _light({"sentence": "a bank"}, {}) is True
 

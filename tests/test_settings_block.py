@@ -1,5 +1,6 @@
 """Every document of one model carries the same ``settings`` block and ``settings_summary``: the one
-its engine describes itself with (report.settings_block), whichever command wrote it."""
+its engine describes itself with (report.settings_block), whichever command wrote it, with the window
+its sentences were cropped to when a command that reads one word's vector cropped them (--window)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,13 @@ def blocks(*model: str, corpus) -> dict[str, tuple[dict, str]]:
     return {schema: (doc["settings"], doc["settings_summary"]) for schema, doc in docs.items()}
 
 
+def without_window(block: tuple[dict, str], window: int) -> tuple[dict, str]:
+    """A block as a document that read no word has it: its window (what a word-reading command says) out."""
+    settings, summary = block
+    assert settings["window"] == window and summary.endswith(f" | window ±{window} tokens"), block
+    return {k: v for k, v in settings.items() if k != "window"}, summary.removesuffix(f" | window ±{window} tokens")
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     path = tmp_path_factory.mktemp("corpus") / "banks.txt"
@@ -34,10 +42,11 @@ def corpus(tmp_path_factory):
 
 def test_every_document_of_the_trained_model_carries_its_own_description(minilm_folder, corpus):
     found = blocks("--model", "minilm", corpus=corpus)
-    settings, summary = found["ctxembed.neighbors/3"]
+    settings, summary = found["ctxembed.attend/5"]  # attend reads no one word: no window
     assert settings["model"] == "minilm" and settings["layers"] == 6 and settings["heads"] == 12
     assert "attention" not in settings  # no textbook attention setting claims to describe a trained model
-    assert all(block == (settings, summary) for block in found.values()), found
+    for schema in ("ctxembed.compare/5", "ctxembed.neighbors/3", "ctxembed.senses/2"):  # minilm reads ±10
+        assert without_window(found[schema], 10) == (settings, summary), found
 
 
 def test_every_document_of_the_glove_model_carries_the_attention_settings(corpus):
@@ -86,7 +95,8 @@ def test_an_eval_row_of_the_trained_model_carries_the_same_block(minilm_folder):
                    "--json")  # fmt: skip
     assert_valid(doc, "ctxembed.eval-pairs/2")
     rows = {row["name"]: row["settings"] for row in doc["configs"]}
-    assert rows["minilm"] == run_json("attend", RIVER, "--model", "minilm", "--json")["settings"]
+    attend = run_json("attend", RIVER, "--model", "minilm", "--json")["settings"]
+    assert without_window((rows["minilm"], " | window ±10 tokens"), 10)[0] == attend
     assert rows["minilm@3"]["preset"] == "minilm@3" and rows["minilm@3"]["readout"] != rows["minilm"]["readout"]
 
 
@@ -122,4 +132,7 @@ def test_the_mix_fit_document_of_the_trained_model_carries_its_block(minilm_fold
     doc = strict_json(result.stdout)
     assert_valid(doc, "ctxembed.mix-fit/1")
     attend = run_json("attend", RIVER, "--model", "minilm", "--json")
-    assert (doc["settings"], doc["settings_summary"]) == (attend["settings"], attend["settings_summary"])
+    assert without_window((doc["settings"], doc["settings_summary"]), 10) == (
+        attend["settings"],
+        attend["settings_summary"],
+    )

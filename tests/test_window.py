@@ -180,3 +180,26 @@ def test_the_server_takes_a_window_where_the_command_does():
 def test_default_documents_carry_no_window():
     doc = run_json("compare", RIVER, MONEY, "--word", "bank", "--json")
     assert "window" not in json.dumps(doc["settings"])
+
+
+def test_minilm_reads_ten_tokens_either_side_by_default(minilm_folder):
+    from ctxembed.vectors.catalogue import MODELS
+
+    assert MODELS["minilm"].window == 10 and MODELS["glove"].window == 0  # chosen on dev data: docs/models.md
+    long = f"{RIVER} while the herons stood in the reeds and the boats went slowly down to the sea"
+    default = run_json("compare", long, MONEY, "--word", "bank", "--model", "minilm", "--json")
+    assert default["settings"]["window"] == 10 and default["settings_summary"].endswith(" | window ±10 tokens")
+    assert default["sentences"][0] == long[4 : long.index(" stood")]  # "away" ... "herons": 10 tokens each side
+    whole = run_json("compare", long, MONEY, "--word", "bank", "--model", "minilm", "--window", "0", "--json")
+    assert "window" not in whole["settings"] and whole["sentences"][0] == long
+    assert default["contextual_similarity"] != whole["contextual_similarity"]
+
+
+def test_a_batch_file_says_the_window_its_lines_were_cropped_to(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = tmp_path / "out.parquet"
+    done = invoke("batch", "-", "--word", "bank", "--window", "2", "--format", "parquet", "-o", out, input=RIVER + "\n")
+    assert done.exit_code == 0, done.stderr
+    recorded = json.loads(pq.read_metadata(out).metadata[b"ctxembed"])
+    assert recorded["settings"]["window"] == 2
+    assert pq.read_table(out).column("text").to_pylist() == ["grassy river bank and watched"]

