@@ -203,3 +203,12 @@ def test_a_batch_file_says_the_window_its_lines_were_cropped_to(tmp_path):
     recorded = json.loads(pq.read_metadata(out).metadata[b"ctxembed"])
     assert recorded["settings"]["window"] == 2
     assert pq.read_table(out).column("text").to_pylist() == ["grassy river bank and watched"]
+
+
+def test_the_eval_tables_say_the_window_each_configuration_read_in():
+    from tests.conftest import FIXTURES
+
+    windowed = invoke("eval", "pairs", FIXTURES / "scws_tiny.txt", "-c", "default", "-c", "static", "--window", "2")
+    assert windowed.exit_code == 0 and "targets read in a window (--window): default ±2 tokens\n" in windowed.stdout
+    whole = invoke("eval", "pairs", FIXTURES / "scws_tiny.txt", "-c", "default")
+    assert whole.exit_code == 0 and "targets read in a window" not in whole.stdout

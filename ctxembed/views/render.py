@@ -986,6 +986,19 @@ def render_eval_wic(console: Console, doc: dict) -> None:
     console.print(
         Text("A pair whose target has no vector even through its lemma is predicted 'different sense'.", style="dim")
     )
+    if (note := window_note(doc)) is not None:
+        console.print(note)
+
+
+def window_note(doc: dict) -> Text | None:
+    """The windows an evaluation read its targets in, when one cropped them (a row's ``settings.window``):
+    e.g. "targets read in a window: minilm ±10 tokens; default: whole sentences"; None when none did."""
+    rows = [row for row in doc.get("configs", []) if row.get("settings") is not None]
+    windows = {row["name"]: row["settings"].get("window") for row in rows}
+    if not any(windows.values()):
+        return None
+    parts = [f"{name} ±{window} tokens" if window else f"{name}: whole sentences" for name, window in windows.items()]
+    return Text(f"targets read in a window (--window): {'; '.join(parts)}", style="dim")
 
 
 def _eval_vectors(doc: dict) -> str:
@@ -1018,6 +1031,8 @@ def render_eval_senses(console: Console, doc: dict) -> None:
             style="dim",
         )
     )
+    if (note := window_note(doc)) is not None:
+        console.print(note)
 
 
 @terminal_view
@@ -1036,6 +1051,8 @@ def render_eval_pairs(console: Console, doc: dict) -> None:
         for row in doc["configs"]:
             table.add_row(row["name"], _pct(row["pearson"]), _pct(row["spearman"]), f"{row['oov_percent']:.1f}")
     console.print(table)
+    if (note := window_note(doc)) is not None:
+        console.print(note)
 
 
 # ------------------------------------------------------------------------------ side by side

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from ctxembed.output import terminal_view
 from ctxembed.views.layout import wrap_parts
-from ctxembed.views.render import caption
+from ctxembed.views.render import caption, window_note
 
 
 def kwic(text: str, start: int, end: int, width: int) -> tuple[str, str, str]:
@@ -108,6 +108,8 @@ def render_eval_wsi(console: Console, doc: dict) -> None:
         numbers = [_fixed(row[key], 3) for key in ("ari", "v_measure", "pair_accuracy")]
         table.add_row(row["name"], *numbers, _fixed(row["mean_k"], 2))
     console.print(table)
+    if (note := window_note(doc)) is not None:
+        console.print(note)
 
 
 def _fixed(value: float, digits: int) -> str:
