@@ -401,7 +401,8 @@ class ReadOptions:
         int,
         None,
         "Read only the N tokens either side of the word (compare, neighbors, senses, batch --word, eval): "
-        "long contexts cost less and may read better; 0: the whole sentence. Default: the model's own.",
+        "long contexts cost less and may read better; 0: the whole sentence. Default: the model's own, "
+        "chosen on dev data (docs/models.md).",
         minimum=0,
         maximum=4096,
         optional=True,

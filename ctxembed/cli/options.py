@@ -158,7 +158,7 @@ def _help(spec: Setting, shown_default: str | None = None) -> str:
         text += f"  [{shown_default}]"
     elif spec.name in SETTINGS:
         text += f"  [default preset: {_shown(PRESETS['default'].values()[spec.name])}]"
-    else:
+    elif spec.default is not None:  # None: the help says whose default applies (--window: the model's)
         text += f"  [default: {spec.default}]"
     return text
 
