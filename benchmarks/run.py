@@ -1287,11 +1287,11 @@ def backward_rows(report: Report, env: dict) -> None:
 
 SPACE_QUERY_BUDGET = 0.100  # seconds of compute for a neighbour query in the contextual space, after the first
 # In one process: the first `neighbors` (opens the space, maps and checks the read-out's rows), then later
-# ones on other sentences; each call's CPU time, and the search alone (the space's nearest) timed apart.
+# ones on other sentences; each call's CPU time, and the search alone (the space's neighbours) timed apart.
 SPACE_PROBE = """
 import json, sys, time
 from ctxembed.api import Explorer
-from ctxembed.engine.space import open_space
+from ctxembed.engine.space import hidden_states, open_space
 sentences = ["we sat on the river bank", "I deposited money in the bank", "he caught a bass in the lake",
              "the plant closed last year", "she plays bass in a band", "the bank raised its rates"]
 words = ["bank", "bank", "bass", "plant", "bass", "bank"]
@@ -1304,7 +1304,8 @@ for text, word in zip(sentences * 3, words * 3):
     [result] = explorer.contextualize([text])
     space = open_space(explorer.engine)
     started = time.process_time()
-    space.nearest(result.contextual[result.index_of(word)], explorer.engine.mix, word=word, k=10, exclude={word})
+    states = hidden_states(result)[:, result.index_of(word)]
+    space.neighbours(states, explorer.engine.mix, word=word, k=10, exclude={word})
     searches.append(time.process_time() - started)
 print(json.dumps({"first": calls[0], "later": calls[1:], "searches": searches[1:]}))
 """
@@ -1334,7 +1335,7 @@ def space_job(repeat: int) -> Report:
             None,
         )
     )
-    report.rows.append(Row("contextual neighbour space on disk (means, one read-out's rows)",
+    report.rows.append(Row("contextual neighbour space on disk (means, the state-by-state rows)",
                            f"{doc['bytes'] / 1e6:.0f} MB", doc["folder"], "", "", None))  # fmt: skip
     probes = [json.loads(run_process([PYTHON, "-c", SPACE_PROBE], env, capture=True).stdout) for _ in range(repeat)]
     report.details["probes"] = probes

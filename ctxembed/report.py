@@ -408,12 +408,13 @@ def neighbors_document(
     space = check_space(engine, space)
     searched, forms = None, []
     if space == "contextual":
-        from ctxembed.engine.space import open_space, readout_name, word_forms  # lazy: only this search reads it
+        from ctxembed.engine.space import hidden_states, open_space, word_forms  # lazy: only this search reads it
 
         found = open_space(engine)
         forms = [] if include_context else word_forms(token.key, found.words)
-        contextual_list = found.nearest(contextual, engine.mix, word=token.key, k=k, exclude=exclude | set(forms))
-        searched = found.describe(readout_name(engine.mix))
+        states = hidden_states(result)[:, row]  # (K, D) the word's hidden states, compared state by state
+        contextual_list = found.neighbours(states, engine.mix, word=token.key, k=k, exclude=exclude | set(forms))
+        searched = found.describe_neighbours(engine.mix)
     else:
         contextual_list = nearest(engine.store, contextual, k=k, exclude=exclude, removal=engine.removal, among=among)
     return {
@@ -455,9 +456,10 @@ def check_space(engine, space: str | None) -> str:
 def space_label(engine, space: str) -> str:
     """How a document names the space its contextual list was searched in."""
     if space == "contextual":
-        from ctxembed.engine.space import readout_name  # lazy: as the search
+        from ctxembed.engine.space_search import search_weights, states_name  # lazy: as the search
 
-        return f"contextual: each word's {readout_name(engine.mix)} averaged over Brown"
+        compared = states_name(search_weights(engine.mix))
+        return f"contextual: each word's mean hidden states over Brown, compared state by state ({compared})"
     if space == "input" and engine.card.spaces[0] != "input":
         return "input embeddings"
     return "after the shared projection" if engine.removal is not None else "static"

@@ -1,12 +1,15 @@
 """Do a word's top-10 contextual neighbours follow its sense? Measured on data/ambiguous.tsv.
 
 Run from the repository: `python scripts/measure_sense_neighbours.py [--model minilm] [--space input]`
-(other keywords of Explorer.neighbors as `--among N`, the read-out as `--model minilm@N`).
+(other keywords of Explorer.neighbors as `--among N`, the read-out as `--model minilm@N`; another set
+as `--set data/ambiguous-check.tsv`).
 
-For every sentence of the set (20 ambiguous words, two senses, two sentences per sense, written for this
-project), the word's top-10 contextual neighbours as `ctxembed neighbors` lists them (the sentence's words
-left out). A word *follows the sense* when every pair of its lists from the same sense shares more words
-than every pair from different senses. Prints one line per word and the share of words that follow.
+For every sentence of the set (data/ambiguous.tsv: 20 ambiguous words, two senses, two sentences per
+sense; data/ambiguous-check.tsv: 15 other words, kept apart to confirm a change chosen on the first,
+both written for this project), the word's top-10 contextual neighbours as `ctxembed neighbors` lists
+them (the sentence's words left out). A word *follows the sense* when every pair of its lists from the
+same sense shares more words than every pair from different senses. Prints one line per word and the
+share of words that follow.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--space", default=None, help="the neighbour space (default: the model's)")
     parser.add_argument("--among", type=int, default=None)
     parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("--set", type=Path, default=DATA, help="the set of sentences (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="one JSON document instead of lines")
     args = parser.parse_args(argv)
     import ctxembed
@@ -55,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     explorer = ctxembed.Explorer(model=args.model)
     started = time.process_time()
     rows, space = [], None
-    for word, senses in read_set().items():
+    for word, senses in read_set(args.set).items():
         lists = {}
         for sense, sentences in senses.items():
             lists[sense] = []
@@ -67,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"word": word, "follows": ok, "lowest_same": same, "highest_cross": cross,
                      "lists": {s: [sorted(x) for x in v] for s, v in lists.items()}})  # fmt: skip
     share = sum(r["follows"] for r in rows) / len(rows)
-    summary = {"model": args.model, "space": space, "words": len(rows), "follow": sum(r["follows"] for r in rows),
-               "share": round(share, 3), "cpu_seconds": round(time.process_time() - started, 1)}  # fmt: skip
+    summary = {"set": args.set.name, "model": args.model, "space": space, "words": len(rows),
+               "follow": sum(r["follows"] for r in rows), "share": round(share, 3),
+               "cpu_seconds": round(time.process_time() - started, 1)}  # fmt: skip
     if args.json:
         json.dump({**summary, "rows": rows}, sys.stdout, indent=1)
         print()

@@ -4,6 +4,7 @@ checked, refused in one line when damaged, searched by `neighbors`; and --model 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 from ctxembed.engine import open_engine
 from ctxembed.engine import space as sp
+from ctxembed.engine.space_search import OWN
 from ctxembed.errors import CtxembedError, DataError, SettingError
 
 LINES = [
@@ -106,12 +108,16 @@ def test_neighbors_searches_the_contextual_space_and_says_so(tiny_space, tiny_mo
     explorer = Explorer(model=tiny_model.name)
     doc = explorer.neighbors("we sat on the river bank", "bank", 5).document()
     assert doc["space"].startswith("contextual") and doc["search"]["kind"] == "contextual"
-    assert doc["search"]["templated"] > 0 and "template" in doc["search"]["about"]
+    assert doc["search"]["compared"] == "h1..h2" and "state by state (h1..h2)" in doc["space"]
+    space = sp.open_space(explorer.engine)
+    assert doc["search"]["templated"] == space.templated > 0
+    assert doc["search"]["candidates"] == len(space.words) - space.templated
+    assert f"among the {doc['search']['candidates']:,} words met there" in doc["search"]["about"]
     words = [n["word"] for n in doc["contextual"]]
     assert words and not {"we", "sat", "on", "the", "river", "bank"} & set(words)
-    space = sp.open_space(explorer.engine)
-    expected = space.nearest(
-        explorer.contextualize(["we sat on the river bank"])[0].contextual[5], explorer.engine.mix, word="bank", k=5,
+    [result] = explorer.contextualize(["we sat on the river bank"])
+    expected = space.neighbours(
+        sp.hidden_states(result)[:, 5], explorer.engine.mix, word="bank", k=5,
         exclude={"bank", "we", "sat", "on", "the", "river", *doc["forms"]},
     )  # fmt: skip
     assert words == [w for w, _ in expected]
@@ -164,7 +170,8 @@ def test_sense_labels_of_a_trained_model_come_from_its_contextual_space(tiny_spa
     assert words <= set(space.words) - space.templated_words - {"river", "bank"}
 
 
-def test_damaged_means_are_refused_before_a_read_out_is_built(tiny_space):
+@pytest.mark.parametrize("search", ["readout", "states"])
+def test_damaged_means_are_refused_before_a_search_is_built(tiny_space, search):
     space = sp.open_space(tiny_space, on_note=lambda _: None)
     path = space.folder / "means.npy"
     data = bytearray(path.read_bytes())
@@ -172,7 +179,55 @@ def test_damaged_means_are_refused_before_a_read_out_is_built(tiny_space):
     path.write_bytes(bytes(data))
     reopened = sp.open_space(tiny_space)
     with pytest.raises(DataError, match="means do not match their checksum.*--rebuild"):
-        reopened.readout(tiny_space.mix)
+        reopened.readout(tiny_space.mix) if search == "readout" else reopened.states()
+
+
+def _unit(vector):
+    return vector / np.linalg.norm(vector)
+
+
+def test_neighbours_compare_state_by_state_among_the_words_met(tiny_space):
+    """By hand: at h1 and h2 (the mean read-out's states less h0), the word's state centred on the mean word,
+    less OWN of the word's own centred mean, against every met word's centred mean; the cosines averaged.
+    Words from the template sentence are never listed, and h0 (the word and its position) adds nothing."""
+    space = sp.open_space(tiny_space, on_note=lambda _: None)
+    [result] = tiny_space.run([tiny_space.prepare("we sat on the river bank")], weights=False)
+    states = sp.hidden_states(result)[:, result.index_of("bank")]  # (K, D)
+    found = space.neighbours(states, tiny_space.mix, word="bank", k=len(space.words), exclude={"bank"})
+    means = space.means.astype(np.float64)  # (K, V, D)
+    centres = means.mean(axis=1)  # (K, D)
+    bank = space.row_of["bank"]
+    expected = {}
+    for row, word in enumerate(space.words):
+        if space.counts[row] == 0 or word == "bank":
+            continue
+        cosines = []
+        for state in (1, 2):
+            query = _unit(_unit(states[state] - centres[state]) - OWN * _unit(means[state, bank] - centres[state]))
+            cosines.append(_unit(means[state, row] - centres[state]) @ query)
+        expected[word] = np.mean(cosines)
+    assert dict(found).keys() == expected.keys() and not dict(found).keys() & space.templated_words
+    for word, similarity in found:
+        assert similarity == pytest.approx(expected[word], abs=1e-4)
+    assert [w for w, _ in found] == sorted(expected, key=lambda w: -expected[w])
+    moved = states.copy()
+    moved[0] += 5.0  # h0 is not compared under the mean read-out
+    again = space.neighbours(moved, tiny_space.mix, word="bank", k=len(space.words), exclude={"bank"})
+    assert [w for w, _ in again] == [w for w, _ in found]
+
+
+def test_search_weights_follow_the_mix(tiny_model):
+    from ctxembed.engine.space_search import search_weights, states_name
+
+    mean, at0, at2 = (
+        open_engine(model=m).mix for m in (tiny_model.name, f"{tiny_model.name}@0", f"{tiny_model.name}@2")
+    )
+    assert search_weights(mean).tolist() == [0.0, 0.5, 0.5] and states_name(search_weights(mean)) == "h1..h2"
+    assert search_weights(at0).tolist() == [1.0, 0.0, 0.0] and states_name(search_weights(at0)) == "h0"
+    assert search_weights(at2).tolist() == [0.0, 0.0, 1.0] and states_name(search_weights(at2)) == "h2"
+    mixed = open_engine(model=tiny_model.name, mix="0.5,0.1,0.3").mix
+    assert search_weights(mixed) == pytest.approx([0.0, 0.25, 0.75])
+    assert states_name(search_weights(mixed)) == "0.25·h1 + 0.75·h2"
 
 
 def test_mix_chooses_a_trained_models_read_out(tiny_model):
@@ -182,3 +237,18 @@ def test_mix_chooses_a_trained_models_read_out(tiny_model):
     np.testing.assert_array_equal(result.contextual, result.top)
     with pytest.raises(SettingError, match="reads one hidden state"):
         open_engine(model=f"{tiny_model.name}@1", mix="0,0,1")
+
+
+def test_the_check_set_is_apart_from_the_set_it_checks():
+    """data/ambiguous-check.tsv confirms a change chosen on data/ambiguous.tsv: other words, each with two
+    senses of two sentences that hold the word (scripts/measure_sense_neighbours.py --set)."""
+    import sys
+
+    sys.path.insert(0, str(sp.Path(__file__).resolve().parent.parent / "scripts"))
+    from measure_sense_neighbours import DATA, read_set
+
+    chosen, check = read_set(DATA), read_set(DATA.with_name("ambiguous-check.tsv"))
+    assert len(check) >= 12 and not chosen.keys() & check.keys()
+    for word, senses in check.items():
+        assert len(senses) == 2 and all(len(sentences) == 2 for sentences in senses.values())
+        assert all(re.search(rf"\b{word}\b", sentence.lower()) for s in senses.values() for sentence in s)
