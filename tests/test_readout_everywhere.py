@@ -62,3 +62,12 @@ def test_the_api_and_the_server_take_name_at_n(tiny_model):
     assert explorer.compare([RIVER, MONEY], "bank").to_dict()["settings"]["readout"] == "1·h2"
     doc = answer("compare", {"sentences": [RIVER, MONEY], "word": "bank", "model": f"{tiny_model.name}@1"}, Explorers())
     assert doc["settings"]["readout"] == "1·h1" and doc["settings"]["preset"] == "tiny@1"
+
+
+def test_fit_mix_refuses_one_hidden_state(tiny_model, tmp_path):
+    from tests.cli_helpers import fails
+
+    out = tmp_path / "mix.json"
+    line = fails(2, "eval", "fit-mix", _scws(tmp_path), "--model", f"{tiny_model.name}@1", "--out", out)
+    assert line.endswith("--model tiny@1 reads one hidden state: a layer mix is fitted over all of them (--model tiny)")
+    assert not out.exists()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxembed.engine.registry import DEFAULT_MODEL, model_of
-from ctxembed.errors import UsageError, counted
+from ctxembed.errors import SettingError, UsageError, counted
 from ctxembed.evaluation.evaluate import (
     LADDER,
     default_senses_path,
@@ -254,6 +254,12 @@ def fit_mix(
     (WiC folders and/or SCWS-style files, each weighing the same) and write it to ``out`` (default: the
     cache folder, which ``mix="learned"`` reads). Returns the ``ctxembed.mix-fit/1`` document."""
     note = on_note or _quiet
+    if settings.model is not None and settings.preset != settings.model:  # --model minilm@3: one hidden state
+        raise SettingError(
+            f"{{model}} {settings.preset} reads one hidden state: a layer mix is fitted over all of them "
+            f"({{model}} {settings.model})",
+            "model",
+        )
     if out is not None:
         check_output_path(out, "out")  # before the fit, not after it
     labelled = [read_labelled(str(source), split) for source in sources]
