@@ -27,7 +27,7 @@ import numpy as np
 import orjson
 
 from ctxembed.budget import TRACE_COST, check_cost
-from ctxembed.declarations import DEFAULT_MAX_TOKENS, check_view
+from ctxembed.declarations import DEFAULT_MAX_TOKENS, ReadOptions, check_view
 from ctxembed.engine import Contextualized, Prepared, crop, open_engine, refuse_window
 from ctxembed.errors import CtxembedError, UsageError
 from ctxembed.options import OPTIONS, default
@@ -229,25 +229,30 @@ class Explorer:
         result.explained = (card.layers - 1 if layer is None else layer, head or 0, query)
         return result
 
-    def compare(self, sentences: Sequence[str], word: str | None = default("word", "compare")) -> CompareResult:
-        """Static against contextual cosine of ``word`` (default: every shared word) across sentences."""
+    def compare(
+        self, sentences: Sequence[str], word: str | None = default("word", "compare"), *, window: int | None = None
+    ) -> CompareResult:
+        """Static against contextual cosine of ``word`` (default: every shared word) across sentences, each
+        read in the tokens at most ``window`` either side of the word (None: the explorer's; 0: whole)."""
         sentences = list(sentences)
         if len(sentences) < 2:
             raise UsageError(f"compare needs at least two sentences, got {len(sentences)}")
-        window = self.check_window(word, "compare")
+        window = self.check_window(word, "compare", window)
         cropped = [crop(text, word, window) for text in sentences]  # (text, how word names its token there)
         results = self.contextualize([text for text, _ in cropped])
         spelled = [spelling for _, spelling in cropped]
         return CompareResult(compare_document(results, word, self.engine, self.vectors, window=window, spelled=spelled))
 
-    def check_window(self, word: str | None, command: str) -> int:
-        """The window a command reading ``word``'s vector crops its sentences to (0: none): the one asked
-        for, else the model's own (:attr:`ContextEngine.window`). A window asked for where there is no
-        word to crop around (``attend``, ``compare`` of every shared word) is refused: a SettingError."""
+    def check_window(self, word: str | None, command: str, window: int | None = None) -> int:
+        """The window a command reading ``word``'s vector crops its sentences to (0: none): ``window`` (one
+        call's), else the explorer's, else the model's own (:attr:`ContextEngine.window`). A window asked
+        for where there is no word to crop around (``attend``, ``compare`` of every shared word) is
+        refused: a SettingError, as is one out of its limits."""
+        asked = self.window if window is None else ReadOptions(window=window).window
         if word is None or command == "attend":
-            refuse_window(self.window, command)
+            refuse_window(asked, command)
             return 0
-        return self.engine.window
+        return self.engine.window if window is None else asked
 
     def neighbors(
         self,
@@ -258,16 +263,17 @@ class Explorer:
         include_context: bool = default("include_context"),
         among: int | None = default("among"),
         space: str | None = default("space"),
+        window: int | None = None,
     ) -> NeighborsResult:
         """Nearest vocabulary words of ``word``'s contextual vector in ``text``, beside its static ones;
         the sentence's other words are left out of both lists unless ``include_context``. ``word`` may
         name an occurrence (``bank#2``) or a position (``#8``). ``among``: search the N most frequent
         words (default 50,000, words people know; 0: the whole vocabulary). ``space``: where the contextual
         list is searched, ``contextual`` (each word's mean contextual vector over Brown; a trained model's
-        default) or ``input`` (the input embeddings)."""
+        default) or ``input`` (the input embeddings). ``window``: as in :meth:`compare`."""
         among = default("among") if among is None else OPTIONS["among"].check(among)
         OPTIONS["k"].check(k)
-        window = self.check_window(word, "neighbors")
+        window = self.check_window(word, "neighbors", window)
         text, word = crop(text, word, window)
         [result] = self.contextualize([text])
         document = neighbors_document(

@@ -177,6 +177,25 @@ def test_neighbors_lists_a_chosen_tokens_neighbours(page, server):
     assert doc["contextual"][0]["word"] in texts and doc["static"][0]["word"] in texts
 
 
+def test_a_window_around_the_word_crops_the_sentence_and_its_command_line(page, server, tmp_path):
+    type_sentence(page, "far away in the hills we sat on the grassy river bank and watched the slow water")
+    page.click("#tabs button[data-tab=neighbors]")
+    page.wait_for_selector("#token-choices button.token", timeout=WAIT * 1000)
+    page.locator("#token-choices button.token", has_text="bank").click()
+    before = draws(page)
+    page.locator("#window").fill("2")
+    settled(page, before, "window.ctxembedLive.lastBody.window === 2")
+    command = the_command(page)
+    assert command[-4:] == ["--word", "bank", "--window", "2"]
+    doc = run_json(*command, "--json")
+    assert doc["settings"]["window"] == 2
+    texts = page.locator("#view svg text").all_text_contents()
+    assert doc["contextual"][0]["word"] in texts
+    assert any("window ±2 tokens" in text for text in page.locator("#view").all_text_contents())
+    assert page.locator("#token-choices button.token").count() == 17  # the whole sentence's, to choose from
+    screenshot(page, "live-neighbors-window.png", tmp_path)
+
+
 def test_a_bad_setting_shows_the_command_lines_message(page, server):
     before = page.locator("#status").text_content()
     page.locator("#setting-heads").fill("3")  # 100 dimensions do not split into 3 heads

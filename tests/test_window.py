@@ -166,15 +166,36 @@ def test_senses_reads_each_occurrence_in_its_own_window(tmp_path):
     assert points["2"][0] != points["2"][1]  # each in its own window: two contexts
 
 
-def test_the_server_takes_a_window_where_the_command_does():
+def test_the_server_takes_a_window_where_the_command_does(tiny_model):
     from ctxembed.errors import CtxembedError
     from ctxembed.serve.endpoints import Explorers, answer
 
     explorers = Explorers()
     doc = answer("neighbors", {"sentence": RIVER, "word": "bank", "window": 2}, explorers)
     assert doc["settings"]["window"] == 2
-    with pytest.raises(CtxembedError):
+    # a trained model takes no settings on the page, but a window per request: it crops the sentences
+    body = {"sentences": [RIVER, MONEY], "word": "bank", "model": tiny_model.name, "window": 2}
+    doc = answer("compare", body, explorers)
+    assert doc["settings"]["window"] == 2 and doc["sentences"] == [
+        "grassy river bank and watched",
+        "into the bank today",
+    ]
+    with pytest.raises(CtxembedError, match="unknown key 'window' for /api/attend"):
         answer("attend", {"sentence": LONG, "window": 2}, explorers)
+    with pytest.raises(CtxembedError, match=r"window must be an integer in \[0, 4096\], not -1"):
+        answer("neighbors", {"sentence": RIVER, "word": "bank", "window": -1}, explorers)
+
+
+def test_one_call_of_the_api_may_read_its_own_window():
+    import ctxembed
+
+    explorer = ctxembed.Explorer(window=2)
+    assert explorer.neighbors(RIVER, "bank").to_dict()["settings"]["window"] == 2
+    whole = explorer.neighbors(RIVER, "bank", window=0).to_dict()
+    assert "window" not in whole["settings"]
+    assert whole["contextual"] == ctxembed.Explorer().neighbors(RIVER, "bank").to_dict()["contextual"]
+    compared = explorer.compare([RIVER, MONEY], "bank", window=1).to_dict()
+    assert compared["sentences"] == ["river bank and", "the bank today"]
 
 
 def test_default_documents_carry_no_window():

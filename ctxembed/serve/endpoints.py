@@ -59,7 +59,10 @@ MAX_WEIGHTS = 1 << 20  # attention weights in one attend document (layers x head
 # takes no settings has one explorer (MiniLM's: about 125 MB of RSS, 77 MB of it its memory-mapped files)
 CACHED_EXPLORERS = 4
 FILE_SETTINGS = ("weights_file",)  # settings that name a file: only the command line may
-READ_KEYS = ("oov", "max_tokens", "window")
+READ_KEYS = ("oov", "max_tokens")
+# the endpoints that read one word's vector take a window around it per request (--window), the trained
+# models' too: it crops the sentences, so no explorer of its own is built for it
+WINDOWED = ("compare", "neighbors")
 
 
 def _keys(command: str, *names: str) -> dict[str, CommandOption]:
@@ -242,12 +245,16 @@ def split_body(endpoint: str, body: Any) -> tuple[dict[str, Any], dict[str, Any]
             continue  # null: the preset's (or the endpoint's) default
         if name in keys:
             own[name] = _check_key(name, keys[name], value)
+        elif name == "window" and endpoint in WINDOWED:
+            own[name] = declarations(ReadOptions)["window"].check(value)  # SettingError: {window} named
         elif name == "model":
             options[name] = _check_model(value)
         elif name in SETTINGS or name in READ_KEYS or name == "preset":
             options[name] = _check_setting(name, value)
         else:
-            known = ", ".join([*keys, "model", "preset", *(n for n in SETTINGS if n not in FILE_SETTINGS), *READ_KEYS])
+            windowed = ("window",) if endpoint in WINDOWED else ()
+            settings = (n for n in SETTINGS if n not in FILE_SETTINGS)
+            known = ", ".join([*keys, *windowed, "model", "preset", *settings, *READ_KEYS])
             raise UsageError(f"unknown key {_shown(name)} for /api/{endpoint}; known: {known}")
     missing = [name for name, spec in keys.items() if _required(name, spec) and name not in own]
     if missing:
@@ -306,11 +313,12 @@ def _light(own: dict[str, Any], options: dict[str, Any]) -> bool:
 
 def _document(endpoint: str, own: dict[str, Any], explorer: Explorer) -> dict:
     if endpoint == "compare":
-        return explorer.compare(own["sentences"], own["word"]).document()
+        return explorer.compare(own["sentences"], own["word"], window=own.get("window")).document()
     if endpoint == "neighbors":
         return explorer.neighbors(
-            own["sentence"], own["word"], own["k"], include_context=own["include_context"], space=own["space"]
-        ).document()
+            own["sentence"], own["word"], own["k"], include_context=own["include_context"], space=own["space"],
+            window=own.get("window"),
+        ).document()  # fmt: skip
     sentence = _sized(explorer, own["sentence"])
     if endpoint == "explain":
         return explorer.explain(sentence, layer=own["layer"], head=own["head"], word=own["word"]).document()

@@ -215,6 +215,7 @@
     }
     if (body.word !== undefined) parts.push(flagOf("word"), quote(body.word));
     if (body.k !== undefined) parts.push(flagOf("k"), body.k);
+    if (body.window !== undefined) parts.push("--window", body.window);
     registry.vectors_options.forEach(function (p) { parts.push(quote(p)); });
     if (body.model) parts.push("--model", quote(body.model));
     if (body.preset) parts.push("--preset", body.preset);
@@ -282,6 +283,10 @@
       var k = parseInt($("k").value, 10);
       if (k && k !== 10) body.k = k;
     }
+    if (view === "compare" || view === "neighbors") {  /* a window around the word; empty: the model's own */
+      var around = $("window").value.trim();
+      if (around !== "") body.window = parseInt(around, 10);
+    }
     for (var name in modelBody()) body[name] = modelBody()[name];
     return body;
   }
@@ -327,7 +332,7 @@
         status("answered in " + computed.toFixed(0) + " ms, drawn in " + (performance.now() - started - computed).toFixed(0) + " ms");
         if (view === "attend") { lastAttend = doc; learnShape(doc); }
         if (doc && doc.vectors) showVectors(doc.vectors);  /* a trained model searches its own words */
-        if (view === "neighbors") neighborsTokens(null, mine, signal, doc);
+        if (view === "neighbors") neighborsTokens(body, mine, signal, doc);
       });
     }).catch(function (error) {
       if (error.name === "AbortError" || mine !== sequence) return;
@@ -391,7 +396,8 @@
         b.addEventListener("click", function () { chosenToken = t; schedule(0); });
       });
     }
-    if (doc) { show(tokensOf(lastAttendFor(doc.text) || { tokens: [], attended_positions: [] })); return; }
+    /* the sentence asked about: the document's text is the part a --window read */
+    if (doc) { show(tokensOf(lastAttendFor(body.sentence) || { tokens: [], attended_positions: [] })); return; }
     var ask = { sentence: body.sentence };
     if (body.model) ask.model = body.model;
     post("/api/attend", ask, signal).then(function (attendDoc) {
@@ -473,6 +479,7 @@
   $("sentences").addEventListener("input", function () { schedule(250); });
   $("word").addEventListener("input", function () { schedule(250); });
   $("k").addEventListener("input", function () { schedule(250); });
+  $("window").addEventListener("input", function () { schedule(250); });
   $("explain-word").addEventListener("input", function () { schedule(250); });
   $("explain-layer").addEventListener("change", function () { this.chosen = true; schedule(0); });
   $("view").addEventListener("change", function (event) {  /* the attend drawing's layer or head */
