@@ -17,6 +17,7 @@ import pytest
 
 from tests.cli_helpers import TOY, invoke, json_lines, run_json, strict_json, succeeds
 from tests.conftest import REPO
+from tests.test_space import tiny_space  # noqa: F401  (the tiny model with its contextual space)
 
 SCHEMAS = REPO / "docs" / "schemas"
 
@@ -324,6 +325,16 @@ def test_compare_document_matches_schema():
 
 def test_neighbors_document_matches_schema():
     doc = run_json("neighbors", "the river bank", "--word", "bank", "-k", "5", "--json")
+    assert_valid(doc, "ctxembed.neighbors/3")
+
+
+def test_a_trained_models_contextual_neighbours_match_the_schema(tiny_space):  # noqa: F811 (the fixture)
+    """The contextual space's search record (compared, candidates) is in the schema, which the senses'
+    label_search shares (tests/test_senses_trained.py)."""
+    from ctxembed.api import Explorer
+
+    doc = Explorer(model=tiny_space.model).neighbors("we sat on the river bank", "bank", 5).document()
+    assert doc["search"]["compared"] and doc["search"]["candidates"] > 0
     assert_valid(doc, "ctxembed.neighbors/3")
 
 

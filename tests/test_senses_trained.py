@@ -30,7 +30,8 @@ def test_a_trained_models_occurrences_cluster_on_the_word_less_its_type_and_the_
     assert len(found.occurrences) == 4
     results = engine.run([engine.prepare(o.text) for o in found.occurrences], weights=False)
     pairs = [(r, r.index_of("bank")) for r in results]
-    np.testing.assert_allclose(found.readouts, [r.contextual[row] for r, row in pairs], atol=1e-6)
+    states = [np.stack([*r.layer_inputs, r.top])[:, row] for r, row in pairs]  # each occurrence's h0..hL (K, D)
+    np.testing.assert_allclose(found.states, states, atol=1e-5)
     around = np.stack([np.delete(r.contextual, row, axis=0).mean(axis=0) for r, row in pairs])  # (4, d)
     own = found.vectors - found.vectors.mean(axis=0)  # (4, d) the word less its type direction
     expected = unit_rows(own) + unit_rows(around - around.mean(axis=0))
@@ -38,7 +39,7 @@ def test_a_trained_models_occurrences_cluster_on_the_word_less_its_type_and_the_
     np.testing.assert_allclose(found.unit, unit_rows(expected), rtol=0, atol=1e-5)
     kept = induce.occurrence_vectors(engine, bank_occurrences(), drop_own=False)
     assert kept.clustered is None  # keeping the own term keeps the word's vector as it is
-    np.testing.assert_allclose(kept.unit, unit_rows(kept.readouts), atol=1e-6)
+    np.testing.assert_allclose(kept.unit, unit_rows([r.contextual[row] for r, row in pairs]), atol=1e-6)
 
 
 def test_the_glove_engine_clusters_its_context_part_as_it_is():
@@ -72,20 +73,24 @@ def test_eval_wsi_clusters_a_trained_models_words_each_on_its_own(tiny_model):
     assert not np.allclose(alone, kept, atol=1e-3)
 
 
-def test_labels_are_the_neighbours_of_each_senses_centroid(tiny_space):
+def test_labels_are_the_neighbours_of_each_senses_centroid_that_are_nearest_it(tiny_space):
     space = sp.open_space(tiny_space, on_note=lambda _: None)
     found = induce.occurrence_vectors(tiny_space, bank_occurrences())
     clustering = induce.Clustering(np.array([0, 0, 1, 1]), 2, "given", None)
-    centres = induce.label_centres(tiny_space, found, clustering)  # (2, d) the senses' mean read-outs
-    np.testing.assert_allclose(centres[0], found.readouts[:2].mean(axis=0), atol=1e-6)
+    centres = induce.label_centres(tiny_space, found, clustering)  # (2, K, D) the senses' mean hidden states
+    np.testing.assert_allclose(centres[0], found.states[:2].mean(axis=0), atol=1e-6)
     labels = induce.sense_labels(tiny_space, centres, k=3, exclude={"river"}, word="bank")
-    banned = {"river", "bank"} | set(sp.word_forms("bank", space.words)) | space.templated_words
-    for centre, listed in zip(centres, labels, strict=True):
-        query = 2 * centre - centres.mean(axis=0)  # the centroid, moved away from the other sense
-        expected = space.nearest(query, tiny_space.mix, word="bank", k=16, exclude=banned)
-        assert listed == [(w, s) for w, s in expected if w.isalpha()][:3]
+    banned = {"river", "bank"} | set(sp.word_forms("bank", space.words))
+    pools = [dict(space.neighbours(c, tiny_space.mix, word=None, k=100, exclude=banned)) for c in centres]
+    for own, listed in enumerate(labels):
+        other = pools[1 - own]
+        expected = [(w, s) for w, s in pools[own].items() if w.isalpha() and s >= other.get(w, -np.inf)]
+        assert listed == expected[:3]
+        assert all(s >= other.get(w, -np.inf) for w, s in listed)  # each label is nearest its own sense
+    assert not set(dict(labels[0])) & set(dict(labels[1]))  # so no word labels both senses
+    assert not {w for listed in labels for w, _ in listed} & space.templated_words  # words met in the corpus
     [alone] = induce.sense_labels(tiny_space, centres[:1], k=3, exclude=set(), word="bank")
-    expected = space.nearest(centres[0], tiny_space.mix, word="bank", k=16, exclude=banned - {"river"})
+    expected = space.neighbours(centres[0], tiny_space.mix, word=None, k=16, exclude=banned - {"river"})
     assert alone == [(w, s) for w, s in expected if w.isalpha()][:3]  # one sense: its centroid's neighbours
 
 
@@ -115,7 +120,7 @@ def test_a_trained_models_senses_document_says_what_was_clustered_and_where_labe
     sp.open_space(tiny_space, on_note=lambda _: None)  # built before: the command says nothing on stderr
     doc = run_json("senses", "bank", corpus, "-k", "2", "--model", tiny_space.model, "--json")
     assert doc["options"]["clustered_on"] == induce.CLUSTERED_ON
-    assert doc["label_search"] == sp.open_space(tiny_space).describe(sp.readout_name(tiny_space.mix))
+    assert doc["label_search"] == sp.open_space(tiny_space).describe_neighbours(tiny_space.mix)  # as neighbors says
     assert_valid(doc, "ctxembed.senses/2")
     kept, _ = senses(tiny_space, {}, ["bank"], corpus, k=2, drop_own=False)
     assert "clustered_on" not in kept["options"] and "label_search" in kept
@@ -136,4 +141,7 @@ def test_the_senses_view_says_what_was_clustered_and_where_labels_come_from(tiny
     render_senses(console, doc)
     text = console.export_text()
     assert f"clustered on {induce.CLUSTERED_ON}" in text
-    assert "labels the words nearest each sense's centroid in the model's contextual space, each word's mean" in text
+    assert (
+        "labels the words nearest each sense's centroid, each labelling the sense it is nearest, in the model's "
+        "contextual space: each word's mean hidden states" in text
+    )

@@ -51,7 +51,7 @@ class OccurrenceVectors:
     occurrences: list[Occurrence]  # the usable ones, in corpus order
     vectors: np.ndarray  # (n, d) context vectors (contextual minus the own term)
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
-    readouts: np.ndarray | None = None  # (n, d_out) the contextual vectors as read out, own term and all
+    states: np.ndarray | None = None  # (n, K, D) a trained model's hidden states h0..hL of each occurrence
     clustered: np.ndarray | None = None  # (n, d) what is clustered when it is not the vectors (a trained model's)
 
     @property
@@ -119,9 +119,9 @@ def occurrence_vectors(
         usable.append(occurrence)
         prepared.append(sentence)
         rows.append(sentence.used.index(position - start))
-    vectors, readouts, around = targets(engine, prepared, rows, drop_own=drop_own)
+    vectors, states, around = targets(engine, prepared, rows, drop_own=drop_own)
     clustered = trained_features(engine, vectors, around, drop_own=drop_own)
-    return OccurrenceVectors(usable, vectors, skipped, readouts, clustered)
+    return OccurrenceVectors(usable, vectors, skipped, states, clustered)
 
 
 def trained_features(
@@ -148,27 +148,35 @@ def trained_features(
 
 def targets(
     engine: ContextEngine, prepared: list, rows: list[int], *, drop_own: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """Of token ``rows[i]`` (an index into ``used``) of sentence ``prepared[i]``: its contextual vector less
-    its own term when ``drop_own`` (n, d_out), the same as read out (n, d_out), and the mean read-out of
-    the sentence's other words (n, d_out; zero for a sentence of one word). A sentence listed several
-    times runs once."""
+    its own term when ``drop_own`` (n, d_out), its hidden states h0..hL under a model with a contextual
+    neighbour space (n, K, D; else None), and the mean read-out of the sentence's other words (n, d_out;
+    zero for a sentence of one word). A sentence listed several times runs once."""
+    from ctxembed.engine.space import hidden_states  # the states a contextual space compares
+
     vectors = np.zeros((len(prepared), engine.out_dim), dtype=np.float32)  # (n, d_out)
-    readouts, around = vectors.copy(), vectors.copy()  # (n, d_out)
+    around = vectors.copy()  # (n, d_out)
+    states = None
     if not prepared:
-        return vectors, readouts, around
+        return vectors, states, around
     distinct = list({id(s): s for s in prepared}.values())
     with one_thread():
         results = dict(zip(map(id, distinct), engine.run(distinct, weights=False), strict=True))  # vectors only
     for n, (sentence, row) in enumerate(zip(prepared, rows, strict=True)):
         result = results[id(sentence)]
-        readouts[n] = vectors[n] = result.contextual[row]
+        vectors[n] = result.contextual[row]
+        if engine.card.spaces[0] == "contextual":
+            hidden = hidden_states(result)[:, row]  # (K, D)
+            if states is None:
+                states = np.zeros((len(prepared), *hidden.shape), dtype=np.float32)  # (n, K, D)
+            states[n] = hidden
         own = own_term(engine, result, row) if drop_own else None
         if own is not None:
             vectors[n] -= own
         if len(result.contextual) > 1:
             around[n] = (result.contextual.sum(axis=0) - result.contextual[row]) / (len(result.contextual) - 1)
-    return vectors, readouts, around
+    return vectors, states, around
 
 
 FEWER_THAN_GIVEN = "fewer distinct contexts than k given"
@@ -277,7 +285,7 @@ def sense_labels(
     centres, so words every sense shares do not label them all), among the LABEL_VOCABULARY most frequent
     words (rare words make poor labels, and the search is that much faster), alphabetic words only. A
     model whose neighbours live in its contextual space (its card's first space) is labelled there
-    (:func:`contextual_labels`; ``centres`` are then read-outs: :func:`label_centres`)."""
+    (:func:`contextual_labels`; ``centres`` are then mean hidden states: :func:`label_centres`)."""
     if engine.card.spaces[0] == "contextual":
         return contextual_labels(engine, centres, k=k, exclude=exclude, word=word)
     vocabulary = engine.store.head(min(LABEL_VOCABULARY, len(engine.store)))
@@ -291,35 +299,43 @@ def sense_labels(
 
 
 def label_centres(engine: ContextEngine, found: OccurrenceVectors, clustering: Clustering) -> np.ndarray:
-    """(k, d) what :func:`sense_labels` searches from: in a contextual space, each sense's mean read-out (its
-    occurrences' contextual vectors as read out, where the space's words are); else the unit centroids."""
-    if engine.card.spaces[0] != "contextual" or found.readouts is None:
+    """What :func:`sense_labels` searches from: in a contextual space, each sense's mean hidden states over its
+    occurrences (k, K, D), where the space's words are; else the unit centroids (k, d)."""
+    if engine.card.spaces[0] != "contextual" or found.states is None:
         return centroids(found.unit, clustering.labels, clustering.k)
-    sums = np.zeros((clustering.k, found.readouts.shape[1]), dtype=np.float64)  # (k, d_out)
-    np.add.at(sums, clustering.labels, found.readouts)
-    return sums / np.bincount(clustering.labels, minlength=clustering.k)[:, None]  # (k, d_out)
+    sums = np.zeros((clustering.k, *found.states.shape[1:]), dtype=np.float64)  # (k, K, D)
+    np.add.at(sums, clustering.labels, found.states)
+    return sums / np.bincount(clustering.labels, minlength=clustering.k)[:, None, None]  # (k, K, D)
+
+
+LABEL_POOL = 100  # each sense's nearest words among which its labels are chosen
 
 
 def contextual_labels(
     engine: ContextEngine, centres: np.ndarray, *, k: int, exclude: set[str], word: str
 ) -> list[list[tuple[str, float]]]:
-    """The words nearest each sense's centroid ``centres`` (k, d_out), the mean read-out of its occurrences,
-    in the model's contextual neighbour space (:mod:`ctxembed.engine.space`), searched as `neighbors`
-    searches one occurrence of the word (its own type direction partly removed), minus the word's forms,
-    ``exclude`` and the words the space only knows from its template; alphabetic words only. With several
-    senses the centroid is moved away from the mean of the centroids by as much again (c + (c - m)): the
-    words all senses share (money for every bank of a financial corpus) then label only the sense
-    they belong to most. One sense is labelled by its centroid."""
+    """The words nearest each sense's centre ``centres`` (k, K, D), its occurrences' mean hidden states, in
+    the model's contextual neighbour space (the search `neighbors` makes, :meth:`NeighbourSpace.neighbours`,
+    here with no loss of the word's own direction: a centre over many occurrences is mostly that direction,
+    and what is left of it after the loss is noise), minus the word's forms and ``exclude``; alphabetic words
+    only. With several senses a word labels only the sense whose centre it is nearest: among each sense's
+    ``LABEL_POOL`` nearest words, those nearer another sense's centre label that one (a word missing from a
+    sense's pool is farther from it than the pool's last word). So the words every sense shares (music for
+    every bass of Brown) label each sense they are nearest, and no sense's label is a difference of centres,
+    which is noise when the senses lie close. bank, bass and plant on Brown: docs/senses.md."""
     from ctxembed.engine.space import open_space, word_forms  # lazy: only a trained model's labels read it
 
     space = open_space(engine)
-    banned = exclude | set(word_forms(word, space.words)) | {word} | space.templated_words
-    middle = centres.mean(axis=0)  # (d,)
+    banned = exclude | set(word_forms(word, space.words)) | {word}
+    pools = [dict(space.neighbours(centre, engine.mix, word=None, k=LABEL_POOL, exclude=banned)) for centre in centres]
     labels = []
-    for centre in centres:
-        query = 2 * centre - middle  # (d,) the centroid, and what sets it apart from the other senses
-        found = space.nearest(query, engine.mix, word=word, k=2 * k + 10, exclude=banned)
-        labels.append([(w, s) for w, s in found if w.isalpha()][:k])
+    for own, pool in enumerate(pools):
+        chosen = [
+            (w, s)
+            for w, s in pool.items()
+            if w.isalpha() and all(s >= other.get(w, -np.inf) for j, other in enumerate(pools) if j != own)
+        ]
+        labels.append(chosen[:k])
     return labels
 
 
@@ -358,7 +374,7 @@ def word_document(
     closeness = np.einsum("nd,nd->n", unit, centres[clustering.labels])  # (n,) cosine to own centre
     labels = None
     if engine.out_dim == engine.dim:
-        searched = label_centres(engine, found, clustering)  # (k, d)
+        searched = label_centres(engine, found, clustering)  # (k, d) or (k, K, D)
         labels = sense_labels(engine, searched, k=label_words, exclude=set(forms), word=word)
     points, explained = pca_map(unit)  # (n, 2)
     entry.update(
@@ -476,9 +492,9 @@ CLUSTERED_ON = "the word's vector less its type direction, plus the mean read-ou
 
 def label_search(engine: ContextEngine) -> dict:
     """The record of the contextual space the senses were labelled in (as `neighbors` names its ``search``)."""
-    from ctxembed.engine.space import open_space, readout_name  # lazy: only a trained model's labels read it
+    from ctxembed.engine.space import open_space  # lazy: only a trained model's labels read it
 
-    return open_space(engine).describe(readout_name(engine.mix))
+    return open_space(engine).describe_neighbours(engine.mix)
 
 
 def _each_word(engine: ContextEngine, forms: dict[str, list[str]], scan, name: str, options: SenseOptions, keep=None):

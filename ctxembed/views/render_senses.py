@@ -46,7 +46,8 @@ def render_senses(console: Console, doc: dict) -> None:
     if search := doc.get("label_search"):
         console.print(
             Text(
-                f"labels the words nearest each sense's centroid in the model's contextual space, {search['about']}",
+                f"labels the words nearest each sense's centroid, each labelling the sense it is nearest, in the "
+                f"model's contextual space: {search['about']}",
                 style="dim",
             )
         )
