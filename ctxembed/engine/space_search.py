@@ -1,17 +1,15 @@
 """Searching the contextual neighbour space (:mod:`ctxembed.engine.space` builds it and opens it).
 
-Two searches read the same means (K, V, D), one per hidden state h0 ... hL:
-
-- :meth:`NeighbourSpace.neighbours` answers `neighbors`: a word's hidden states in a sentence are compared
-  with every word's means *hidden state by hidden state* (each state centred on the mean word and at unit
-  length, so no state's size outweighs the others), at the states the read-out mixes, the cosines averaged
-  with the mix's weights; h0 is left out when the mix reads any other state, since it holds the word and
-  its position and nothing of the sentence. The candidates are the words met in the corpus: a rare
-  word's template vector (one neutral sentence) sits apart from the corpus means and came up in lists
-  whatever the sentence. On data/ambiguous.tsv and data/ambiguous-check.tsv this follows the sense for
-  15 of 20 and 12 of 15 words, against 14 and 8 for the mixed read-out among all words (docs/senses.md).
-- :meth:`NeighbourSpace.nearest` searches one read-out vector (a sense's centre, a direction) in the space
-  read out by a mix: the sense labels of `senses`.
+One search reads the means (K, V, D), one per hidden state h0 ... hL: :meth:`NeighbourSpace.neighbours`,
+for `neighbors` and for the sense labels of `senses`. A word's hidden states in a sentence (or a sense's
+mean hidden states) are compared with every word's means *hidden state by hidden state* (each state
+centred on the mean word and at unit length, so no state's size outweighs the others), at the states the
+read-out mixes, the cosines averaged with the mix's weights; h0 is left out when the mix reads any other
+state, since it holds the word and its position and nothing of the sentence. The candidates are the words
+met in the corpus: a rare word's template vector (one neutral sentence) sits apart from the corpus means
+and came up in lists whatever the sentence. On data/ambiguous.tsv and data/ambiguous-check.tsv this
+follows the sense for 15 of 20 and 12 of 15 words, against 14 and 8 for the mixed read-out among all
+words (docs/senses.md).
 
     space.neighbours(hidden_states(result)[:, row], engine.mix, word="bank", k=10, exclude={"river"})
 """
@@ -28,14 +26,9 @@ import numpy as np
 from ctxembed.core.mix import LayerMix
 from ctxembed.errors import DataError
 
-# how much of the word's own type direction a query loses: 0.5, 0.6, 0.7 follow the sense for 9, 12
+# how much of the word's own type direction a query loses: 0.5, 0.6, 0.7 followed the sense for 9, 12
 # and 14 of the 20 words of data/ambiguous.tsv in the mixed read-out (docs/senses.md)
 OWN = 0.7
-
-# top principal directions removed from the space and the query (all-but-the-top); 3 did no
-# better on data/ambiguous.tsv (docs/senses.md)
-COMPONENTS = 0
-PCA_ROWS = 5_000  # the most frequent words the directions are computed from
 
 
 @dataclass
@@ -51,7 +44,6 @@ class NeighbourSpace:
 
     def __post_init__(self):
         self.row_of = {w: i for i, w in enumerate(self.words)}
-        self._readouts: dict[str, Readout] = {}
         self._states: States | None = None
 
     @property
@@ -64,45 +56,23 @@ class NeighbourSpace:
         """The words whose vectors come from the template sentence."""
         return {self.words[i] for i in np.flatnonzero(self.counts == 0)}
 
-    def describe(self, readout: str) -> dict:
-        """The JSON record of the space a read-out vector was searched in (:meth:`nearest`)."""
+    def describe_neighbours(self, mix: LayerMix) -> dict:
+        """The JSON record of the search :meth:`neighbours` makes under ``mix`` (neighbors' ``search``)."""
+        compared = states_name(search_weights(mix))
+        candidates = len(self.words) - self.templated
         return {
             "kind": "contextual",
-            "about": f"each word's mean contextual vector ({readout}) over {self.meta['lines']:,} Brown "
-            f"sentences; {self.templated:,} rare words from the template {self.meta['template']!r}",
+            "about": f"each word's mean hidden states over {self.meta['lines']:,} Brown sentences, compared "
+            f"state by state ({compared}), among the {candidates:,} words met there",
             "words": len(self.words),
             "corpus": self.meta["corpus"],
             "lines": self.meta["lines"],
             "templated": self.templated,
-            "readout": readout,
+            "readout": readout_name(mix),
             "version": self.meta["version"],
-        }
-
-    def describe_neighbours(self, mix: LayerMix) -> dict:
-        """The JSON record of the search :meth:`neighbours` makes under ``mix``."""
-        compared = states_name(search_weights(mix))
-        candidates = len(self.words) - self.templated
-        return self.describe(readout_name(mix)) | {
-            "about": f"each word's mean hidden states over {self.meta['lines']:,} Brown sentences, compared "
-            f"state by state ({compared}), among the {candidates:,} words met there",
             "compared": compared,
             "candidates": candidates,
         }
-
-    def readout(self, mix: LayerMix) -> Readout:
-        """The space read out by ``mix``: built once per read-out (centred, its top principal directions
-        removed, rows at unit length), kept beside the means and memory-mapped after."""
-        key = mix_key(mix)
-        if key not in self._readouts:
-            V, D = len(self.words), self.means.shape[2]
-
-            def build() -> np.ndarray:
-                self._check_means()  # read whole now anyway: a damaged byte is refused, never searched
-                return _readout(mix.apply(self.means.astype(np.float32)))
-
-            packed = _mapped(self.folder / f"readout-{key}", (V + 1 + COMPONENTS, D), build)
-            self._readouts[key] = Readout(packed[:V], packed[V], packed[V + 1 :])
-        return self._readouts[key]
 
     def states(self) -> States:
         """The space hidden state by hidden state: each state's centre (the mean word) and the unit rows of the
@@ -167,47 +137,6 @@ class NeighbourSpace:
                 f"`{rebuild_command(self.meta['model'])}`"
             )
 
-    def nearest(
-        self,
-        vector: np.ndarray,
-        mix: LayerMix,
-        *,
-        word: str | None,
-        k: int,
-        exclude: set[str],
-        direction: bool = False,
-    ) -> list[tuple[str, float]]:
-        """The ``k`` words whose read-out is most cosine-similar to ``vector`` (D,), the read-out of
-        ``word`` in a sentence, best first, skipping ``exclude``. The query goes through the read-out's
-        centring and removal, and loses ``OWN`` of the word's own type direction: what the sentence
-        makes of the word, rather than the word itself (whose type vector sits near every sentence's).
-        ``direction``: ``vector`` is a difference of read-outs (a sense's centre minus the others'), used
-        as it is."""
-        space = self.readout(mix)
-        query = np.asarray(vector, dtype=np.float64)  # (D,)
-        if not direction:
-            query = space.remove(query[None])[0]  # (D,)
-        query = _unit(query[None])[0]
-        row = None if word is None else self.row_of.get(word)
-        if row is not None:
-            query = query - OWN * space.units[row]  # (D,)
-        scores = space.units @ _unit(query[None])[0].astype(np.float32)  # (V, D) @ (D,) -> (V,)
-        return self._best(scores, np.arange(len(self.words)), k, exclude)
-
-
-@dataclass
-class Readout:
-    """A space under one read-out: ``units`` (V, D) the words at unit length after ``remove``."""
-
-    units: np.ndarray  # (V, D) float32
-    centre: np.ndarray  # (D,) the mean word
-    top: np.ndarray  # (c, D) the top principal directions of the centred words, removed
-
-    def remove(self, vectors: np.ndarray) -> np.ndarray:
-        """(n, D) -> (n, D): centred, the top directions projected out (all-but-the-top)."""
-        centred = vectors - self.centre  # (n, D)
-        return centred - (centred @ self.top.T) @ self.top  # (n, D) - (n, c) @ (c, D)
-
 
 @dataclass
 class States:
@@ -240,29 +169,12 @@ def states_name(weights: np.ndarray) -> str:
     return " + ".join(f"{weights[i]:.2g}·h{i}" for i in read)
 
 
-def _readout(vectors: np.ndarray) -> np.ndarray:
-    """(V + 1 + c, D): the words' unit rows after all-but-the-top, then the centre, then the c directions."""
-    vectors = vectors.astype(np.float64)  # (V, D)
-    centre = vectors.mean(axis=0)  # (D,)
-    _, _, directions = np.linalg.svd(vectors[:PCA_ROWS] - centre, full_matrices=False)  # (D, D)
-    top = directions[:COMPONENTS]  # (c, D)
-    readout = Readout(np.empty(0), centre, top)
-    return np.concatenate([_unit(readout.remove(vectors)), centre[None], top]).astype(np.float32)
-
-
 def readout_name(mix: LayerMix) -> str:
     """A read-out as a person reads it: "mean of h0..h6" for equal weights, else its formula (1·h3)."""
     weights = np.asarray(mix.weights)
     if np.allclose(weights, weights[0]) and not mix.normalize:
         return f"mean of h0..h{len(weights) - 1}"
     return mix.formula()
-
-
-def mix_key(mix: LayerMix) -> str:
-    """A short name for a read-out's weights (the unit rows' file)."""
-    data = np.ascontiguousarray(mix.weights, dtype=np.float64).tobytes() + bytes([mix.normalize, COMPONENTS])
-    data += PCA_ROWS.to_bytes(4, "little")
-    return f"{zlib.crc32(data):08x}"
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
