@@ -60,6 +60,25 @@ def test_table_shows_each_sense_with_a_label_and_a_concordance(corpus):
     assert len(concordance) == 4  # two examples per sense, each prefixed by its line number
 
 
+def test_a_narrow_terminal_wraps_labels_and_headers_under_their_own_text(corpus):
+    """At 50 columns a long line wraps under its own first character (a sense's label under the label, the
+    corpus line under its text), never at column 0, and no line ends in spaces."""
+    out = succeeds("senses", "apple", "bank", corpus, "-k", "2", "--examples", "0", "--label-words", "8",
+                   env={"COLUMNS": "50"}).stdout  # fmt: skip
+    lines = out.splitlines()
+    assert all(line == line.rstrip() for line in lines)
+    for n, line in enumerate(lines):
+        if line.startswith("  sense ") and n + 1 < len(lines) and lines[n + 1].startswith(" " * 8):
+            label_at = line.index(")  ") + 3  # after "  sense 1  3 (50%)  "
+            assert len(lines[n + 1]) - len(lines[n + 1].lstrip()) == label_at
+            break
+    else:
+        raise AssertionError(f"no label wrapped at 50 columns:\n{out}")
+    corpus_line = lines.index(next(line for line in lines if line.startswith("corpus")))
+    assert lines[corpus_line + 1].startswith(" " * 9)  # under "corpus   "
+    assert all(line.startswith(("corpus", "settings", " ", "apple", "bank", "")) for line in lines)
+
+
 def test_stdin_and_the_corpus_option_and_forms(corpus):
     text = corpus.read_text(encoding="utf-8") + "the banks of the river\n"
     by_stdin = run_json("senses", "bank", "-", "--json", input=text)

@@ -145,8 +145,8 @@ def test_the_senses_view_says_what_was_clustered_and_where_labels_come_from(tiny
     console = Console(record=True, width=300, color_system=None)
     render_senses(console, doc)
     text = console.export_text()
-    assert f"clustered on {induce.CLUSTERED_ON}" in text
+    assert f"clusters on {induce.CLUSTERED_ON}" in text
     assert (
-        "labels the words nearest each sense's centroid, each labelling the sense it is nearest, in the model's "
+        "labels   the words nearest each sense's centroid, each labelling the sense it is nearest, in the model's "
         "contextual space: each word's mean hidden states" in text
     )

@@ -33,23 +33,26 @@ def render_senses(console: Console, doc: dict) -> None:
     corpus = doc["corpus"]
     for line in wrap_parts("settings ", doc["settings_summary"].split(" | "), console.width or 100):
         console.print(Text(line, style="dim"), overflow="fold", crop=False)  # broken only between settings
-    console.print(
+    _hanging(
+        console,
+        Text("corpus   ", style="dim"),
         Text(
-            f"corpus {corpus['name']}: {corpus['lines']:,} lines, "
-            f"{corpus['candidate_lines']:,} with a form of the words"
+            f"{corpus['name']}: {corpus['lines']:,} lines, {corpus['candidate_lines']:,} with a form of the words"
             + (f", {corpus['long_lines']:,} too long to read" if corpus["long_lines"] else ""),
             style="dim",
-        )
+        ),
     )
     if clustered_on := doc["options"].get("clustered_on"):
-        console.print(Text(f"clustered on {clustered_on}", style="dim"))
+        _hanging(console, Text("clusters ", style="dim"), Text(f"on {clustered_on}", style="dim"))
     if search := doc.get("label_search"):
-        console.print(
+        _hanging(
+            console,
+            Text("labels   ", style="dim"),
             Text(
-                f"labels the words nearest each sense's centroid, each labelling the sense it is nearest, in the "
-                f"model's contextual space: {search['about']}",
+                f"the words nearest each sense's centroid, each labelling the sense it is nearest, in the model's "
+                f"contextual space: {search['about']}",
                 style="dim",
-            )
+            ),
         )
     width = max(20, ((console.width or 100) - 12) // 2)
     for entry in doc["words"]:
@@ -78,13 +81,16 @@ def render_senses(console: Console, doc: dict) -> None:
             f"({how}" + (f", silhouette {quality:.2f})" if quality is not None else ")"),
             style="default",
         )
-        console.print(title)
+        _hanging(console, title[: len(entry["word"]) + 2], title[len(entry["word"]) + 2 :])
         for sense in entry["senses"]:
             head = Text(f"  sense {sense['sense']}", style="bold cyan")
             head.append(f"  {sense['size']:,} ({sense['share']:.0%})  ", style="default")
             label = " ".join(item["word"] for item in sense["label"])
-            head.append(label or "(no label: the vectors are not in the vocabulary's space)", style="italic")
-            console.print(head)
+            _hanging(
+                console,
+                head,
+                Text(label or "(no label: the vectors are not in the vocabulary's space)", style="italic"),
+            )
             for example in sense["examples"]:
                 left, keyword, right = kwic(example["text"], example["start"], example["end"], width)
                 line = Text(f"  {example['line']:>7}  ", style="dim")
@@ -92,6 +98,19 @@ def render_senses(console: Console, doc: dict) -> None:
                 line.append(keyword, style="bold reverse")
                 line.append(right)
                 console.print(line, no_wrap=True, overflow="ellipsis", crop=True)
+
+
+def _hanging(console: Console, head: Text, body: Text) -> None:
+    """``head`` then ``body``, the body's wrapped lines under its own first character (not at column 0),
+    with no trailing spaces; a body that cannot fit beside the head starts on the next line."""
+    indent = head.cell_len
+    room = (console.width or 80) - indent
+    if room < 20:
+        console.print(head + body)
+        return
+    for n, line in enumerate(body.wrap(console, room)):
+        line.rstrip()
+        console.print((head if n == 0 else Text(" " * indent)) + line, no_wrap=True, crop=False)
 
 
 @terminal_view
