@@ -47,6 +47,8 @@ run: $(VENV)/.installed models
 	$(BIN)/ctxembed models space minilm
 	$(BIN)/ctxembed neighbors "we sat on the river bank" --word bank --model minilm
 	$(BIN)/ctxembed neighbors "I deposited money in the bank" --word bank --model minilm
+	@echo "--- and bank's senses across the shipped Brown corpus, each labelled from that space ---"
+	$(BIN)/ctxembed senses bank --model minilm --examples 2
 
 # CTXEMBED_REQUIRE_MODELS=1: the tests of the real model fail, instead of skipping, if it is missing.
 test: $(VENV)/.installed-dev browser models
