@@ -1328,7 +1328,8 @@ def space_job(repeat: int) -> Report:
         Row(
             f"`ctxembed models space minilm`: build ({doc['lines']:,} Brown lines, {doc['words']:,} words, "
             f"{doc['templated']:,} from the template), once",
-            f"{doc['build_seconds']:.0f} s wall, {doc['build_cpu_seconds']:.0f} CPU s",
+            f"{doc['build_seconds']:.0f} s wall, {doc['build_cpu_seconds']:.0f} CPU s"
+            + ("" if doc.get("build_peak_mb") is None else f", peak {doc['build_peak_mb']:,} MB"),
             "recorded by the build (space.json)",
             "",
             "",

@@ -253,3 +253,13 @@ def test_the_check_set_is_apart_from_the_set_it_checks():
     for word, senses in check.items():
         assert len(senses) == 2 and all(len(sentences) == 2 for sentences in senses.values())
         assert all(re.search(rf"\b{word}\b", sentence.lower()) for s in senses.values() for sentence in s)
+
+
+def test_models_space_says_what_the_build_cost(tiny_space):
+    """`ctxembed models space`: the space's size on disk, its build time and the building process's peak
+    memory, as recorded by the build (space.json)."""
+    doc = sp.space_document(tiny_space.model, on_note=lambda _: None)
+    record = json.loads((sp.Path(doc["folder"]) / "space.json").read_text())
+    assert doc["build_peak_mb"] == record["build_peak_mb"] > 10  # a Python process with NumPy holds more
+    assert doc["build_seconds"] == record["build_seconds"] >= 0 and doc["bytes"] > 0
+    assert doc["words"] == len(sp.open_space(tiny_space).words) and doc["lines"] == len(LINES)

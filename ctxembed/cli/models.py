@@ -84,5 +84,7 @@ def models_space(
     typer.echo(
         f"{doc['model']}: {doc['words']:,} words ({doc['templated']:,} from the template sentence) over "
         f"{doc['lines']:,} Brown sentences, {doc['bytes'] / 1e6:.0f} MB in {doc['folder']}, built in "
-        f"{doc['build_seconds']:.0f} s ({doc['build_cpu_seconds']:.0f} CPU s)"
+        f"{doc['build_seconds']:.0f} s ({doc['build_cpu_seconds']:.0f} CPU s"
+        + ("" if doc["build_peak_mb"] is None else f", peak memory {doc['build_peak_mb']:,} MB")
+        + ")"
     )

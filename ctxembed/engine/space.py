@@ -241,6 +241,7 @@ def build_folder(engine, folder: Path, *, on_note: Callable[[str], None] | None 
         "words_crc": f"{zlib.crc32(chr(10).join(vocabulary).encode()):08x}",
         "build_seconds": round(time.perf_counter() - started, 1),
         "build_cpu_seconds": round(time.process_time() - cpu, 1),
+        "build_peak_mb": _peak_mb(),  # the building process's peak resident memory, the model's weights in it
     }
     temporary = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
     shutil.rmtree(temporary, ignore_errors=True)
@@ -259,6 +260,15 @@ def build_folder(engine, folder: Path, *, on_note: Callable[[str], None] | None 
         shutil.rmtree(temporary, ignore_errors=True)
     record["bytes"] = sum(f.stat().st_size for f in folder.iterdir())
     return record
+
+
+def _peak_mb() -> int | None:
+    """This process's peak resident memory so far, in MB (None where the platform does not say)."""
+    try:
+        import resource  # POSIX only; lazy: only a build reads it
+    except ImportError:
+        return None
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # Linux: kilobytes
 
 
 def space_document(model: str, *, rebuild: bool = False, on_note: Callable[[str], None] | None = None) -> dict:
@@ -294,5 +304,6 @@ def space_document(model: str, *, rebuild: bool = False, on_note: Callable[[str]
                 "build_cpu_seconds",
             )
         },  # fmt: skip
+        "build_peak_mb": space.meta.get("build_peak_mb"),  # None: built by a ctxembed that did not record it
         "words": len(space.words),
     }
