@@ -16,7 +16,7 @@ import pytest
 
 from ctxembed.views.figures import MASKED_FILL, SEQUENTIAL, build_figure, colour
 from ctxembed.views.svg import CHAR, figure_svg
-from tests.cli_helpers import run_json
+from tests.cli_helpers import run_json, succeeds
 from tests.conftest import REPO
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -161,3 +161,17 @@ def test_bars_have_the_same_shades_in_svg_and_png(documents):
     expected = [bar_colour((v - panel.low) / (panel.high - panel.low)) for v in panel.values]
     assert png == expected
     assert all("#{:02x}{:02x}{:02x}".format(*rgb) in svg for rgb in expected)
+
+
+def test_a_neighbours_picture_says_what_its_lists_were_searched_among_as_the_terminal_does():
+    """The page and the saved pictures name the contextual column's space and what was left out, in the
+    terminal's words (one function, views.figures.neighbour_search)."""
+    from ctxembed.views.figures import neighbour_search
+
+    doc = run_json("neighbors", "we sat on the river bank", "--word", "bank", "-k", "5", "--json")
+    nearest, left = neighbour_search(doc)
+    notes = build_figure(doc).notes
+    assert notes[:2] == [f"nearest {nearest}", f"left out {left}"]
+    assert doc["space"] in nearest and "we, sat, on, the, river" in left
+    out = succeeds("neighbors", "we sat on the river bank", "--word", "bank", "-k", "5", env={"COLUMNS": "300"}).stdout
+    assert f"nearest  {nearest}" in out and f"left out {left}" in out

@@ -551,6 +551,21 @@ def _cosine_map(
     )
 
 
+def neighbour_search(doc: dict) -> tuple[str, str | None]:
+    """What a neighbors document's lists were searched among, and what was left out of them (None: nothing),
+    in the words the terminal, the pictures and the page all use."""
+    among = doc.get("among")
+    pool = f" among the {among:,} most frequent (--among 0: all)" if among and among < doc["vectors"]["words"] else ""
+    search = doc.get("search")
+    where = f": the model's contextual space, {search['about']}" if search else f" searched {doc['space']}"
+    left = []
+    if doc["excluded"]:
+        left.append(f"the sentence's words {', '.join(doc['excluded'])} (--include-context keeps them)")
+    if doc.get("forms"):
+        left.append(f"the word's own forms {', '.join(doc['forms'])}")
+    return f"words{pool} (contextual column{where})", "; ".join(left) or None
+
+
 @figure_for("ctxembed.neighbors/3")
 @figure_for("ctxembed.neighbors/2")  # documents saved before the "warnings" field
 def neighbors_figure(doc: dict, view: View) -> Figure:
@@ -567,11 +582,12 @@ def neighbors_figure(doc: dict, view: View) -> Figure:
         for kind in ("static", "contextual")
     ]
     which = f" (#{doc['position']}, occurrence {doc['occurrence']})" if doc.get("occurrence", 1) > 1 else ""
+    nearest, left = neighbour_search(doc)
     return Figure(
         f"nearest words of {marked(doc['word'], doc.get('source'))!r}{which} in: {doc['text']}",
         _settings_lines(doc),
         panels,
-        notes=source_notes([doc.get("source")]),
+        notes=[f"nearest {nearest}", *([f"left out {left}"] if left else []), *source_notes([doc.get("source")])],
         columns=2,
     )
 

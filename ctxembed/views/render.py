@@ -29,6 +29,7 @@ from ctxembed.views.figures import (
     hidden_view,
     marked,
     model_view,
+    neighbour_search,
     scale_note,
     source_notes,
     table_view,
@@ -903,18 +904,10 @@ def render_neighbors(console: Console, doc: dict) -> None:
         ),
     )
     _source_legend(console, [doc.get("source")])
-    among = doc.get("among")
-    pool = f" among the {among:,} most frequent (--among 0: all)" if among and among < doc["vectors"]["words"] else ""
-    search = doc.get("search")
-    where = f": the model's contextual space, {search['about']}" if search else f" searched {doc['space']}"
-    labelled(console, "nearest", Text(f"words{pool} (contextual column{where})", style="bold"))
-    left = []
-    if doc["excluded"]:
-        left.append(f"the sentence's words {', '.join(doc['excluded'])} (--include-context keeps them)")
-    if doc.get("forms"):
-        left.append(f"the word's own forms {', '.join(doc['forms'])}")
+    nearest, left = neighbour_search(doc)
+    labelled(console, "nearest", Text(nearest, style="bold"))
     if left:
-        labelled(console, "left out", Text("; ".join(left)))
+        labelled(console, "left out", Text(left))
     table = Table()
     table.add_column("#", justify="right")
     table.add_column("static", style="bold")
