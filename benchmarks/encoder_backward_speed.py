@@ -92,7 +92,8 @@ def main(engine: str, n: int) -> None:
     from threadpoolctl import threadpool_limits
 
     from ctxembed.core.encoder import EncoderWeights
-    from ctxembed.vectors.models import load_encoder, model_path
+    from ctxembed.vectors.bert import load_encoder
+    from ctxembed.vectors.models import model_path
 
     threadpool_limits(1)
     if engine == "numpy":  # as a ctxembed training process starts (torch keeps its own allocator's defaults)

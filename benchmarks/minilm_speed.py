@@ -46,7 +46,8 @@ def torch_folder(into: Path) -> Path:
     import shutil
 
     from ctxembed.vectors import safetensors
-    from ctxembed.vectors.models import load_encoder, model_path
+    from ctxembed.vectors.bert import load_encoder
+    from ctxembed.vectors.models import model_path
 
     folder = model_path("minilm")
     if not (into / "model.safetensors").is_file():
@@ -80,7 +81,8 @@ def stages(n: int) -> None:
     from threadpoolctl import threadpool_limits
 
     from ctxembed.core import encoder
-    from ctxembed.vectors.models import load_encoder, model_path
+    from ctxembed.vectors.bert import load_encoder
+    from ctxembed.vectors.models import model_path
 
     spent = collections.Counter()
 
@@ -118,7 +120,7 @@ def main(engine: str, n: int) -> None:
     groups = brown_batches(n)
     if engine == "numpy":
         from ctxembed.core.encoder import encode
-        from ctxembed.vectors.models import load_encoder
+        from ctxembed.vectors.bert import load_encoder
 
         threadpool_limits(1)
         _, weights = load_encoder(folder)

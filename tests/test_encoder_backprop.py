@@ -67,7 +67,7 @@ def test_tiny_bert_gradients_equal_torch_autograd(dtype):
 
 def test_real_first_layer_gradients_equal_torch_autograd(minilm_folder):
     pytest.importorskip("torch")
-    from ctxembed.vectors.models import load_encoder
+    from ctxembed.vectors.bert import load_encoder
 
     config, encoder = load_encoder(minilm_folder)
     one = EncoderConfig(**(vars(config) | {"layers": 1}))

@@ -63,7 +63,7 @@ def test_the_trained_model_starts_without_torch_or_install_machinery(minilm_fold
     installed.json recorded them: the installed files, linked, with the record this version writes)."""
     import json
 
-    from ctxembed.vectors import models
+    from ctxembed.vectors import bert, models
 
     folder = tmp_path / "minilm"
     folder.mkdir()
@@ -71,7 +71,7 @@ def test_the_trained_model_starts_without_torch_or_install_machinery(minilm_fold
         if f.name != models.INSTALLED:
             (folder / f.name).symlink_to(f)
     record = json.loads((minilm_folder / models.INSTALLED).read_text())
-    record["files"] = {f: models.recorded_stat(minilm_folder / f) for f in models.FILES}
+    record["files"] = {f: models.recorded_stat(minilm_folder / f) for f in bert.FILES}
     (folder / models.INSTALLED).write_text(json.dumps(record))
     env = dict(os.environ, CTXEMBED_CACHE_DIR=str(isolated_env), PYTHONPATH=str(REPO), CTXEMBED_MODELS=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", TRAINED_PROBE], capture_output=True, text=True, env=env, timeout=120)

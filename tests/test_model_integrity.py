@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 from ctxembed.errors import DataError
-from ctxembed.vectors import integrity, models, safetensors
-from ctxembed.vectors.models import FILES
+from ctxembed.vectors import bert, integrity, models, safetensors
 from tests.cli_helpers import fails, invoke
 
 REINSTALL = "reinstall with `ctxembed models install minilm`"
@@ -23,7 +22,7 @@ REINSTALL = "reinstall with `ctxembed models install minilm`"
 
 def open_model(name: str):
     """What the engine opens: the BERT folder with its checks, and the neighbour store."""
-    config, weights, vocab = integrity.load_bert(models.models_dir() / name)
+    config, weights, vocab = bert.load_bert(models.models_dir() / name)
     return config, weights, vocab, integrity.open_store(name, models.models_dir() / name / models.NEIGHBOURS, config)
 
 
@@ -39,7 +38,7 @@ def copy(minilm_folder, tmp_path, monkeypatch):
     for f in minilm_folder.iterdir():
         (folder / f.name).symlink_to(f)
     record = json.loads((minilm_folder / models.INSTALLED).read_text())
-    record["files"] = {f: models.recorded_stat(minilm_folder / f) for f in FILES}
+    record["files"] = {f: models.recorded_stat(minilm_folder / f) for f in bert.FILES}
     (folder / models.INSTALLED).unlink()
     (folder / models.INSTALLED).write_text(json.dumps(record))
     monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path / "models"))
@@ -110,7 +109,7 @@ HEADER_CASES = {
 @pytest.mark.parametrize("case", HEADER_CASES)
 def test_a_damaged_header_is_refused_at_open(copy, minilm_folder, case):
     change, reason = HEADER_CASES[case]
-    path = own(copy, models.WEIGHTS)
+    path = own(copy, bert.WEIGHTS)
     edit_header(path, change)
     done(path, minilm_folder)
     with pytest.raises(DataError, match=f"{path}.*is damaged") as refused:
@@ -154,7 +153,7 @@ NON_FINITE = {
 @pytest.mark.parametrize("case", NON_FINITE)
 def test_a_non_finite_weight_is_refused_at_open_even_with_its_mtime_back(copy, minilm_folder, case):
     name, change = NON_FINITE[case]
-    path = own(copy, models.WEIGHTS)
+    path = own(copy, bert.WEIGHTS)
     edit_tensor(path, name, change)
     done(path, minilm_folder)
     with pytest.raises(DataError, match=f"tensor {name} holds a non-finite number"):
@@ -164,7 +163,7 @@ def test_a_non_finite_weight_is_refused_at_open_even_with_its_mtime_back(copy, m
 def test_a_nan_row_for_bank_is_refused_when_a_sentence_uses_it(copy, minilm_folder):
     """The word embeddings are not summed at each open (a sentence reads a few rows): the NaN reaches the
     hidden states, which the engine refuses; a sentence without "bank" runs as before."""
-    path = own(copy, models.WEIGHTS)
+    path = own(copy, bert.WEIGHTS)
     edit_tensor(path, "word", lambda a: a.__setitem__(BANK, np.nan))
     done(path, minilm_folder)
     line = fails(1, "attend", "we sat on the river bank", "--model", "minilm", "--json")
@@ -181,7 +180,7 @@ def test_a_nan_row_for_bank_is_refused_when_a_sentence_uses_it(copy, minilm_fold
 )
 def test_a_file_written_since_install_is_hashed_and_refused(copy, minilm_folder, name, change):
     """Finite damage changes no size and no header: its new mtime sends the file to the full check."""
-    path = own(copy, models.WEIGHTS)
+    path = own(copy, bert.WEIGHTS)
     edit_tensor(path, name, change)
     line = fails(1, "attend", "we sat on the river bank", "--model", "minilm", "--json")
     assert "encoder.safetensors is damaged (its sha256 is not the one recorded at install)" in line
@@ -192,13 +191,13 @@ def test_a_file_written_since_install_is_hashed_and_refused(copy, minilm_folder,
 
 
 def test_the_full_check_runs_once_per_changed_file_and_is_remembered(copy, minilm_folder, monkeypatch):
-    for name in FILES:
+    for name in bert.FILES:
         own(copy, name)  # new mtimes: none is as installed.json recorded
     hashed = []
     real = models.sha256_of
     monkeypatch.setattr(models, "sha256_of", lambda path: hashed.append(path.name) or real(path))
     open_model("minilm")
-    assert sorted(hashed) == sorted(FILES)
+    assert sorted(hashed) == sorted(bert.FILES)
     hashed.clear()
     open_model("minilm")  # the stamps in the cache folder: nothing hashed again
     assert hashed == []
@@ -207,7 +206,7 @@ def test_the_full_check_runs_once_per_changed_file_and_is_remembered(copy, minil
     assert hashed == ["vocab.txt"]
 
 
-@pytest.mark.parametrize("name", [*FILES, models.INSTALLED])
+@pytest.mark.parametrize("name", [*bert.FILES, models.INSTALLED])
 def test_a_fifo_in_place_of_a_model_file_is_refused_without_hanging(copy, name):
     (copy / name).unlink()
     os.mkfifo(copy / name)
@@ -262,7 +261,7 @@ def test_verify_passes_an_intact_model_and_names_what_it_checked(copy):
     assert json.loads(result.stdout) == {
         "model": "minilm",
         "path": str(copy),
-        "files": list(FILES),
+        "files": list(bert.FILES),
         "verified": True,
     }
     assert fails(2, "models", "verify", "gpt-9").endswith("no model 'gpt-9' to install (known: minilm)")
@@ -309,22 +308,22 @@ def put_back(path, stat):
 def test_the_tiny_models_header_and_weights_are_checked_at_open(tiny_copy):
     name = tiny_copy.name
     reinstall = f"reinstall with `ctxembed models install {name}`"
-    path = tiny_copy / models.WEIGHTS
+    path = tiny_copy / bert.WEIGHTS
     original, before = path.read_bytes(), path.stat()
-    integrity.load_bert(tiny_copy)  # intact
+    bert.load_bert(tiny_copy)  # intact
     edit_header(path, swap_offsets)
     put_back(path, before)
     with pytest.raises(DataError, match="tensor layers.0.b_o is not where the converter put it") as refused:
-        integrity.load_bert(tiny_copy)
+        bert.load_bert(tiny_copy)
     assert refused.value.message.endswith(reinstall)
     path.write_bytes(original)
     edit_tensor(path, "layers.1.W_2", lambda a: a.__setitem__((0, 0), np.inf))
     put_back(path, before)
     with pytest.raises(DataError, match="tensor layers.1.W_2 holds a non-finite number"):
-        integrity.load_bert(tiny_copy)
+        bert.load_bert(tiny_copy)
     edit_tensor(path, "layers.1.W_2", lambda a: a.__setitem__((0, 0), 0.5))  # finite, and its mtime is new
     with pytest.raises(DataError, match="its sha256 is not the one recorded at install"):
-        integrity.load_bert(tiny_copy)
+        bert.load_bert(tiny_copy)
 
 
 def test_the_tiny_models_files_must_be_regular(tiny_copy):

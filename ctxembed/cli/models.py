@@ -60,7 +60,7 @@ def models_verify(
 ) -> None:
     """Check every file of an installed model against the sha256 recorded at install, and every weight
     for a NaN or an infinity (a full read; each start checks sizes, header and config only)."""
-    from ctxembed.vectors.integrity import verify  # the models commands only
+    from ctxembed.vectors.layouts import verify  # the models commands only
 
     show(verify(name), json_out, "render_verified")
 

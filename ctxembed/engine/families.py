@@ -11,7 +11,11 @@ rest, so a second BERT is one registry entry and no code names a model:
   pieces, block (:func:`ctxembed.core.encoder.encode`, one layer traced by
   :func:`~ctxembed.core.encoder.trace_layer`) and the words its ``--explain`` steps are named with.
 
-A causal decoder with a byte-level BPE would be a third record: its loader and converter, a BPE
+A trained family's installed folder (its converter, the files it writes and pins, its checked loader) is
+its :class:`ctxembed.vectors.layouts.Layout`, declared in the vectors layer where ``models install`` and
+``models verify`` read it; the record here refers to it.
+
+A causal decoder with a byte-level BPE would be a third record: its layout (loader and converter), a BPE
 tokenizer giving word-aligned spans, no special piece around a sentence, ``causal=True`` (its card
 then masks the future keys), its own block and step names (docs/architecture.md).
 """
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxembed.errors import SettingError
 from ctxembed.presets import ATTENTION_OPTIONS
+from ctxembed.vectors.layouts import LAYOUTS, Layout
 
 if TYPE_CHECKING:
     from ctxembed.engine.contract import ContextEngine
@@ -56,8 +61,9 @@ class Family:
     # and that a card's ``options`` says
     options: frozenset[str]
     open: Callable[..., ContextEngine]  # (entry, vectors, preset, **open_engine's keywords) -> its engine
-    load: Callable[[Path], tuple[Any, Any, PieceTokenizer]] | None = None  # folder -> config, weights, tokenizer
-    convert: Callable[..., dict[str, str]] | None = None  # (package, upstream folder, into) -> file -> sha256
+    # a trained family's installed folder (ctxembed.vectors.layouts, where install and verify read it): its
+    # converter, the files it writes and pins, its checked loader; None: nothing to install
+    layout: Layout | None = None
     begin: tuple[str, ...] = ()  # the special pieces before a sentence's pieces
     end: tuple[str, ...] = ()  # ... and after them
     causal: bool = False  # a query attends to no key after it
@@ -68,6 +74,16 @@ class Family:
     @property
     def specials(self) -> tuple[str, ...]:
         return self.begin + self.end
+
+    @property
+    def load(self) -> Callable[[Path], tuple[Any, Any, PieceTokenizer]]:
+        """folder -> (config, weights, tokenizer), checked: its layout's loader."""
+        return self.layout.load
+
+    @property
+    def convert(self) -> Callable[..., dict[str, str]]:
+        """(package, upstream folder, into) -> file -> sha256: its layout's converter, which install runs."""
+        return self.layout.convert
 
 
 def _open_glove(entry: ModelEntry, vectors: Any, preset: str, **keywords: Any) -> ContextEngine:
@@ -112,13 +128,6 @@ def _open_trained(entry: ModelEntry, vectors: Any, preset: str, **keywords: Any)
     )
 
 
-def _load_bert(folder: Path):
-    """A converted BERT folder: (EncoderConfig, EncoderWeights over a memory map, WordPiece), checked."""
-    from ctxembed.vectors.integrity import load_bert  # its header, config, vocabulary and finite layers
-
-    return load_bert(folder)
-
-
 def _encode_bert(*args: Any, **keywords: Any):
     from ctxembed.core.encoder import encode  # lazy: the glove model never loads the encoder
 
@@ -129,12 +138,6 @@ def _trace_bert(*args: Any, **keywords: Any):
     from ctxembed.core.encoder import trace_layer  # lazy: as _encode_bert
 
     return trace_layer(*args, **keywords)
-
-
-def _convert_bert(package, upstream: Path, into: Path) -> dict[str, str]:
-    from ctxembed.vectors.install import convert_bert  # lazy: only installing converts
-
-    return convert_bert(package, upstream, into)
 
 
 BERT_STEPS = StepNames(
@@ -164,8 +167,7 @@ FAMILIES: dict[str, Family] = {
             {"max_tokens", "window", "mix", "mix_norm"}
         ),  # its words, layers and heads are its own; its read-out may be chosen
         open=_open_trained,
-        load=_load_bert,
-        convert=_convert_bert,
+        layout=LAYOUTS["bert"],  # its converter, files and loader, declared where install and verify read them
         begin=("[CLS]",),
         end=("[SEP]",),
         encode=_encode_bert,

@@ -320,7 +320,8 @@ class TrainedEngine:
         out = self.family.encode(
             self.weights, ids, real, keep_values=trace
         )  # hidden (L+1, B, T, D), weights (L, B, H, T, T)
-        check_finite(self.model, out.hidden)  # a damaged weight's NaN or infinity: refused, never shown
+        # a damaged weight's NaN or infinity: refused, never shown
+        check_finite(self.model, out.hidden, self.family.layout.weights)
         return [self._to_words(s, out, b, weights) for b, s in enumerate(group)]
 
     def _to_words(self, sentence: PiecedSentence, out, b: int, weights: bool) -> PiecedResult:

@@ -110,7 +110,8 @@ def write_derived(name: str, record: dict, weights=None, parent_folder: Path | N
     beside copies of its parent's config, vocabulary and neighbour words (from ``parent_folder``) and an
     installed.json recording their sha256. Staged beside the final folder and renamed into place; a model of
     the same name is replaced. Returns the folder."""
-    from ctxembed.vectors.models import FILES, FORMAT, INSTALLED, NEIGHBOURS, WEIGHTS, recorded_stat, sha256_of
+    from ctxembed.vectors.layouts import layout_of
+    from ctxembed.vectors.models import FORMAT, INSTALLED, recorded_stat, sha256_of
 
     if name in MODELS or any(name in entry.aliases for entry in MODELS.values()):
         raise DataError(f"{name!r} names a model of the registry: choose another {{name}}", "name")
@@ -125,8 +126,10 @@ def write_derived(name: str, record: dict, weights=None, parent_folder: Path | N
             from ctxembed.vectors.catalogue import packages
             from ctxembed.vectors.integrity import expected_metadata
 
-            safetensors.save(weights.arrays(), staged / WEIGHTS, expected_metadata(packages()[record["parent"]]))
-            for file in ("config.json", "vocab.txt", NEIGHBOURS):
+            layout = layout_of(record["parent"])  # its parent's family's files: its own weights, the rest copied
+            files = layout.files
+            safetensors.save(weights.arrays(), staged / layout.weights, expected_metadata(packages()[record["parent"]]))
+            for file in (f for f in files if f != layout.weights):
                 with atomic_file(staged / file) as out, open(parent_folder / file, "rb") as source:
                     shutil.copyfileobj(source, out)
             installed = {
@@ -135,8 +138,8 @@ def write_derived(name: str, record: dict, weights=None, parent_folder: Path | N
                 "upstream": record.get("upstream"),
                 "licence": record["licence"],
                 "derived_from": record["parent"],
-                "sha256": {file: sha256_of(staged / file) for file in FILES},
-                "files": {file: recorded_stat(staged / file) for file in FILES},
+                "sha256": {file: sha256_of(staged / file) for file in files},
+                "files": {file: recorded_stat(staged / file) for file in files},
             }
             with atomic_file(staged / INSTALLED) as out:
                 out.write((json.dumps(installed, indent=1, sort_keys=True) + "\n").encode())

