@@ -263,3 +263,14 @@ def test_models_space_says_what_the_build_cost(tiny_space):
     assert doc["build_peak_mb"] == record["build_peak_mb"] > 10  # a Python process with NumPy holds more
     assert doc["build_seconds"] == record["build_seconds"] >= 0 and doc["bytes"] > 0
     assert doc["words"] == len(sp.open_space(tiny_space).words) and doc["lines"] == len(LINES)
+
+
+def test_template_vectors_run_in_chunks_give_each_words_own_run(tiny_space, monkeypatch):
+    """Rare words' template sentences run CHUNK_LINES at a time (bounded memory), each word's hidden states
+    those of its own sentence run alone."""
+    words = ["river", "bank", "money", "the", "stream"]
+    monkeypatch.setattr(sp, "CHUNK_LINES", 2)
+    chunked = sp.template_states(tiny_space, words)  # (K, 5, D)
+    alone = np.concatenate([sp.template_states(tiny_space, [w]) for w in words], axis=1)  # (K, 5, D)
+    assert chunked.shape[1] == len(words)
+    np.testing.assert_array_equal(chunked, alone)
