@@ -177,6 +177,22 @@ def test_neighbors_lists_a_chosen_tokens_neighbours(page, server):
     assert doc["contextual"][0]["word"] in texts and doc["static"][0]["word"] in texts
 
 
+def test_a_token_clicked_as_the_sentence_changes_leaves_the_new_sentences_tokens(page, server):
+    """A token of the old row clicked just after another sentence is typed (before its row came) draws that
+    word in the new sentence and then offers the new sentence's tokens (the row went empty: the tokens were
+    looked up only when no word was chosen)."""
+    page.click("#tabs button[data-tab=neighbors]")
+    page.locator("#sentence").fill("we sat on the river bank")
+    wait_until(page, "document.querySelectorAll('#token-choices button.token').length === 6")
+    page.locator("#sentence").fill("the river was cold today")
+    page.locator("#token-choices button.token", has_text="river").click()  # the old row's, at once
+    wait_until(page, "window.ctxembedLive.lastBody.sentence === 'the river was cold today' && "
+                     "window.ctxembedLive.lastBody.word === 'river' && !window.ctxembedLive.busy")  # fmt: skip
+    wait_until(page, "document.querySelectorAll('#token-choices button.token').length === 5")
+    assert page.locator("#token-choices button.token").all_text_contents() == ["the", "river", "was", "cold", "today"]
+    assert the_command(page) == ["neighbors", "the river was cold today", "--word", "river"]
+
+
 def test_a_window_around_the_word_crops_the_sentence_and_its_command_line(page, server, tmp_path):
     type_sentence(page, "far away in the hills we sat on the grassy river bank and watched the slow water")
     page.click("#tabs button[data-tab=neighbors]")

@@ -397,7 +397,8 @@
       });
     }
     /* the sentence asked about: the document's text is the part a --window read */
-    if (doc) { show(tokensOf(lastAttendFor(body.sentence) || { tokens: [], attended_positions: [] })); return; }
+    var known = lastAttendFor(body.sentence);
+    if (doc && known) { show(tokensOf(known)); return; }
     var ask = { sentence: body.sentence };
     if (body.model) ask.model = body.model;
     post("/api/attend", ask, signal).then(function (attendDoc) {
@@ -405,6 +406,7 @@
       lastAttend = attendDoc;
       learnShape(attendDoc);
       var tokens = tokensOf(attendDoc);
+      if (doc) { show(tokens); return; }  /* a new sentence drawn for the token chosen before: its choices */
       if (!tokens.length) { show([]); status("no token of this sentence has a vector", true); return; }
       chosenToken = firstChoice(tokens);
       show(tokens);
