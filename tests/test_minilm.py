@@ -96,6 +96,15 @@ def test_a_model_that_is_not_installed_names_the_install_command(tmp_path, monke
     assert listed.exit_code == 0 and listed.stdout == "" and "no model installed" in listed.stderr
 
 
+def test_models_list_prints_one_line_a_model_at_any_width(minilm_folder):
+    """A line per model, its path included, in a 40-column pipe too (rich wrapped it at the width, the path
+    on a line of its own and the first line ending in spaces)."""
+    listed = invoke("models", "list", env={"COLUMNS": "40"})
+    lines = listed.stdout.splitlines()
+    assert listed.exit_code == 0 and len(lines) == 1
+    assert lines[0].startswith("minilm ") and lines[0].endswith(str(minilm_folder)) and lines[0] == lines[0].rstrip()
+
+
 def test_a_damaged_converted_file_is_one_line(minilm_folder, tmp_path, monkeypatch):
     damaged = tmp_path / "minilm"
     damaged.mkdir()

@@ -105,6 +105,7 @@ def render_models(console: Console, doc: dict) -> None:
             f"{m['model']:<{width}} {m['bytes'] / 1e6:6.1f} MB  {m['licence']:<11} {origin}  {m['path']}",
             markup=False,
             highlight=False,
+            soft_wrap=True,  # one line a model, whatever the width (a pipe's 80 columns cut the path off)
         )
         if m.get("parent") is not None:  # a derived model: what it was trained on, and how well
             figures, data = m["figures"], m["data"]
@@ -117,6 +118,7 @@ def render_models(console: Console, doc: dict) -> None:
                 + ("" if epochs is None else f", {epochs} epoch{'s' if epochs != 1 else ''}"),
                 markup=False,
                 highlight=False,
+                soft_wrap=True,
             )
 
 
