@@ -32,9 +32,11 @@ def test_the_settings_endpoint_lists_the_registry_with_what_is_installed(server,
     models = {m["name"]: m for m in settings["models"]}
     assert list(models) == ["glove", "minilm"]
     assert models["glove"] | {"summary": None} == {
-        "name": "glove", "summary": None, "installed": True, "install": None, "settings": True
+        "name": "glove", "summary": None, "installed": True, "install": None, "settings": True,
+        "hidden_states": None,
     }  # fmt: skip
     assert models["minilm"]["installed"] is True and models["minilm"]["settings"] is False
+    assert models["minilm"]["hidden_states"] == 7  # h0 ... h6: the page's read-out choice
     assert models["minilm"]["install"] == "ctxembed models install minilm"
 
 

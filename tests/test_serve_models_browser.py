@@ -157,3 +157,28 @@ def test_the_page_shows_the_share_hidden_on_cls_and_sep(minilm_folder, page, ser
     assert "[CLS]+[SEP]" in header
     assert page.locator("#view .per-token h3").inner_text() == "per token (layer 2, head 7)"
     assert page.locator("table.matrix th.hidden-share").count() == 1
+
+
+def test_a_trained_models_read_out_is_chosen_on_the_page_as_name_at_n(minilm_folder, page, server):
+    """The read-out a trained model is read at, spelled on the page as on the command line: --model minilm@3
+    in the command the page shows, which prints the document drawn; GloVe has no such choice."""
+    assert page.locator("#readout-field").is_hidden()
+    page.click("#tabs button[data-tab=compare]")
+    pick_model(page, "minilm", "window.ctxembedLive.lastBody.model === 'minilm'")
+    assert page.locator("#readout-field").is_visible()
+    assert page.locator("#readout option").all_text_contents() == ["its own: mean of h0..h6"] + [
+        f"h{n}" for n in range(7)
+    ]
+    before = draws(page)
+    page.select_option("#readout", "3")
+    settled(page, before, "window.ctxembedLive.lastBody.model === 'minilm@3'")
+    command = the_command(page)
+    assert command[-2:] == ["--model", "minilm@3"]
+    doc = run_json(*command, "--json")
+    assert "read-out 1·h3" in doc["settings_summary"]
+    assert (
+        doc["contextual_similarity"]
+        == post(server, "compare", page.evaluate("window.ctxembedLive.lastBody"))[1]["contextual_similarity"]
+    )
+    pick_model(page, "glove", "window.ctxembedLive.lastBody.model === undefined")
+    assert page.locator("#readout-field").is_hidden()

@@ -397,6 +397,7 @@ def registry(explorers: Explorers) -> dict:
                 "installed": is_installed(name),
                 "install": install_command(name) if entry.package is not None else None,
                 "settings": not entry.trained,
+                "hidden_states": entry.hidden_states,  # the page's read-out choice (NAME@N), when known
             }
             for name, entry in ((name, find(name)) for name in names())
         ],

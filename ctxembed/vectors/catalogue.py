@@ -58,6 +58,16 @@ class ModelEntry:
     window: int = 0
 
     @property
+    def hidden_states(self) -> int | None:
+        """How many hidden states h0 ... hL a read-out of it can choose from (``NAME@N``): its package's pinned
+        layers plus the input, or (a derived model) its parent's; None when no package pins them."""
+        if self.parent is not None:
+            parent = find(self.parent)
+            return None if parent is None else parent.hidden_states
+        layers = None if self.package is None else (self.package.config or {}).get("num_hidden_layers")
+        return None if not self.trained or not isinstance(layers, int) else layers + 1
+
+    @property
     def weights_of(self) -> str:
         """The model whose folder holds the weights this one runs: its own, or (a frozen derived model,
         only a head and a layer mix of its own) its parent's."""

@@ -33,7 +33,18 @@
     });
     select.value = model;
     select.addEventListener("change", function () { chooseModel(select.value); });
+    $("readout").addEventListener("change", function () { schedule(0); });
   }
+  /* a trained model's read-out: its own (the mean of its hidden states), or one hidden state, sent as NAME@N */
+  function buildReadouts(entry) {
+    var select = $("readout"), states = entry.hidden_states;
+    select.textContent = "";
+    $("readout-field").hidden = !states;
+    if (!states) return;
+    select.appendChild(el("option", { value: "" }, "its own: mean of h0..h" + (states - 1)));
+    for (var n = 0; n < states; n++) select.appendChild(el("option", { value: String(n) }, "h" + n));
+  }
+  function modelName() { var n = $("readout").value; return n === "" ? model : model + "@" + n; }
   function modelEntry() { return registry.models.filter(function (m) { return m.name === model; })[0]; }
   function chooseModel(name) {
     model = name;
@@ -43,6 +54,7 @@
     $("model-note").hidden = entry.settings;
     $("model-note").textContent = entry.settings ? "" : entry.summary + ": its layers and heads are trained, " +
       "so the settings do not apply.";
+    buildReadouts(entry);
     $("view").textContent = "";  /* another model's layers and heads: the drawing starts afresh */
     lastAttend = null;
     syncControls();
@@ -292,7 +304,7 @@
   }
   /* the model part of a body: the model when not the default, and the settings when it takes them */
   function modelBody() {
-    var body = model !== registry.model ? { model: model } : {};
+    var body = modelName() !== registry.model ? { model: modelName() } : {};
     if (modelEntry().settings) { var s = settingsBody(); for (var name in s) body[name] = s[name]; }
     return body;
   }
