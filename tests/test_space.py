@@ -274,3 +274,12 @@ def test_template_vectors_run_in_chunks_give_each_words_own_run(tiny_space, monk
     alone = np.concatenate([sp.template_states(tiny_space, [w]) for w in words], axis=1)  # (K, 5, D)
     assert chunked.shape[1] == len(words)
     np.testing.assert_array_equal(chunked, alone)
+
+
+def test_models_space_prints_one_line_through_its_view(tiny_space):
+    from tests.cli_helpers import succeeds
+
+    doc = sp.space_document(tiny_space.model, on_note=lambda _: None)  # built before: the command says no note
+    out = succeeds("models", "space", tiny_space.model, env={"COLUMNS": "40"}).stdout
+    assert out.count("\n") == 1 and out.startswith(f"{tiny_space.model}: {doc['words']:,} words")
+    assert f"peak memory {doc['build_peak_mb']:,} MB)" in out and doc["folder"] in out

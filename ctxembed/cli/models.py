@@ -77,14 +77,4 @@ def models_space(
     what `neighbors --model NAME` searches) if it is not built yet, and say its size and build time."""
     from ctxembed.engine.space import space_document  # the models commands only
 
-    doc = space_document(name, rebuild=rebuild, on_note=say)
-    if json_out:
-        show(doc, json_out, None)
-        return
-    typer.echo(
-        f"{doc['model']}: {doc['words']:,} words ({doc['templated']:,} from the template sentence) over "
-        f"{doc['lines']:,} Brown sentences, {doc['bytes'] / 1e6:.0f} MB in {doc['folder']}, built in "
-        f"{doc['build_seconds']:.0f} s ({doc['build_cpu_seconds']:.0f} CPU s"
-        + ("" if doc["build_peak_mb"] is None else f", peak memory {doc['build_peak_mb']:,} MB")
-        + ")"
-    )
+    show(space_document(name, rebuild=rebuild, on_note=say), json_out, "render_space")

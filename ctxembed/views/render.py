@@ -62,6 +62,19 @@ def render_installed(console: Console, doc: dict) -> None:
         say(f"installed {doc['model']} ({doc['upstream']}, {doc['licence']}) in {doc['path']}")
 
 
+def render_space(console: Console, doc: dict) -> None:
+    """``models space``: one line on stdout, what the space holds, where, its size and what its build cost."""
+    peak = "" if doc["build_peak_mb"] is None else f", peak memory {doc['build_peak_mb']:,} MB"
+    console.print(
+        f"{doc['model']}: {doc['words']:,} words ({doc['templated']:,} from the template sentence) over "
+        f"{doc['lines']:,} Brown sentences, {doc['bytes'] / 1e6:.0f} MB in {doc['folder']}, built in "
+        f"{doc['build_seconds']:.0f} s ({doc['build_cpu_seconds']:.0f} CPU s{peak})",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 def render_verified(console: Console, doc: dict) -> None:
     """``models verify``: one line on stderr saying what was checked."""
     files = len(doc["files"])
