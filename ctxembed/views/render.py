@@ -200,12 +200,15 @@ def print_settings(console: Console, summary: str, prefix: str = "settings ", st
         console.print(Text(line, style=style), overflow="fold", crop=False)
 
 
-def labelled(console: Console, label: str, text: Text, width: int = 9) -> None:
-    """``label`` in a column of ``width``, then ``text``, whose continuation lines start under its
-    first character (not at column 0), with no trailing space."""
+def labelled(console: Console, label: str | Text, text: Text, width: int = 9) -> None:
+    """``label`` in a column of ``width`` (or its own width, when wider), then ``text``, whose continuation
+    lines start under its first character (not at column 0), with no trailing space."""
+    head = Text(label) if isinstance(label, str) else label.copy()
+    width = max(width, head.cell_len)
+    head.pad_right(width - head.cell_len)
     for k, line in enumerate(text.wrap(console, max(1, console.width - width), overflow="fold")):
         line.rstrip()
-        console.print(Text(label.ljust(width) if k == 0 else " " * width) + line, overflow="ignore", crop=False)
+        console.print((head if k == 0 else Text(" " * width)) + line, overflow="ignore", crop=False)
 
 
 def caption(console: Console, text: str) -> None:

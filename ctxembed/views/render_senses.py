@@ -9,7 +9,7 @@ from rich.text import Text
 
 from ctxembed.output import terminal_view
 from ctxembed.views.layout import wrap_parts
-from ctxembed.views.render import caption, window_note
+from ctxembed.views.render import caption, labelled, window_note
 
 
 def kwic(text: str, start: int, end: int, width: int) -> tuple[str, str, str]:
@@ -33,9 +33,9 @@ def render_senses(console: Console, doc: dict) -> None:
     corpus = doc["corpus"]
     for line in wrap_parts("settings ", doc["settings_summary"].split(" | "), console.width or 100):
         console.print(Text(line, style="dim"), overflow="fold", crop=False)  # broken only between settings
-    _hanging(
+    labelled(
         console,
-        Text("corpus   ", style="dim"),
+        Text("corpus", style="dim"),
         Text(
             f"{corpus['name']}: {corpus['lines']:,} lines, {corpus['candidate_lines']:,} with a form of the words"
             + (f", {corpus['long_lines']:,} too long to read" if corpus["long_lines"] else ""),
@@ -43,11 +43,11 @@ def render_senses(console: Console, doc: dict) -> None:
         ),
     )
     if clustered_on := doc["options"].get("clustered_on"):
-        _hanging(console, Text("clusters ", style="dim"), Text(f"on {clustered_on}", style="dim"))
+        labelled(console, Text("clusters", style="dim"), Text(f"on {clustered_on}", style="dim"))
     if search := doc.get("label_search"):
-        _hanging(
+        labelled(
             console,
-            Text("labels   ", style="dim"),
+            Text("labels", style="dim"),
             Text(
                 f"the words nearest each sense's centroid, each labelling the sense it is nearest, in the model's "
                 f"contextual space: {search['about']}",
@@ -81,15 +81,16 @@ def render_senses(console: Console, doc: dict) -> None:
             f"({how}" + (f", silhouette {quality:.2f})" if quality is not None else ")"),
             style="default",
         )
-        _hanging(console, title[: len(entry["word"]) + 2], title[len(entry["word"]) + 2 :])
+        labelled(console, title[: len(entry["word"]) + 2], title[len(entry["word"]) + 2 :], width=0)
         for sense in entry["senses"]:
             head = Text(f"  sense {sense['sense']}", style="bold cyan")
             head.append(f"  {sense['size']:,} ({sense['share']:.0%})  ", style="default")
             label = " ".join(item["word"] for item in sense["label"])
-            _hanging(
+            labelled(
                 console,
                 head,
                 Text(label or "(no label: the vectors are not in the vocabulary's space)", style="italic"),
+                width=0,
             )
             for example in sense["examples"]:
                 left, keyword, right = kwic(example["text"], example["start"], example["end"], width)
@@ -98,19 +99,6 @@ def render_senses(console: Console, doc: dict) -> None:
                 line.append(keyword, style="bold reverse")
                 line.append(right)
                 console.print(line, no_wrap=True, overflow="ellipsis", crop=True)
-
-
-def _hanging(console: Console, head: Text, body: Text) -> None:
-    """``head`` then ``body``, the body's wrapped lines under its own first character (not at column 0),
-    with no trailing spaces; a body that cannot fit beside the head starts on the next line."""
-    indent = head.cell_len
-    room = (console.width or 80) - indent
-    if room < 20:
-        console.print(head + body)
-        return
-    for n, line in enumerate(body.wrap(console, room)):
-        line.rstrip()
-        console.print((head if n == 0 else Text(" " * indent)) + line, no_wrap=True, crop=False)
 
 
 @terminal_view
