@@ -1304,7 +1304,7 @@ for text, word in zip(sentences * 3, words * 3):
     [result] = explorer.contextualize([text])
     space = open_space(explorer.engine)
     started = time.process_time()
-    states = hidden_states(result)[:, result.index_of(word)]
+    states = hidden_states(result, result.index_of(word))
     space.neighbours(states, explorer.engine.mix, word=word, k=10, exclude={word})
     searches.append(time.process_time() - started)
 print(json.dumps({"first": calls[0], "later": calls[1:], "searches": searches[1:]}))

@@ -412,7 +412,7 @@ def neighbors_document(
 
         found = open_space(engine)
         forms = [] if include_context else word_forms(token.key, found.words)
-        states = hidden_states(result)[:, row]  # (K, D) the word's hidden states, compared state by state
+        states = hidden_states(result, row)  # (K, D) the word's hidden states, compared state by state
         contextual_list = found.neighbours(states, engine.mix, word=token.key, k=k, exclude=exclude | set(forms))
         searched = found.describe_neighbours(engine.mix)
     else:

@@ -10,7 +10,7 @@ states from a neutral template sentence (:data:`TEMPLATE`) instead; the space sa
 This module builds the space and opens it; :mod:`ctxembed.engine.space_search` searches it.
 
     space = open_space(engine)                       # built once, then memory-mapped from the model's folder
-    space.neighbours(hidden_states(result)[:, row], mix, word="bank", k=10, exclude={"river"})
+    space.neighbours(hidden_states(result, row), mix, word="bank", k=10, exclude={"river"})
 
 The space is a folder beside the model's files (:func:`space_folder`; the cache folder when the model's
 folder cannot be written), named by the model, the space's version and what it was built from (the
@@ -102,9 +102,11 @@ def accumulate(
     return sums, counts
 
 
-def hidden_states(result) -> np.ndarray:
-    """(K, W, D) the hidden states a space keeps of a result: every layer's input and the top (h0 ... hL)."""
-    return np.stack([*result.layer_inputs, result.top]).astype(np.float64)
+def hidden_states(result, row: int | None = None) -> np.ndarray:
+    """(K, W, D) the hidden states a space keeps of a result: every layer's input and the top (h0 ... hL);
+    (K, D) those of word ``row`` alone (the other words' are not copied)."""
+    states = [*result.layer_inputs, result.top]
+    return np.stack(states if row is None else [state[row] for state in states]).astype(np.float64)
 
 
 def template_states(engine, words: Sequence[str]) -> np.ndarray:
@@ -115,7 +117,7 @@ def template_states(engine, words: Sequence[str]) -> np.ndarray:
         chunk = words[start : start + CHUNK_LINES]
         prepared = [engine.prepare(TEMPLATE.format(word=w)) for w in chunk]
         for result, word in zip(engine.run(prepared, weights=False), chunk, strict=True):
-            out.append(hidden_states(result)[:, result.index_of(word)])  # (K, D)
+            out.append(hidden_states(result, result.index_of(word)))  # (K, D)
     return np.stack(out, axis=1) if out else None
 
 

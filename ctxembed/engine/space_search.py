@@ -11,7 +11,7 @@ and came up in lists whatever the sentence. On data/ambiguous.tsv and data/ambig
 follows the sense for 15 of 20 and 12 of 15 words, against 14 and 8 for the mixed read-out among all
 words (docs/senses.md).
 
-    space.neighbours(hidden_states(result)[:, row], engine.mix, word="bank", k=10, exclude={"river"})
+    space.neighbours(hidden_states(result, row), engine.mix, word="bank", k=10, exclude={"river"})
 """
 
 from __future__ import annotations

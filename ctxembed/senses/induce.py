@@ -119,7 +119,7 @@ def occurrence_vectors(
         usable.append(occurrence)
         prepared.append(sentence)
         rows.append(sentence.used.index(position - start))
-    vectors, states, around = targets(engine, prepared, rows, drop_own=drop_own)
+    vectors, states, around = targets(engine, prepared, rows, drop_own=drop_own, states=True)
     clustered = trained_features(engine, vectors, around, drop_own=drop_own)
     return OccurrenceVectors(usable, vectors, skipped, states, clustered)
 
@@ -147,16 +147,18 @@ def trained_features(
 
 
 def targets(
-    engine: ContextEngine, prepared: list, rows: list[int], *, drop_own: bool
+    engine: ContextEngine, prepared: list, rows: list[int], *, drop_own: bool, states: bool = False
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """Of token ``rows[i]`` (an index into ``used``) of sentence ``prepared[i]``: its contextual vector less
-    its own term when ``drop_own`` (n, d_out), its hidden states h0..hL under a model with a contextual
-    neighbour space (n, K, D; else None), and the mean read-out of the sentence's other words (n, d_out;
-    zero for a sentence of one word). A sentence listed several times runs once."""
+    its own term when ``drop_own`` (n, d_out), with ``states`` its hidden states h0..hL under a model with a
+    contextual neighbour space (n, K, D, what sense labels search; else None), and the mean read-out of the
+    sentence's other words (n, d_out; zero for a sentence of one word). A sentence listed several times
+    runs once."""
     from ctxembed.engine.space import hidden_states  # the states a contextual space compares
 
     vectors = np.zeros((len(prepared), engine.out_dim), dtype=np.float32)  # (n, d_out)
     around = vectors.copy()  # (n, d_out)
+    keep = states and engine.card.spaces[0] == "contextual"
     states = None
     if not prepared:
         return vectors, states, around
@@ -166,8 +168,8 @@ def targets(
     for n, (sentence, row) in enumerate(zip(prepared, rows, strict=True)):
         result = results[id(sentence)]
         vectors[n] = result.contextual[row]
-        if engine.card.spaces[0] == "contextual":
-            hidden = hidden_states(result)[:, row]  # (K, D)
+        if keep:
+            hidden = hidden_states(result, row)  # (K, D)
             if states is None:
                 states = np.zeros((len(prepared), *hidden.shape), dtype=np.float32)  # (n, K, D)
             states[n] = hidden
