@@ -131,3 +131,21 @@ def test_side_by_side_gives_its_vectors_only_to_the_models_that_read_vectors(min
     views = [(m["model"], m["preset"]) for m in doc["models"]]
     assert ("glove", "default") in views and ("minilm", "default") in views
     assert all(missing["model"] != "minilm" for missing in doc["missing"])
+
+
+def test_a_trained_models_mix_norm_normalises_each_hidden_state_as_glove_s_does(tiny_model):
+    """--mix-norm, which a trained model takes, reads each hidden state at unit length before mixing (it was
+    accepted and ignored: the read-out mixed the raw states)."""
+    import numpy as np
+
+    from ctxembed.engine import open_engine
+
+    plain = open_engine(model=tiny_model.name, mix="0,1,1")
+    normed = open_engine(model=tiny_model.name, mix="0,1,1", mix_norm=True)
+    assert normed.mix.normalize and not plain.mix.normalize
+    [result] = normed.run([normed.prepare("we sat on the river bank")], weights=False)
+    layers = np.stack([*result.layer_inputs, result.top])  # (K, W, D) h0 .. hL
+    units = layers / np.linalg.norm(layers, axis=-1, keepdims=True)
+    expected = normed.mix.gamma * (0.5 * units[1] + 0.5 * units[2])  # the mix's weights, each state at unit length
+    np.testing.assert_allclose(result.contextual, expected, rtol=1e-5, atol=1e-6)
+    assert "/|h1|" in normed.summary() and "/|h1|" not in plain.summary()

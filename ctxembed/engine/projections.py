@@ -125,9 +125,10 @@ def projection_parameters(params: list[LayerParams] | None) -> int:
     )
 
 
-def layer_mix(settings: Settings, dim: int, out_dim: int) -> LayerMix | None:
-    """The mix the settings name, checked against the layers and the sizes (None: the last layer alone)."""
-    mix = resolve_mix(settings.mix, settings.attention.layers)
+def layer_mix(settings: Settings, dim: int, out_dim: int, layers: int | None = None) -> LayerMix | None:
+    """The mix the settings name (with their {mix_norm}), checked against the layers (the settings', or a
+    trained model's ``layers``) and the sizes (None: the last layer alone)."""
+    mix = resolve_mix(settings.mix, settings.attention.layers if layers is None else layers)
     if mix is not None and settings.mix_norm:
         mix = replace(mix, normalize=True)
     if mix is not None and out_dim != dim:

@@ -35,11 +35,11 @@ from ctxembed.core.pieces import hidden_share, word_attention, word_vectors
 from ctxembed.core.readings import sent_vectors
 from ctxembed.declarations import DEFAULT_MAX_TOKENS, ReadOptions
 from ctxembed.engine.contract import WORDPIECES, Masks, ModelCard
+from ctxembed.engine.projections import layer_mix
 from ctxembed.engine.sentence import NO_STEPS, AttentionParts, Contextualized, LayerTrace, Prepared
 from ctxembed.errors import DataError, SettingError
 from ctxembed.presets import PRESETS, Settings
 from ctxembed.vectors.integrity import check_finite, open_store
-from ctxembed.vectors.mixfiles import resolve_mix
 from ctxembed.vectors.models import NEIGHBOURS, install_command, model_path
 from ctxembed.vectors.pieces import pieces_to_words
 from ctxembed.vectors.tokenize import pretokenized, tokenize
@@ -152,7 +152,7 @@ class TrainedEngine:
             self.settings = replace(self.settings, mix=weights, mix_norm=False, preset=f"{self.model}@{readout_layer}")
         base = self.settings
         # the read-out: the settings' mix when they name one (eval's NAME@N), else the mean of h0 ... hL
-        self.mix = resolve_mix(base.mix, self.layers) if base.mix else None
+        self.mix = layer_mix(base, self.dim, self.out_dim, self.layers) if base.mix else None
         if self.mix is None and entry.derived is not None:  # the read-out it was trained with
             learned = entry.derived["mix"]
             self.mix = LayerMix(np.array(learned["weights"]), float(learned["gamma"]), f"{self.model}'s own")
