@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.cli_helpers import invoke, run_json
+from tests.cli_helpers import fails, invoke, run_json
 
 SAME = [
     ("we sat on the river bank", "the boat was by the bank", "bank", 1),
@@ -249,3 +249,15 @@ def test_models_verify_checks_a_fine_tuned_model_and_names_a_frozen_ones_parent(
     train(tiny_model, pairs_tsv, "tiny-headonly", "--freeze")
     result = invoke("models", "verify", "tiny-headonly")
     assert result.exit_code == 2 and f"verify {tiny_model.name}" in result.stderr
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "5", "{}"])
+def test_a_derived_record_that_is_no_object_is_one_line_everywhere(tmp_path, monkeypatch, text):
+    """A derived.json holding a list or a number (not the record) is a data error naming the file, from
+    `models verify` and from every command that looks the model up; it was an 'internal error'."""
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "derived.json").write_text(text)
+    monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path))
+    for args in (("models", "verify", "broken"), ("attend", "we sat", "--model", "broken")):
+        line = fails(1, *args)
+        assert "derived.json is not a derived model's record" in line and "internal error" not in line

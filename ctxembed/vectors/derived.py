@@ -67,8 +67,8 @@ def read_derived(name: str) -> dict | None:
     if not path.is_file():
         return None
     record = models.parse_json(name, path, models.read_small(name, path))
-    missing = [key for key in ("parent", "weights", "head", "mix", "data", "licence") if key not in record]
-    if not isinstance(record, dict) or record.get("schema") != SCHEMA or missing:
+    keys = ("parent", "weights", "head", "mix", "data", "licence")
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA or any(key not in record for key in keys):
         raise DataError(
             f"{path} is not a derived model's record (train it again with `ctxembed train {{name}} {name}`)", "name"
         )

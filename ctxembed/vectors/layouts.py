@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctxembed.errors import UsageError
+from ctxembed.errors import DataError, UsageError
 from ctxembed.vectors import bert
 from ctxembed.vectors.catalogue import find
 from ctxembed.vectors.models import (
@@ -91,7 +91,14 @@ def verify(name: str) -> dict:
     folder = models_dir() / name
     if not (folder / INSTALLED).is_file():
         if (folder / "derived.json").is_file():  # a frozen derived model: a head over its parent's weights
-            parent = parse_json(name, folder / "derived.json", read_small(name, folder / "derived.json")).get("parent")
+            record = parse_json(name, folder / "derived.json", read_small(name, folder / "derived.json"))
+            parent = record.get("parent") if isinstance(record, dict) else None
+            if not isinstance(parent, str):  # derived.read_derived's check, which this layer cannot import
+                raise DataError(
+                    f"{folder / 'derived.json'} is not a derived model's record (train it again with "
+                    f"`ctxembed train {{name}} {name}`)",
+                    "name",
+                )
             raise UsageError(f"{name} holds no weights of its own (a head over {parent}'s): verify {parent}")
         package_of(name)  # a name that is no model: UsageError naming the ones there are
     record = read_record(name, folder)
