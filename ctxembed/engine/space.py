@@ -31,10 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxembed.engine.space_search import (  # noqa: F401 (readout_name, word_forms: the space's callers import them here)
+from ctxembed.engine.space_search import (  # noqa: F401 (word_forms: the space's callers import it here)
     NeighbourSpace,
     crc,
-    readout_name,
     rebuild_command,
     word_forms,
 )
@@ -103,9 +102,9 @@ def accumulate(
 
 
 def hidden_states(result, row: int | None = None) -> np.ndarray:
-    """(K, W, D) the hidden states a space keeps of a result: every layer's input and the top (h0 ... hL);
-    (K, D) those of word ``row`` alone (the other words' are not copied)."""
-    states = [*result.layer_inputs, result.top]
+    """(K, W, D) the hidden states a space keeps of a result (:meth:`Contextualized.hidden_states`, h0 ... hL)
+    in float64; (K, D) those of word ``row`` alone (the other words' are not copied)."""
+    states = result.hidden_states()
     return np.stack(states if row is None else [state[row] for state in states]).astype(np.float64)
 
 
