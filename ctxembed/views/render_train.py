@@ -216,8 +216,8 @@ def _derived_cosines(console: Console, doc: dict) -> None:
         n = len(doc["sentences"])
         for i in range(n):
             for j in range(i + 1, n):
-                was, now = cosines["before"][i][j], cosines["after"][i][j]
-                table.add_row(f"S{i + 1}-S{j + 1}", f"{was:.3f}", f"{now:.3f}", f"{now - was:+.3f}")
+                was, now, change = (cosines[key][i][j] for key in ("before", "after", "change"))
+                table.add_row(f"S{i + 1}-S{j + 1}", f"{was:.3f}", f"{now:.3f}", f"{change:+.3f}")
         console.print(table)
         for i, sentence in enumerate(doc["sentences"]):
             console.print(Text(f"S{i + 1}  {sentence}"), highlight=False)
