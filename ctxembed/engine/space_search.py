@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxembed.core.mix import LayerMix
+from ctxembed.core.similarity import unit_rows
 from ctxembed.errors import DataError
 
 # how much of the word's own type direction a query loses: 0.5, 0.6, 0.7 followed the sense for 9, 12
@@ -85,7 +86,7 @@ class NeighbourSpace:
                 self._check_means()  # read whole now anyway: a damaged byte is refused, never searched
                 means = self.means.astype(np.float32)  # (K, V, D)
                 centres = means.mean(axis=1, dtype=np.float64).astype(np.float32)  # (K, D)
-                rows = np.stack([_unit(means[k, met] - centres[k]) for k in range(K)], axis=1)  # (n, K, D)
+                rows = np.stack([unit_rows(means[k, met] - centres[k]) for k in range(K)], axis=1)  # (n, K, D)
                 return np.concatenate([rows, centres[None]])  # (n + 1, K, D)
 
             packed = _mapped(self.folder / "states", (len(met) + 1, K, D), build)
@@ -106,11 +107,11 @@ class NeighbourSpace:
         weights = search_weights(mix)  # (K,)
         queries = np.zeros((K, D), dtype=np.float32)  # each state's query, times its weight (0: not compared)
         for state in np.flatnonzero(weights):
-            query = _unit((np.asarray(states[state], dtype=np.float32) - space.centres[state])[None])[0]  # (D,)
+            query = unit_rows((np.asarray(states[state], dtype=np.float32) - space.centres[state])[None])[0]  # (D,)
             if row is not None:
                 own = self.means[state, row].astype(np.float32) - space.centres[state]  # (D,)
-                query = query - OWN * _unit(own[None])[0]
-            queries[state] = weights[state] * _unit(query[None])[0]
+                query = query - OWN * unit_rows(own[None])[0]
+            queries[state] = weights[state] * unit_rows(query[None])[0]
         scores = space.units.reshape(n, K * D) @ queries.reshape(K * D)  # (n, K·D) @ (K·D,) -> (n,): one product
         return self._best(scores, space.rows, k, exclude)
 
@@ -175,12 +176,6 @@ def readout_name(mix: LayerMix) -> str:
     if np.allclose(weights, weights[0]) and not mix.normalize:
         return f"mean of h0..h{len(weights) - 1}"
     return mix.formula()
-
-
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    """(V, D) rows at unit length, float32 (a zero row stays zero)."""
-    lengths = np.linalg.norm(vectors, axis=1, keepdims=True)  # (V, 1)
-    return np.divide(vectors, lengths, out=np.zeros_like(vectors), where=lengths > 0).astype(np.float32)
 
 
 def crc(array: np.ndarray) -> str:
