@@ -17,7 +17,7 @@ words (docs/senses.md).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +26,7 @@ import numpy as np
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.similarity import unit_rows
 from ctxembed.errors import DataError
+from ctxembed.vectors.cache import mapped_file
 
 # how much of the word's own type direction a query loses: 0.5, 0.6, 0.7 followed the sense for 9, 12
 # and 14 of the 20 words of data/ambiguous.tsv in the mixed read-out (docs/senses.md)
@@ -89,7 +90,7 @@ class NeighbourSpace:
                 rows = np.stack([unit_rows(means[k, met] - centres[k]) for k in range(K)], axis=1)  # (n, K, D)
                 return np.concatenate([rows, centres[None]])  # (n + 1, K, D)
 
-            packed = _mapped(self.folder / "states", (len(met) + 1, K, D), build)
+            packed = mapped_file(self.folder / "states", (len(met) + 1, K, D), build)
             self._states = States(packed[:-1], packed[-1], met)
         return self._states
 
@@ -180,41 +181,6 @@ def readout_name(mix: LayerMix) -> str:
 
 def crc(array: np.ndarray) -> str:
     return f"{zlib.crc32(memoryview(np.ascontiguousarray(array)).cast('B')) if array.size else 0:08x}"
-
-
-# files _mapped has checked in this process, by (path, inode, size, mtime): a later search (each `neighbors`
-# call opens the space again) maps them without reading every byte again for the CRC
-_CHECKED: dict[tuple, np.ndarray] = {}
-
-
-def _mapped(base: Path, shape: tuple[int, ...], build: Callable[[], np.ndarray]) -> np.ndarray:
-    """A float32 array kept as ``<base>-<crc>.npy``: mapped when a file with a matching CRC is there,
-    else built and written (best effort: a folder that cannot be written gives the array in memory)."""
-    for found in sorted(base.parent.glob(f"{base.name}-*.npy")):
-        try:
-            stat = found.stat()
-            key = (str(found), stat.st_ino, stat.st_size, stat.st_mtime_ns)
-            if key in _CHECKED and _CHECKED[key].shape == shape:
-                return _CHECKED[key]
-            array = np.load(found, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError, EOFError):
-            continue
-        if array.shape == shape and array.dtype == np.float32 and crc(array) == found.stem.rsplit("-", 1)[-1]:
-            _CHECKED[key] = array
-            return array
-    array = np.ascontiguousarray(build(), dtype=np.float32)
-    try:
-        _save_atomic(base.parent / f"{base.name}-{crc(array)}.npy", array)
-    except OSError:
-        pass
-    return array
-
-
-def _save_atomic(path: Path, array: np.ndarray) -> None:
-    from ctxembed.output import atomic_file
-
-    with atomic_file(path) as fh:
-        np.save(fh, array, allow_pickle=False)
 
 
 def rebuild_command(model: str) -> str:

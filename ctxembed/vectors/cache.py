@@ -113,8 +113,15 @@ def mapped_array(store: VectorStore, kind: str, shape: tuple[int, ...], build: C
     base = stats_cache_path(store, kind)
     if base is None:
         return build()
-    stem = base.name.removesuffix(".npz")
-    for found in sorted(base.parent.glob(f"{stem}-*.npy")):
+    return mapped_file(base.with_name(base.name.removesuffix(".npz")), shape, build)
+
+
+def mapped_file(base: Path, shape: tuple[int, ...], build: Callable[[], np.ndarray]) -> np.ndarray:
+    """A float32 array kept as ``<base>-<crc>.npy`` (the cache's, and a contextual space's rows beside a
+    model): mapped when a file with a matching CRC-32 is there (checked once a process; a damaged one is
+    removed with a note), else built by ``build()`` and written (best effort: a folder that cannot be
+    written gives the array in memory, and the next process builds it again)."""
+    for found in sorted(base.parent.glob(f"{base.name}-*.npy")):
         if found in _MAPPED:
             return _MAPPED[found]
         array = _checked_npy(found, shape)
@@ -124,10 +131,10 @@ def mapped_array(store: VectorStore, kind: str, shape: tuple[int, ...], build: C
     array = np.ascontiguousarray(build(), dtype=np.float32)
     crc = zlib.crc32(memoryview(array).cast("B")) if array.size else 0
     try:
-        with atomic_file(base.parent / f"{stem}-{crc:08x}.npy") as fh:
+        with atomic_file(base.parent / f"{base.name}-{crc:08x}.npy") as fh:
             np.save(fh, array, allow_pickle=False)
     except OSError:
-        pass  # best effort: the next process builds it again
+        pass
     return array
 
 
