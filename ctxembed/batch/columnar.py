@@ -186,12 +186,13 @@ def _schema(engine, options: dict):
 def run_document(engine, options: dict, schema: str) -> dict:
     """What a file says about the run that wrote it: its schema, settings (with the window each line was
     cropped to around --word, when one was: records.cropped), vectors and batch options."""
+    from ctxembed.report import settings_block
     from ctxembed.vectors.weights import vectors_record
 
     window = engine.window if options.get("word") is not None else 0
     return {
         "schema": schema,
-        "settings": engine.describe() | ({"window": window} if window else {}),
+        "settings": settings_block(engine, window=window)["settings"],
         "vectors": vectors_record(engine.store),
         "options": {key: options.get(key) for key in ("weights", "with_vectors", "word", "digits")},
     }

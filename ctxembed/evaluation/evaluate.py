@@ -112,8 +112,10 @@ def described(store: VectorStore, settings: Settings | None, window: int | None 
     computes."""
     if settings is None:
         return None
+    from ctxembed.report import settings_block  # the one settings block
+
     engine = open_for(store, settings, max_tokens=4096, window=window)
-    return engine.describe() | ({"window": engine.window} if engine.window else {})
+    return settings_block(engine, window=engine.window)["settings"]
 
 
 def windowed(occurrences: list[Occurrence], window: int) -> list[Occurrence]:
