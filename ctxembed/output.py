@@ -370,11 +370,13 @@ def write_outputs(files: dict, setting: str) -> None:
 def atomic_file(path: Path) -> Iterator:
     """Open a temporary file beside ``path`` for binary writing; on success it is synced and renamed
     to ``path`` (with the umask's mode), on any error removed, so no half-written file is ever left.
-    A device or FIFO (``train --out /dev/stdout``) is written through, as :class:`OutputFile` does."""
+    A device or FIFO (``train --out /dev/stdout``) is written through, and a symbolic link to a file stays
+    a link (the file it names is replaced), as :class:`OutputFile` does."""
     if writes_through(path):
         with open(path, "wb") as fh:
             yield fh
         return
+    path = Path(os.path.realpath(path))  # a link to a file stays a link
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = new_temp(path, ".tmp")
     try:

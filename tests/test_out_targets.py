@@ -144,6 +144,23 @@ def test_out_a_link_to_a_file_stays_a_link(lines, tmp_path):
     assert link.is_symlink() and real.read_text().startswith('{"line":1') and leftovers(tmp_path) == []
 
 
+def test_every_writer_keeps_a_link_to_a_file_a_link(tmp_path):
+    """output.atomic_file (train --out, the mix file, the caches) replaces the file a link names, as batch's
+    --out does, instead of replacing the link with a file and leaving the file it named as it was."""
+    from ctxembed.output import atomic_file
+
+    real, link = tmp_path / "real.npz", tmp_path / "link.npz"
+    real.write_bytes(b"old")
+    link.symlink_to(real)
+    with atomic_file(link) as fh:
+        fh.write(b"new")
+    assert (
+        link.is_symlink()
+        and real.read_bytes() == b"new"
+        and sorted(p.name for p in tmp_path.iterdir()) == ["link.npz", "real.npz"]
+    )
+
+
 def test_out_a_descriptor_path_writes_to_that_descriptor(lines):
     """/dev/stdout's kind, by a path a writer that renames could never replace (/proc refuses new files):
     the records go down the pipe that is stdout, as `cat > /dev/stdout` would send them."""
