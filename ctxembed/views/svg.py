@@ -375,17 +375,20 @@ def wrap_text(text: str, size: float, room: float) -> list[str]:
 
 
 def figure_svg(figure: Figure) -> str:
-    """The whole figure as one SVG document (a string). Its text lines (settings, notes) are wrapped to
-    the drawing's width, so a long settings line does not widen the canvas past the figure."""
+    """The whole figure as one SVG document (a string). Its text (the title, settings, notes) is wrapped to
+    the drawing's width, so a long sentence in the title or a long settings line does not widen the canvas
+    past the figure (the page showed such a figure cut off at its right edge)."""
     margin, gap = 16, 28
     per_row = figure.columns or len(figure.panels)
     drawn = [_DRAW[type(panel)](panel) for panel in figure.panels]
     rows = [drawn[start : start + per_row] for start in range(0, len(drawn), per_row)]
     content = max((sum(w for w, _, _ in row) + gap * (len(row) - 1) for row in rows), default=0.0)
-    room = max(content, MIN_TEXT_WIDTH, text_width(figure.title, 16))  # width the text lines may take
-    y = margin + 18
-    body = [_text(margin, y, figure.title, 16, weight="bold")]
-    width = margin * 2 + text_width(figure.title, 16)
+    room = max(content, MIN_TEXT_WIDTH)  # width the text lines may take
+    y, body, width = margin - 4, [], 0.0
+    for line in wrap_text(figure.title, 16, room):
+        y += 22
+        body.append(_text(margin, y, line, 16, weight="bold"))
+        width = max(width, margin * 2 + text_width(line, 16))
     for line in (piece for text in figure.lines for piece in wrap_text(text, 11, room)):
         y += 16
         body.append(_text(margin, y, line, 11, fill="#444"))
