@@ -41,7 +41,7 @@
     select.textContent = "";
     $("readout-field").hidden = !states;
     if (!states) return;
-    select.appendChild(el("option", { value: "" }, "its own: mean of h0..h" + (states - 1)));
+    select.appendChild(el("option", { value: "", title: "the model's own read-out" }, "mean of h0..h" + (states - 1)));
     for (var n = 0; n < states; n++) select.appendChild(el("option", { value: String(n) }, "h" + n));
   }
   function modelName() { var n = $("readout").value; return n === "" ? model : model + "@" + n; }
