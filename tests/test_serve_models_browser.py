@@ -166,9 +166,7 @@ def test_a_trained_models_read_out_is_chosen_on_the_page_as_name_at_n(minilm_fol
     page.click("#tabs button[data-tab=compare]")
     pick_model(page, "minilm", "window.ctxembedLive.lastBody.model === 'minilm'")
     assert page.locator("#readout-field").is_visible()
-    assert page.locator("#readout option").all_text_contents() == ["mean of h0..h6"] + [
-        f"h{n}" for n in range(7)
-    ]
+    assert page.locator("#readout option").all_text_contents() == ["mean of h0..h6"] + [f"h{n}" for n in range(7)]
     before = draws(page)
     page.select_option("#readout", "3")
     settled(page, before, "window.ctxembedLive.lastBody.model === 'minilm@3'")
