@@ -331,3 +331,22 @@ def test_the_tiny_models_files_must_be_regular(tiny_copy):
     os.mkfifo(tiny_copy / "config.json")
     line = fails(1, "attend", "we sat on the river bank", "--model", tiny_copy.name, "--json")
     assert f"{tiny_copy / 'config.json'} is damaged (not a regular file)" in line
+
+
+def test_verify_hashes_each_file_once_when_the_cache_cannot_remember_it(tiny_copy, tmp_path, monkeypatch):
+    """`models verify` checks every file in full, then opens the folder with the family's loader: a file it
+    has just hashed is not hashed (nor its weights summed) again by that open, even when its size or mtime
+    is not the one installed.json recorded (a copied folder) and the cache folder cannot be written."""
+    from ctxembed.vectors import layouts
+
+    for file in bert.FILES:
+        (tiny_copy / file).touch()  # new mtimes: each open must check these files in full
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("CTXEMBED_CACHE_DIR", str(tmp_path / "not-a-folder" / "cache"))  # the stamps cannot be written
+    hashed, summed = [], []
+    real_sha, real_finite = models.sha256_of, integrity.check_all_finite
+    monkeypatch.setattr(models, "sha256_of", lambda path: hashed.append(path.name) or real_sha(path))
+    summing = lambda name, path: summed.append(path.name) or real_finite(name, path)  # noqa: E731
+    monkeypatch.setattr(integrity, "check_all_finite", summing)
+    assert layouts.verify(tiny_copy.name)["verified"] is True
+    assert sorted(hashed) == sorted(bert.FILES) and summed == [bert.WEIGHTS]

@@ -9,7 +9,7 @@ millisecond and without reading the weights:
   (:func:`pinned`);
 - each of those files is a regular file (a FIFO or a device is refused before it is read, so nothing
   hangs) whose size and mtime are the ones ``installed.json`` recorded, or those of the last full check
-  (remembered in the cache folder); when one differs, the full check of that file runs first
+  (remembered in the cache folder, and by the process that made it); when one differs, the full check of that file runs first
   (:func:`verify_files`: its sha256, and for the weights file every number finite);
 
 then checks what only the family knows (a BERT's config, safetensors header and vocabulary). The neighbour
@@ -43,6 +43,9 @@ from ctxembed.vectors.models import (
 )
 
 STAMPS = "verified-models.json"  # in the cache folder: each file's stat when its full check passed
+# this process's own record of the same (file -> stat), so a file checked in full is not checked again by
+# this process when the cache folder cannot be written (``models verify`` hashes, then opens with the loader)
+_PASSED: dict[str, list[int]] = {}
 
 
 def file_stat(name: str, path: Path) -> os.stat_result:
@@ -89,7 +92,8 @@ def _as_checked(record: dict, folder: Path, file: str, found: os.stat_result) ->
     recorded = record.get("files", {}).get(file)
     if recorded is not None and (found.st_size, found.st_mtime_ns) == (recorded["bytes"], recorded["mtime_ns"]):
         return True
-    return _stamps().get(str((folder / file).resolve())) == _stamp(found)
+    key, stamp = str((folder / file).resolve()), _stamp(found)
+    return _PASSED.get(key) == stamp or _stamps().get(key) == stamp
 
 
 def expected_metadata(package: ModelPackage) -> dict[str, str]:
@@ -178,10 +182,11 @@ def _stamps() -> dict:
 
 
 def _remember(passed: dict) -> None:
-    """Add the stats of files that passed their full check to the cache's stamps (best effort: a cache
-    that cannot be written only means the next open checks them again)."""
+    """Add the stats of files that passed their full check to this process's record and the cache's stamps
+    (best effort: a cache that cannot be written only means the next process checks them again)."""
     if not passed:
         return
+    _PASSED.update(passed)
     stamps = {**_stamps(), **passed}
     try:
         with atomic_file(_stamps_path()) as fh:
