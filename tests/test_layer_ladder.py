@@ -34,9 +34,10 @@ def test_a_layer_rung_is_its_configuration_read_out_at_that_layer():
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("learned@3", "learned@3: layer 3 does not exist; its layers are 0 (the input) to 2"),
+        ("learned@3", "learned@3: learned has no hidden state 3; its hidden states are 0 (the input) to 2"),
         ("static@0", "static@0: static has no layers to read out"),
-        ("learned@x", "the layer after @ must be a number"),
+        ("learned@x", "learned@x: the hidden state after @ must be a whole number, as in learned@1"),
+        ("learned@1@0", "learned@1@0: the hidden state after @ must be a whole number, as in learned@1"),
         ("nope@1", "unknown configuration 'nope'"),
     ],
 )

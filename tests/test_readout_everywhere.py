@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.cli_helpers import invoke, json_lines, run_json
 
 RIVER = "we sat on the river bank"
@@ -71,3 +73,30 @@ def test_fit_mix_refuses_one_hidden_state(tiny_model, tmp_path):
     line = fails(2, "eval", "fit-mix", _scws(tmp_path), "--model", f"{tiny_model.name}@1", "--out", out)
     assert line.endswith("--model tiny@1 reads one hidden state: a layer mix is fitted over all of them (--model tiny)")
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("spelled", "message"),
+    [
+        ("tiny@3", "tiny@3: tiny has no hidden state 3; its hidden states are 0 (the input) to 2"),
+        ("tiny@x", "tiny@x: the hidden state after @ must be a whole number, as in tiny@1"),
+        ("tiny@-1", "tiny@-1: the hidden state after @ must be a whole number, as in tiny@1"),
+        ("tiny@", "tiny@: the hidden state after @ must be a whole number, as in tiny@1"),
+    ],
+)
+def test_a_mistaken_name_at_n_gets_one_message_from_model_and_config(tiny_model, tmp_path, spelled, message):
+    """--model NAME@N and eval's -c NAME@N are parsed and checked by one function: one line, exit 2."""
+    from tests.cli_helpers import fails
+
+    as_model = fails(2, "neighbors", RIVER, "--word", "bank", "--space", "input", "--model", spelled)
+    as_config = fails(2, "eval", "pairs", _scws(tmp_path), "--model", tiny_model.name, "-c", spelled)
+    assert as_model == as_config == f"ctxembed: error: {message}"
+
+
+def test_the_readout_module_docstring_runs():
+    import doctest
+
+    from ctxembed.engine import readout
+
+    failures, tried = doctest.testmod(readout)
+    assert tried > 0 and failures == 0

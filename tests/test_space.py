@@ -140,7 +140,7 @@ def test_model_at_layer_reads_that_hidden_state(tiny_model):
     [a], [b] = (e.run([e.prepare("we sat on the river bank")], weights=False) for e in (plain, at))
     np.testing.assert_array_equal(b.contextual, b.layer_inputs[1])
     assert not np.array_equal(a.contextual, b.contextual)
-    with pytest.raises(SettingError, match="hidden states are 0"):
+    with pytest.raises(SettingError, match="tiny@3: tiny has no hidden state 3; its hidden states are 0"):
         open_engine(model=f"{tiny_model.name}@3")
     with pytest.raises(CtxembedError, match="NAME@N"):
         open_engine(model="glove@1")

@@ -7,6 +7,7 @@
 - ``families.py``  :data:`FAMILIES`: how each family's models are loaded, tokenized, run and explained
 - ``glove.py``     the "attention" family's engine: static word vectors -> attention layers (the model "glove")
 - ``trained.py``   the one engine of every trained model (all-MiniLM-L6-v2 and any other BERT)
+- ``readout.py``   ``NAME@N``, hidden state N alone: parsed, checked and built for ``--model`` and eval's ``-c``
 - ``steps.py``     :func:`named_steps`: the steps of ``--explain``, named, for the view to draw
 - ``projections.py`` what settings make of a store: a weights file's settings, the projections, all-but-the-top
 

@@ -14,6 +14,7 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from ctxembed.engine.families import FAMILIES
+from ctxembed.engine.readout import split_readout
 from ctxembed.errors import SettingError
 from ctxembed.vectors.catalogue import DEFAULT_MODEL, MODELS, ModelEntry
 from ctxembed.vectors.derived import find, names
@@ -29,7 +30,7 @@ Model = ModelEntry  # a registry entry, by the name the engine package exports
 def entry_of(model: str) -> ModelEntry:
     """The registry's entry for ``model`` (a name or an alias, or NAME@N: the model read out at hidden state
     N); SettingError naming the known ones."""
-    entry = find(model.partition("@")[0])
+    entry = find(split_readout(model)[0])
     if entry is None:
         raise SettingError(f"{{model}} {model!r}: no such model (known: {', '.join(names())})", "model")
     return entry
@@ -46,16 +47,16 @@ def open_engine(
     :func:`ctxembed.engine.glove.open_glove` (limit, trust, oov, max_tokens, on_note, label and
     settings). Raises SettingError for a model no entry of :data:`MODELS` names, and, before anything
     is opened, for an option the model does not take (:func:`check_options`)."""
-    name, at, layer = model.partition("@")
+    name, layer = split_readout(model)
     entry = entry_of(name)
     check_options(entry.name, given_options(vectors, preset, keywords), preset=preset)
-    if at:  # NAME@N: a trained model read out at hidden state N, the spelling every command and eval take
-        if not FAMILIES[entry.family].trained or not layer.isdigit():
+    if layer is not None:  # NAME@N: a trained model read out at hidden state N, as every command and eval take it
+        if not FAMILIES[entry.family].trained:
             raise SettingError(
-                f"{{model}} {model!r}: NAME@N reads a trained model's hidden state N (e.g. minilm@3); "
-                "the glove model's read-out is its {mix}", "model", "mix"
+                f"{{model}} {model}: NAME@N reads a trained model's hidden state N (e.g. minilm@3); "
+                f"the {entry.name} model's read-out is its {{mix}}", "model", "mix"
             )  # fmt: skip
-        keywords["readout_layer"] = int(layer)
+        keywords["readout_layer"] = layer
     return FAMILIES[entry.family].open(entry, vectors, preset, **keywords)
 
 

@@ -36,8 +36,9 @@ from ctxembed.core.readings import sent_vectors
 from ctxembed.declarations import DEFAULT_MAX_TOKENS, ReadOptions
 from ctxembed.engine.contract import WORDPIECES, Masks, ModelCard
 from ctxembed.engine.projections import layer_mix
+from ctxembed.engine.readout import read_out_at
 from ctxembed.engine.sentence import NO_STEPS, AttentionParts, Contextualized, LayerTrace, Prepared
-from ctxembed.errors import DataError, SettingError
+from ctxembed.errors import DataError
 from ctxembed.presets import PRESETS, Settings
 from ctxembed.vectors.integrity import check_finite, open_store
 from ctxembed.vectors.models import NEIGHBOURS, install_command, model_path
@@ -143,13 +144,7 @@ class TrainedEngine:
         # not part of the contract: what eval's ladder and Explorer.settings carry for this model
         self.settings: Settings = settings or replace(PRESETS["textbook"], preset=self.model, model=self.model)
         if readout_layer is not None:  # --model NAME@N: hidden state N alone, as eval's NAME@N
-            if readout_layer > self.layers:
-                raise SettingError(
-                    f"{{model}} {self.model}@{readout_layer}: {self.model}'s hidden states are 0 (the input) to "
-                    f"{self.layers}", "model"
-                )  # fmt: skip
-            weights = ",".join("1" if j == readout_layer else "0" for j in range(self.layers + 1))
-            self.settings = replace(self.settings, mix=weights, mix_norm=False, preset=f"{self.model}@{readout_layer}")
+            self.settings = read_out_at(self.settings, self.model, readout_layer, self.layers)
         base = self.settings
         # the read-out: the settings' mix when they name one (eval's NAME@N), else the mean of h0 ... hL
         self.mix = layer_mix(base, self.dim, self.out_dim, self.layers) if base.mix else None

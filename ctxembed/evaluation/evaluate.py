@@ -24,6 +24,7 @@ import numpy as np
 
 from ctxembed.core.similarity import row_cosines
 from ctxembed.engine import ContextEngine, resolve_settings, split_word, window_span
+from ctxembed.engine.readout import read_out_at, split_readout
 from ctxembed.errors import DataError, UsageError
 from ctxembed.evaluation.ladder import ladder
 from ctxembed.presets import PRESETS, Settings, build_settings
@@ -36,24 +37,13 @@ LADDER = ladder()
 CONFIG_NAMES = (*LADDER, "custom")
 
 
-def layer_read_out(settings: Settings, layer: int, name: str, layers: int) -> Settings:
-    """``settings`` read out at one layer: h_layer alone (0 the attention input, L the last layer's
-    output) instead of the last layer or the layer mix, as the mix 0,...,1,...,0 that weighs it alone.
-    ``layers``: L, its model's (the card's)."""
-    if not 0 <= layer <= layers:
-        raise UsageError(f"{name}: layer {layer} does not exist; its layers are 0 (the input) to {layers}")
-    weights = ",".join("1" if j == layer else "0" for j in range(layers + 1))
-    return replace(settings, mix=weights, mix_norm=False, preset=name)
-
-
 def named_settings(name: str, custom: Settings | None = None, store: VectorStore | None = None) -> Settings | None:
     """Settings of a ladder configuration (None for static); "custom" is the command line's.
-    ``NAME@N`` reads configuration NAME out at layer N (:func:`layer_read_out`): a per-layer ladder,
-    over the layers of the model that computes NAME on ``store`` (default: the shipped vectors)."""
-    base, at, layer = name.rpartition("@")[0], "@" in name, name.rpartition("@")[2]
-    if at:
-        if not layer.isdigit():
-            raise UsageError(f"{name}: the layer after @ must be a number (e.g. learned@1)")
+    ``NAME@N`` reads configuration NAME out at hidden state N alone
+    (:func:`ctxembed.engine.readout.read_out_at`, as ``--model NAME@N``): a per-layer ladder, over the
+    layers of the model that computes NAME on ``store`` (default: the shipped vectors)."""
+    base, layer = split_readout(name)
+    if layer is not None:
         settings = named_settings(base, custom, store)
         if settings is None:
             raise UsageError(f"{name}: {base} has no layers to read out")
@@ -62,7 +52,7 @@ def named_settings(name: str, custom: Settings | None = None, store: VectorStore
 
             store = open_vectors(None)
         layers = open_for(store, settings, 4096).card.layers
-        return layer_read_out(settings, int(layer), name, layers)
+        return read_out_at(settings, base, layer, layers)
     if name == "custom":
         if custom is None:
             raise UsageError("the custom configuration needs attention options")

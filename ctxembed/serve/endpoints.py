@@ -34,6 +34,7 @@ from ctxembed.budget import BUDGET, attention_weights
 from ctxembed.core.mix import LEARNED, OFF, is_weights
 from ctxembed.declarations import ReadOptions, declarations
 from ctxembed.engine import Prepared
+from ctxembed.engine.readout import split_readout
 from ctxembed.engine.registry import DEFAULT_MODEL, entry_of, model_options
 from ctxembed.errors import UsageError
 from ctxembed.options import OPTIONS, CommandOption
@@ -227,7 +228,7 @@ def _check_setting(name: str, value: Any) -> Any:
 
 def _check_model(value: Any) -> str:
     # the catalogue's models and the derived ones, and a trained one read out at hidden state N (minilm@3)
-    if not isinstance(value, str) or find(value.partition("@")[0]) is None:
+    if not isinstance(value, str) or find(split_readout(value)[0]) is None:
         raise UsageError(f"model must be one of {', '.join(names())}, not {_shown(value)}")
     return value
 
