@@ -350,3 +350,23 @@ def test_verify_hashes_each_file_once_when_the_cache_cannot_remember_it(tiny_cop
     monkeypatch.setattr(integrity, "check_all_finite", summing)
     assert layouts.verify(tiny_copy.name)["verified"] is True
     assert sorted(hashed) == sorted(bert.FILES) and summed == [bert.WEIGHTS]
+
+
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        (lambda path: path.unlink(), "is not installed: run `ctxembed models install tiny`"),
+        (lambda path: path.write_text("[1, 2]"), "installed.json is damaged (a JSON list, not an object)"),
+        (lambda path: path.write_text('{"format": 1}'), "converted by another version of ctxembed"),
+    ],
+)
+def test_model_path_raises_the_records_own_error_once(tiny_copy, damage, reason):
+    """model_path lets read_record's DataError through as it is (not its message caught and raised anew);
+    install_problem, for the callers that ask, gives the same line."""
+    damage(tiny_copy / models.INSTALLED)
+    with pytest.raises(DataError) as caught:
+        models.model_path(tiny_copy.name)
+    assert reason in caught.value.message
+    assert caught.traceback[-1].name in {"read_record", "read_small"}  # raised where the record is read
+    assert models.install_problem(tiny_copy.name, tiny_copy) == caught.value.message
+    assert not models.is_installed(tiny_copy.name)

@@ -140,15 +140,14 @@ def model_path(name: str) -> Path:
     """The folder of installed model ``name``; DataError naming the install command when it is absent,
     its record is damaged, or it was converted to an older layout."""
     folder = models_dir() / name
-    problem = install_problem(name, folder)
-    if problem is not None:
-        raise DataError(problem)
+    read_record(name, folder)  # its DataError as it is: the one line naming the install command
     return folder
 
 
 def install_problem(name: str, folder: Path) -> str | None:
     """Why ``folder`` cannot serve model ``name`` (one line naming the install command), or None: not
-    installed, its installed.json damaged, or converted to another layout than :data:`FORMAT`."""
+    installed, its installed.json damaged, or converted to another layout than :data:`FORMAT`. For a
+    caller that asks rather than opens (``models list``, :func:`is_installed`); :func:`model_path` raises."""
     try:
         read_record(name, folder)
     except DataError as error:
@@ -168,8 +167,8 @@ def sha256_of(path: Path) -> str:
 
 def describe(name: str) -> dict:
     """One installed model: name, upstream, licence, folder and size in bytes."""
-    folder = model_path(name)
-    record = read_record(name, folder)
+    folder = models_dir() / name
+    record = read_record(name, folder)  # as model_path checks it, read once
     size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
     return {
         "model": name,
