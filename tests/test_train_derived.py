@@ -93,13 +93,30 @@ def test_glove_refuses_name_and_minilm_training_refuses_out(tiny_model, pairs_ts
 
 
 def test_interrupted_and_resumed_gives_the_uninterrupted_weights(tiny_model, pairs_tsv, monkeypatch):
+    """The resumed run's steps have the uninterrupted run's losses and end at its weights, bit for bit; it
+    starts from the checkpoint's head, with no forward pass over the training pairs to fit one."""
     from ctxembed.presets import TrainOptions
+    from ctxembed.train import derived
     from ctxembed.train.derived import train_derived
+    from ctxembed.train.finetune import FineTuner
     from ctxembed.vectors import safetensors
 
+    fits, losses = [], []
+    real_layer_words, real_step = derived.layer_words, FineTuner.step
+    monkeypatch.setattr(derived, "layer_words", lambda *a: fits.append(1) or real_layer_words(*a))
+
+    def recorded_step(tuner, *args):
+        result = real_step(tuner, *args)
+        losses.append(result.loss)
+        return result
+
+    monkeypatch.setattr(FineTuner, "step", recorded_step)
     options = TrainOptions(epochs=2, lr=1e-3, held_out=0.2, warmup=2, seed=3)
     common = {"model": tiny_model.name, "options": options, "batch_pairs": 4}
     whole = train_derived(pairs_tsv, name="whole", **common)
+    whole_losses = losses[:]
+    assert len(fits) == 1 and len(whole_losses) > 3
+    losses.clear()
     calls = {"n": 0}
 
     def stop_after_three() -> bool:
@@ -109,8 +126,11 @@ def test_interrupted_and_resumed_gives_the_uninterrupted_weights(tiny_model, pai
     stopped = train_derived(pairs_tsv, name="parted", stop=stop_after_three, **common)
     assert stopped["interrupted"] and stopped["path"] is None
     assert not (tiny_model.folder.parent / "parted").exists()
+    assert len(fits) == 2 and len(losses) == 3
     resumed = train_derived(pairs_tsv, name="parted", resume=True, **common)
     assert not resumed["interrupted"] and resumed["history"] == whole["history"]
+    assert len(fits) == 2  # the resumed run fitted no head
+    assert losses == whole_losses  # floats compared exactly: steps 1-3, then the resumed steps
     a = safetensors.load(tiny_model.folder.parent / "whole" / "encoder.safetensors")
     b = safetensors.load(tiny_model.folder.parent / "parted" / "encoder.safetensors")
     assert all(np.array_equal(a[n], b[n]) for n in a)

@@ -137,11 +137,17 @@ class FineTuneRun:
     """One fine-tuning run: its tuner, where it is (epoch, batch of the epoch), its history and its best
     epoch's arrays; :meth:`state` and :meth:`restore` make a checkpoint of all of it."""
 
-    def __init__(self, weights, train: list[Pair], held: list[Pair], options: FineTuneOptions):
+    def __init__(
+        self, weights, train: list[Pair], held: list[Pair], options: FineTuneOptions, state: dict | None = None
+    ):
+        """A run from its start, or with ``state`` (a checkpoint's :meth:`state`) from where that one stopped."""
         self.train, self.held, self.options = train, held, options
-        first, second = layer_words(weights, train)  # the frozen encoder's cosines start the head
-        labels = np.array([p.label for p in train])
-        w = fit_logistic(head_features({"kind": "scaled-cosine", "layer": -1}, None, first, second), labels)
+        if state is None:
+            first, second = layer_words(weights, train)  # the frozen encoder's cosines start the head
+            labels = np.array([p.label for p in train])
+            w = fit_logistic(head_features({"kind": "scaled-cosine", "layer": -1}, None, first, second), labels)
+        else:  # the head comes from the checkpoint: no forward pass to fit it
+            w = np.zeros(2)
         head = {"scale": np.array([w[0]], weights.dtype), "bias": np.array([w[1]], weights.dtype)}
         self.tuner = FineTuner(trainable_copy(weights), head, clip=options.clip)
         self.per_epoch = -(-len(train) // options.batch_pairs)
@@ -149,6 +155,8 @@ class FineTuneRun:
         self.epoch, self.batch, self.history, self.best = 0, 0, [], None  # best: (accuracy, epoch, arrays)
         self.right = self.seen = 0  # this epoch's training pairs judged right before their step
         self.done = False
+        if state is not None:
+            self.restore(state)
 
     @property
     def step(self) -> int:
@@ -333,9 +341,7 @@ def _train(name, entry, pairs_path, freeze, options, batch_pairs, checkpoint, re
     meta = {"parent": entry.name, "data": data["sha256"], "options": tuning.__dict__, "name": name}
     state = read_checkpoint(checkpoint, meta) if resume else None
     note(f"{'resuming: ' if state else ''}fine-tuning every weight of {entry.name}: {tuning.epochs} epochs ...")
-    run = FineTuneRun(engine.weights, train, held, tuning)
-    if state is not None:
-        run.restore(state)
+    run = FineTuneRun(engine.weights, train, held, tuning, state)
     with Training(run.total, note, unit="pairs") as progress:
         stopped = stop or progress.stop
         finished = run.run(progress.on_step, progress.on_epoch, lambda: stopped() or progress.stop())
