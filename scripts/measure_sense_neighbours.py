@@ -10,6 +10,12 @@ both written for this project), the word's top-10 contextual neighbours as `ctxe
 them (the sentence's words left out). A word *follows the sense* when every pair of its lists from the
 same sense shares more words than every pair from different senses. Prints one line per word and the
 share of words that follow.
+
+Beside each list, the ceiling the model sets: whether the model's own vectors of the word *separate its
+senses* by the same rule (every pair of sentences of one sense more alike, by the cosines `ctxembed
+compare` prints, than every pair across senses), under the read-out and at each hidden state alone. A
+neighbour list is searched from the word's vector, so where the vectors of two senses sit closer than
+those of one sense, its lists have little to follow.
 """
 
 from __future__ import annotations
@@ -44,6 +50,16 @@ def follows(lists: dict[str, list[set[str]]]) -> tuple[bool, int, int]:
     return min(same) > max(cross), min(same), max(cross)
 
 
+def separates(similarity: list[list[float]], senses: list[str]) -> bool:
+    """Whether a word's vectors separate its senses: every same-sense pair of sentences has a higher cosine
+    (``similarity``, n x n, the sentences in the order of ``senses``, each sentence's sense) than every
+    cross-sense pair."""
+    pairs = list(itertools.combinations(range(len(senses)), 2))
+    same = [similarity[i][j] for i, j in pairs if senses[i] == senses[j]]
+    cross = [similarity[i][j] for i, j in pairs if senses[i] != senses[j]]
+    return bool(min(same) > max(cross))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="glove")
@@ -68,11 +84,17 @@ def main(argv: list[str] | None = None) -> int:
                 space = doc.get("space")
                 lists[sense].append({n["word"] for n in doc["contextual"]})
         ok, same, cross = follows(lists)
+        labels = [sense for sense, sentences in senses.items() for _ in sentences]
+        compared = explorer.compare([t for sentences in senses.values() for t in sentences], word).document()
         rows.append({"word": word, "follows": ok, "lowest_same": same, "highest_cross": cross,
+                     "separates": separates(compared["contextual_similarity"], labels),
+                     "separates_at": [separates(state, labels) for state in compared.get("layers", [])],
                      "lists": {s: [sorted(x) for x in v] for s, v in lists.items()}})  # fmt: skip
     share = sum(r["follows"] for r in rows) / len(rows)
+    by_state = [sum(r["separates_at"][k] for r in rows) for k in range(len(rows[0]["separates_at"]))]
     summary = {"set": args.set.name, "model": args.model, "space": space, "words": len(rows),
                "follow": sum(r["follows"] for r in rows), "share": round(share, 3),
+               "separated": sum(r["separates"] for r in rows), "separated_by_state": by_state,
                "cpu_seconds": round(time.process_time() - started, 1)}  # fmt: skip
     if args.json:
         json.dump({**summary, "rows": rows}, sys.stdout, indent=1)
@@ -80,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for r in rows:
         mark = "follows" if r["follows"] else "-      "
-        print(f"{r['word']:8} {mark} same >= {r['lowest_same']}  cross <= {r['highest_cross']}")
+        apart = "".join("Y" if at else "." for at in r["separates_at"])
+        print(f"{r['word']:8} {mark} same >= {r['lowest_same']}  cross <= {r['highest_cross']}  "
+              f"vectors separate: read-out {'Y' if r['separates'] else '.'}, h0.. {apart}")  # fmt: skip
     print(json.dumps(summary))
     return 0
 
