@@ -417,6 +417,8 @@ def _explain_panels(steps: dict) -> tuple[list[Panel], list[str]]:
     """``--explain``'s steps for a picture (``--save x.svg|x.png``): a heatmap of each step that draws a
     matrix (scores, scaled scores, weights), over the units the layer ran on, and every step's heading
     and lines as notes, in order."""
+    from ctxembed.views.explain import matrix_of  # (rich's cell widths): a picture of --explain only
+
     tokens = list(steps["tokens"])
     panels: list[Panel] = []
     notes: list[str] = []
@@ -429,17 +431,11 @@ def _explain_panels(steps: dict) -> tuple[list[Panel], list[str]]:
         draw = step["draw"] or {}
         if "matrix" not in draw:
             continue
-        values = np.array([[np.nan if v is None else v for v in row] for row in steps[draw["matrix"]]], float)
-        blocked = ~np.isfinite(values)
-        if draw.get("mask"):
-            mask = np.array([[np.nan if v is None else v for v in row] for row in steps[draw["mask"]]], float)
-            blocked |= ~np.isfinite(mask)
-        finite = values[~blocked]
-        low, high = (float(finite.min()), float(finite.max())) if draw.get("range") and finite.size else (0.0, 1.0)
+        m = matrix_of(steps, draw)  # the range and masked cells every view of the steps draws
         panels.append(
             Heatmap(
-                label, tokens, tokens, np.where(blocked, 0.0, values), low=low, high=high,
-                masked=blocked if blocked.any() else None, digits=draw.get("digits", 2),
+                label, tokens, tokens, m.values if m.masked is None else np.where(m.masked, 0.0, m.values),
+                low=m.low, high=m.high, masked=m.masked, digits=m.digits,
                 label="score" if draw.get("range") else "weight", x_label="key", y_label="query",
             )
         )  # fmt: skip

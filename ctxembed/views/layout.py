@@ -164,6 +164,15 @@ def heat_level(value: float, top: float) -> int:
     return min(HEAT_LEVELS, max(1, math.ceil(HEAT_LEVELS * value / top - 1e-9)))
 
 
+def shading_key(mode: str | None, scale: str) -> str:
+    """How the matrix's shading reads, in eighths of ``scale`` whatever the colours (16 colours give two
+    eighths a colour: light grey, cyan, bright blue, and blue for the top eighth)."""
+    if mode == "16":
+        colours = "16 colours: light grey, cyan, bright blue, blue"
+        return f"shading in eighths of {scale} ({colours}), the lowest eighth unshaded"
+    return f"shading in eighths of {scale}, the lowest eighth unshaded"
+
+
 def cell_text(value: float, masked: bool, cells: str, level: int, with_glyph: bool) -> str:
     """The text of one cell (without padding)."""
     if masked:

@@ -20,6 +20,16 @@ from rich.text import Text
 
 from ctxembed.budget import check_drawn
 from ctxembed.output import say, terminal_view
+from ctxembed.views.explain import (
+    Neuron,
+    array_at,
+    matrix_of,
+    neuron_of,
+    row_labels,
+    step_label,
+    vector_text,
+    weighted_sums,
+)
 from ctxembed.views.figures import (
     View,
     as_given,
@@ -43,6 +53,7 @@ from ctxembed.views.layout import (
     heat_level,
     legend_lines,
     model_lines,
+    shading_key,
     text_width,
     wrap_parts,
 )
@@ -246,11 +257,14 @@ def matrix_table(
     diverging: bool = False,
     masked: np.ndarray | None = None,
     split: bool = False,
+    levels: np.ndarray | None = None,
 ) -> _MatrixTable:
     """A title line over a labelled matrix; with ``heat`` each cell is shaded by its value; ``masked``
     (bool, same shape) cells print ``·``. ``split``: a matrix wider than the console is drawn as blocks
-    of whole columns, one under the other (else its cells are squeezed and folded)."""
-    return _MatrixTable(title, rows, cols, values, digits, heat, low, high, diverging, masked, split)
+    of whole columns, one under the other (else its cells are squeezed and folded). ``levels``: each
+    cell's heat level 0..8 as the document's reader gave it (an explain step's), instead of its share of
+    [low, high]."""
+    return _MatrixTable(title, rows, cols, values, digits, heat, low, high, diverging, masked, split, levels)
 
 
 @dataclass
@@ -268,6 +282,7 @@ class _MatrixTable:
     diverging: bool
     masked: np.ndarray | None
     split: bool = False
+    levels: np.ndarray | None = None
 
     def __rich_console__(self, console: Console, options):
         blocks = self._blocks(options.max_width) if self.split else [range(len(self.cols))]
@@ -323,16 +338,13 @@ class _MatrixTable:
                     cells.append(Text("·", style="dim"))
                     continue
                 style = None
-                if self.heat:
+                if self.levels is not None:
+                    style = heat_style(int(self.levels[i, j]), mode)
+                elif self.heat:
                     style = _diverging(value, mode) if self.diverging else _heat(value, mode, self.low, self.high)
                 cells.append(Text(_fmt(value, self.digits), style=style or ""))
             table.add_row(label, *cells)
         return table
-
-
-def _vector_text(vector: np.ndarray, shown: int = 6) -> str:
-    head = ", ".join(f"{x:.2f}" for x in vector[:shown])
-    return f"[{head}{', ...' if len(vector) > shown else ''}]"
 
 
 # ------------------------------------------------------------------------------ attend
@@ -372,15 +384,6 @@ def _segments_text(line, mode: str | None) -> Text:
     for piece, style in line:
         text.append(piece, style=_segment_style(style, mode))
     return text
-
-
-def shading_key(mode: str | None, scale: str) -> str:
-    """How the matrix's shading reads, in eighths of ``scale`` whatever the colours (16 colours give two
-    eighths a colour: light grey, cyan, bright blue, and blue for the top eighth)."""
-    if mode == "16":
-        colours = "16 colours: light grey, cyan, bright blue, blue"
-        return f"shading in eighths of {scale} ({colours}), the lowest eighth unshaded"
-    return f"shading in eighths of {scale}, the lowest eighth unshaded"
 
 
 def _print_lines(console: Console, lines: list[str], style: str = "") -> None:
@@ -672,10 +675,10 @@ def _render_focus(
         )
 
 
-def _vectors(console: Console, tokens: list[str], vectors) -> None:
-    width = max(len(t) for t in tokens)
-    for label, vector in zip(tokens, np.asarray(vectors), strict=True):
-        console.print(f"   {label:>{width}} {_vector_text(vector)}", overflow="fold")
+def _vectors(console: Console, labels: list[str], vectors) -> None:
+    width = max(len(t) for t in labels)
+    for label, vector in zip(labels, vectors, strict=True):
+        console.print(f"   {label:>{width}} {vector_text(vector)}", overflow="fold")
 
 
 def render_attend_explained(console: Console, doc: dict, **view) -> None:
@@ -693,9 +696,8 @@ def render_attend_explained(console: Console, doc: dict, **view) -> None:
 def render_explain(console: Console, steps: dict) -> None:
     """Every step of one layer and head, as the explain document names them (``steps["steps"]``: each a
     heading, lines under it and what to draw, by the name of one of the document's arrays); this only
-    draws them (reads the explain document)."""
-    tokens = steps["tokens"]
-    check_drawn(len(tokens))
+    draws them, as :mod:`ctxembed.views.explain` reads them for every view."""
+    check_drawn(len(steps["tokens"]))
     for step in steps["steps"]:
         if "rule" in step:
             console.rule(step["rule"])
@@ -703,14 +705,14 @@ def render_explain(console: Console, steps: dict) -> None:
                 _hanging(console, Text(f"({note})", style="dim"), 1, first=0)
             continue
         draw = step["draw"] or {}
-        if step["label"] is not None and "matrix" not in draw:
-            label = step["label"].replace("{shown}", "; first 6 shown" if np.shape(steps["inputs"])[1] > 6 else "")
+        label = step_label(steps, step)
+        if label is not None and "matrix" not in draw:
             number = label.split(" ", 1)[0]  # "6." : its words wrap under themselves, not at column 0
             _hanging(console, Text(label, style="bold"), len(number) + 1 if number.endswith(".") else 0, first=0)
         for line in step["lines"]:
             text = line["text"]
             _hanging(console, Text(text.lstrip(), style=line["style"] or ""), len(text) - len(text.lstrip()))
-        _draw_step(console, steps, step["label"], draw)
+        _draw_step(console, steps, label, draw)
 
 
 def _hanging(console: Console, text: Text, indent: int, *, first: int | None = None) -> None:
@@ -723,77 +725,39 @@ def _hanging(console: Console, text: Text, indent: int, *, first: int | None = N
         console.print(Text(" " * (start if k == 0 else indent)) + line, overflow="ignore", crop=False)
 
 
-def _array(doc: dict, key: str):
-    """The document's array named ``key`` ("mix.contextual": a key of a key)."""
-    for part in key.split("."):
-        doc = doc[part]
-    return doc
-
-
 def _draw_step(console: Console, steps: dict, label: str | None, draw: dict) -> None:
     """What one named step draws: vectors, a matrix, each context as its sum, or the neuron view."""
     tokens = steps["tokens"]
     if "vectors" in draw:
-        rows, sources = draw.get("rows"), None
-        if rows == "sources":  # each row marked with where its vector came from
-            sources = steps.get("sources") or ["vocabulary"] * len(tokens)
-            labels = [marked(t, source) for t, source in zip(tokens, sources, strict=True)]
-        else:
-            labels = (_array(steps, rows) if rows else None) or tokens
-        _vectors(console, labels, np.asarray(_array(steps, draw["vectors"]), dtype=np.float64))
+        _vectors(console, row_labels(steps, draw, marked), array_at(steps, draw["vectors"]))
         if draw.get("legend"):
-            _source_legend(console, sources)
+            _source_legend(console, steps.get("sources") or ["vocabulary"] * len(tokens))
     for name in draw.get("each", ()):
         console.print(Text(f"   {name}", style="bold"))
         _vectors(console, tokens, steps[name])
     if "matrix" in draw:
-        values = _finite_or_nan(steps[draw["matrix"]])
-        masked = ~np.isfinite(_finite_or_nan(steps[draw["mask"]])) if draw.get("mask") else None
-        low, high = 0.0, 1.0
-        if draw.get("range") == "all":
-            low, high = float(values.min()), float(values.max())
-        elif draw.get("range") == "finite":
-            finite = values[~masked]
-            low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-        if masked is not None and not masked.any() and draw.get("range") != "finite":
-            masked = None
-        digits = draw.get("digits", 2)
+        m = matrix_of(steps, draw)
         console.print(
-            matrix_table(label, tokens, tokens, values, digits=digits, low=low, high=high, masked=masked, split=True)
-        )
+            matrix_table(
+                label, tokens, tokens, m.values, digits=m.digits, low=m.low, high=m.high, masked=m.masked,
+                split=True, levels=m.levels(),
+            )
+        )  # fmt: skip
+        if mode_of(console) is not None:  # the shading it names is drawn only in colour
+            _hanging(console, Text(m.key(mode_of(console)), style="dim"), 3)
     if "terms" in draw:
-        weights = np.asarray(steps["weights"], dtype=np.float64)
-        context = np.asarray(steps[draw["terms"]], dtype=np.float64)
         width = max(len(t) for t in tokens)
-        for i, row in enumerate(tokens):
-            terms = " + ".join(f"{weights[i, j]:.2f}·{tokens[j]}" for j in range(len(tokens)) if weights[i, j] >= 0.005)
-            console.print(f"   {row:>{width}} = {terms or '0'}", overflow="fold")
-            console.print(f"   {'':>{width}} = {_vector_text(context[i])}", overflow="fold")
+        for row, terms, context in weighted_sums(steps, draw):
+            console.print(f"   {row:>{width}} = {terms}", overflow="fold")
+            console.print(f"   {'':>{width}} = {context}", overflow="fold")
     if "neuron" in draw:
-        _render_neuron(console, steps[draw["neuron"]], tokens, np.asarray(steps["raw_scores"], dtype=np.float64))
+        _render_neuron(console, neuron_of(steps, draw), tokens)
 
 
-def _finite_or_nan(values) -> np.ndarray:
-    """A matrix of a document as float64, its nulls (masked keys, in JSON) as NaN."""
-    return np.array(
-        [[np.nan if v is None else v for v in row] for row in np.asarray(values, dtype=object)], dtype=np.float64
-    )
-
-
-def _render_neuron(console: Console, neuron: dict, tokens: list[str], raw: np.ndarray, shown: int = 3) -> None:
-    """One query's q . k_j term by term (the neuron view): for each key, its score and the dimensions
-    that add the most to it and take the most from it."""
-    row, word = neuron["query"], neuron["token"]
-    terms = np.asarray(neuron["terms"], dtype=np.float64)  # (T, d_k)
-    d_k = terms.shape[1]
-    whose = neuron.get("word") or word
-    of = "" if whose == word else f" (the first piece of {whose!r})"
-    console.print(
-        Text(f"   {word!r}{of}: q . k_j = sum over its {d_k} dimensions d of q_d k_jd (largest terms)", style="bold"),
-        overflow="fold",
-    )
-    q = np.asarray(neuron["q"], dtype=np.float64)
-    console.print(f"   q_{word} = {_vector_text(q)}", overflow="fold")
+def _render_neuron(console: Console, neuron: Neuron, tokens: list[str]) -> None:
+    """One query's q . k_j term by term (the neuron view), a table row a key."""
+    console.print(Text(f"   {neuron.heading}", style="bold"), overflow="fold")
+    console.print(f"   {neuron.query}", overflow="fold")
     table = Table()
     table.add_column("key", style="bold", overflow="fold")
     table.add_column("q . k", justify="right")
@@ -801,11 +765,8 @@ def _render_neuron(console: Console, neuron: dict, tokens: list[str], raw: np.nd
     table.add_column("takes most", overflow="fold")
     # each list's width: half of what the key and score columns and the borders leave (a term never splits)
     room = (console.width - max(map(text_width, tokens), default=0) - 9 - 13) // 2
-    for j, label in enumerate(tokens):
-        order = np.argsort(terms[j], kind="stable")  # (d_k,) ascending
-        plus = [f"d{d} {terms[j, d]:+.2f}" for d in order[::-1][:shown] if terms[j, d] > 0]
-        minus = [f"d{d} {terms[j, d]:+.2f}" for d in order[:shown] if terms[j, d] < 0]
-        table.add_row(label, f"{raw[row, j]:.3f}", _packed(plus, room) or "-", _packed(minus, room) or "-")
+    for label, score, plus, minus in neuron.rows:
+        table.add_row(label, score, _packed(plus, room) or "-", _packed(minus, room) or "-")
     console.print(table)
 
 
