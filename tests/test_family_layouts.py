@@ -20,6 +20,7 @@ import pytest
 from ctxembed.engine.families import FAMILIES
 from ctxembed.errors import DataError
 from ctxembed.vectors import bert, catalogue, install, integrity, layouts, models, safetensors
+from ctxembed.vectors.catalogue import MODELS
 from ctxembed.vectors.store import write_store
 
 NAME = "second"
@@ -142,8 +143,8 @@ def test_the_engines_family_record_loads_and_converts_through_its_layout():
     """One declaration: the engine's BERT family is the layout's converter and loader, not a second copy."""
     assert FAMILIES["bert"].layout is layouts.LAYOUTS["bert"]
     assert (FAMILIES["bert"].convert, FAMILIES["bert"].load) == (bert.convert_bert, bert.load_bert)
-    for name, family in FAMILIES.items():  # every trained family has a layout, and every layout a neighbour store
-        assert (family.layout is not None) == family.trained, name
+    for name, entry in MODELS.items():  # a trained model's family has a layout, and every layout a neighbour store
+        assert (FAMILIES[entry.family].layout is not None) == entry.trained, name
     for layout in layouts.LAYOUTS.values():
         assert models.NEIGHBOURS in layout.files and layout.weights in layout.files
 

@@ -54,8 +54,7 @@ class Family:
     """One family: what every model of it shares. A trained family runs through TrainedEngine."""
 
     name: str
-    about: str  # its block in one line, for people
-    trained: bool  # its models' weights are their own (no preset, no attention setting)
+    about: str  # its block in one line, for people (whether its models are trained: ModelEntry.trained)
     # the options its models take, by their Python names (--model aside): the one declaration that refuses
     # the others before any work (ctxembed.engine.registry.check_options), that each command's help lists
     # and that a card's ``options`` says
@@ -154,7 +153,6 @@ FAMILIES: dict[str, Family] = {
     "attention": Family(
         "attention",
         "static word vectors -> attention layers shaped by the settings (presets, --heads, --causal ...)",
-        trained=False,
         options=ATTENTION_OPTIONS,
         open=_open_glove,
     ),
@@ -162,7 +160,6 @@ FAMILIES: dict[str, Family] = {
         "bert",
         "BERT encoder: embeddings + positions, LayerNorm; per layer attention, residual, LayerNorm, "
         "GELU feed-forward, residual, LayerNorm",
-        trained=True,
         options=frozenset(
             {"max_tokens", "window", "mix", "mix_norm"}
         ),  # its words, layers and heads are its own; its read-out may be chosen

@@ -51,7 +51,7 @@ def open_engine(
     entry = entry_of(name)
     check_options(entry.name, given_options(vectors, preset, keywords), preset=preset)
     if layer is not None:  # NAME@N: a trained model read out at hidden state N, as every command and eval take it
-        if not FAMILIES[entry.family].trained:
+        if not entry.trained:
             raise SettingError(
                 f"{{model}} {model}: NAME@N reads a trained model's hidden state N (e.g. minilm@3); "
                 f"the {entry.name} model's read-out is its {{mix}}", "model", "mix"
