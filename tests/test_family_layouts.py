@@ -140,9 +140,10 @@ def test_a_converter_that_writes_what_its_layout_refuses_leaves_nothing(second, 
 
 
 def test_the_engines_family_record_loads_and_converts_through_its_layout():
-    """One declaration: the engine's BERT family is the layout's converter and loader, not a second copy."""
+    """One declaration: the engine's BERT family loads through its layout's loader, not a second copy; install
+    converts through the same layout (vectors/install.py reads LAYOUTS)."""
     assert FAMILIES["bert"].layout is layouts.LAYOUTS["bert"]
-    assert (FAMILIES["bert"].convert, FAMILIES["bert"].load) == (bert.convert_bert, bert.load_bert)
+    assert (layouts.LAYOUTS["bert"].convert, FAMILIES["bert"].load) == (bert.convert_bert, bert.load_bert)
     for name, entry in MODELS.items():  # a trained model's family has a layout, and every layout a neighbour store
         assert (FAMILIES[entry.family].layout is not None) == entry.trained, name
     for layout in layouts.LAYOUTS.values():

@@ -79,11 +79,6 @@ class Family:
         """folder -> (config, weights, tokenizer), checked: its layout's loader."""
         return self.layout.load
 
-    @property
-    def convert(self) -> Callable[..., dict[str, str]]:
-        """(package, upstream folder, into) -> file -> sha256: its layout's converter, which install runs."""
-        return self.layout.convert
-
 
 def _open_glove(entry: ModelEntry, vectors: Any, preset: str, **keywords: Any) -> ContextEngine:
     from ctxembed.engine.glove import Engine, open_glove  # lazy: opening another model does not load this engine
