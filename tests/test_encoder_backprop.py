@@ -15,10 +15,22 @@ import pytest
 from ctxembed.core import encoder as encoder_module
 from ctxembed.core.encoder import EncoderConfig, EncoderWeights, encode, gelu, random_weights
 from ctxembed.train.encoder_backprop import encode_backward
-from ctxembed.train.optim import dense
+from ctxembed.train.optim import RowGradient
 from tests.test_encoder import SENTENCES, TINY, padded, torch_bert_tensors
 
 TOLERANCE = {np.float64: 1e-8, np.float32: 1e-4}
+
+
+def as_table(gradient: RowGradient) -> np.ndarray:
+    """A row gradient as the (V, D) table it stands for: zero but at its rows (what the product never builds)."""
+    full = np.zeros(gradient.shape, gradient.values.dtype)  # (V, D)
+    full[gradient.rows] = gradient.values  # (U, D) into their rows
+    return full
+
+
+def dense(grads: dict) -> dict[str, np.ndarray]:
+    """Every gradient as a plain array (a :class:`RowGradient` as its table), to compare with torch's."""
+    return {name: as_table(g) if isinstance(g, RowGradient) else g for name, g in grads.items()}
 
 
 def numpy_gradients(weights: EncoderWeights, ids, real, direction):

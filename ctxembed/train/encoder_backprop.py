@@ -150,8 +150,8 @@ def embed_backward(d_x: np.ndarray, tape: EncoderTape, weights: EncoderWeights) 
 def encode_backward(d_top: np.ndarray, tape: EncoderTape, weights: EncoderWeights) -> dict[str, np.ndarray]:
     """The backward step of ``encode(weights, ids, real, tape=True)``: dL/d(last hidden state) at the real
     pieces (N, D), in (B, T) order (``hidden[-1][real]``) -> every gradient, keyed like
-    :meth:`~ctxembed.core.encoder.EncoderWeights.arrays` (``word``'s a :class:`RowGradient`;
-    :func:`ctxembed.train.optim.dense` makes it a table)."""
+    :meth:`~ctxembed.core.encoder.EncoderWeights.arrays` (``word``'s a :class:`RowGradient`: the rows the
+    batch used, which the optimiser reads as they are)."""
     grads: dict[str, np.ndarray] = {}
     d_hidden = d_top  # (N, D)
     for number in reversed(range(len(weights.layers))):

@@ -14,26 +14,17 @@ import numpy as np
 @dataclass
 class RowGradient:
     """The gradient of an embedding table, zero but at the rows a batch used: what the word table's
-    gradient is (a batch uses a few hundred of its 30,522 rows), kept without the (V, D) of zeros.
-    The optimiser's step with it equals the step with :meth:`dense`, bit for bit (adding 0 changes nothing)."""
+    gradient is (a batch uses a few hundred of its 30,522 rows), kept without the (V, D) of zeros, which
+    nothing builds. The optimiser's step and clipping with it equal those with that table, bit for bit
+    (adding 0 changes nothing): tests/test_finetune.py builds the table to show it."""
 
     shape: tuple[int, int]  # (V, D) the table's
     rows: np.ndarray  # (U,) distinct row numbers
     values: np.ndarray  # (U, D) the gradient of those rows
 
-    def dense(self) -> np.ndarray:
-        table = np.zeros(self.shape, self.values.dtype)  # (V, D)
-        table[self.rows] = self.values
-        return table
-
     def __imul__(self, factor: float) -> RowGradient:
         self.values *= factor
         return self
-
-
-def dense(grads: dict) -> dict[str, np.ndarray]:
-    """Every gradient as a plain array (a :class:`RowGradient` as its table)."""
-    return {name: g.dense() if isinstance(g, RowGradient) else g for name, g in grads.items()}
 
 
 class Adam:
