@@ -249,7 +249,7 @@ class Explorer:
         for where there is no word to crop around (``attend``, ``compare`` of every shared word) is
         refused: a SettingError, as is one out of its limits."""
         asked = self.window if window is None else ReadOptions(window=window).window
-        if word is None or command == "attend":
+        if word is None:  # attend reads no word; compare of every shared word names none
             refuse_window(asked, command)
             return 0
         return self.engine.window if window is None else asked

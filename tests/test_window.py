@@ -91,6 +91,9 @@ def test_the_api_takes_the_window_and_names_it_as_a_setting():
     assert doc["settings"]["window"] == 2
     with pytest.raises(SettingError, match=r"^window 2 needs a command that reads one word"):
         explorer.attend(LONG)
+    with pytest.raises(SettingError, match=r"^window 2 needs a word to crop around \(word\)"):
+        explorer.compare([LONG, MONEY])  # every shared word: no one word to crop around
+    assert explorer.check_window(None, "attend", window=0) == 0  # no window asked: nothing to refuse
     with pytest.raises(SettingError, match=r"^window must be an integer in \[0, 4096\], not -1"):
         ctxembed.Explorer(window=-1)
 
