@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 import re
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+from ctxembed.errors import DataError
 from ctxembed.views.explain_html import explain_html
 from ctxembed.views.figures import colour
-from ctxembed.views.render import render_explain
+from ctxembed.views.render import render_attend_explained, render_explain
+from tests import test_serve
 
 RIVER = "we sat on the river bank"
 SGR = re.compile(r"\x1b\[([0-9;]*)m")
 UNSHADED = colour(0.0)  # the page's lightest: a cell the terminal leaves unshaded
+server = test_serve.server  # the fixture: a real server on 127.0.0.1, any free port
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +108,36 @@ def test_the_shared_reader_examples():
 
     failures, tried = doctest.testmod(explain)
     assert tried >= 3 and failures == 0
+
+
+# ------------------------------------------------------------------------------ a document without its steps
+OLD = Path(__file__).parent / "fixtures" / "explain_no_steps.json"
+NO_STEPS = "this explain document names no steps (written by an older ctxembed): run attend --explain again"
+
+
+def test_an_explain_document_without_steps_is_one_data_error_in_every_view(tmp_path):
+    from ctxembed.views.export import save_document
+
+    doc = json.loads(OLD.read_text(encoding="utf-8"))
+    assert "steps" not in doc["explain"] and doc["explain"]["raw_scores"]  # written before the steps were named
+    console = Console(file=io.StringIO(), width=100)
+    for draw in (
+        lambda: render_attend_explained(console, doc),
+        lambda: render_explain(console, doc["explain"]),
+        lambda: explain_html(doc["explain"]),
+    ):
+        with pytest.raises(DataError, match=re.escape(NO_STEPS)):
+            draw()
+    assert console.file.getvalue() == ""  # refused before anything is drawn
+    for name in ("steps.html", "steps.svg"):
+        with pytest.raises(DataError, match=re.escape(NO_STEPS)):
+            save_document(doc, tmp_path / name)
+    assert list(tmp_path.iterdir()) == []  # no file written
+    save_document(doc, tmp_path / "again.json")  # its data can still be saved as it is
+    assert json.loads((tmp_path / "again.json").read_text(encoding="utf-8")) == doc
+
+
+@pytest.mark.parametrize("kind", ["svg", "terminal", "html"])
+def test_the_live_pages_draw_refuses_it_with_one_line(server, kind):
+    status, answer = test_serve.request(server, "POST", f"/api/draw?as={kind}", json.loads(OLD.read_text()))
+    assert status == 422 and answer == {"error": NO_STEPS + " to draw its steps"}

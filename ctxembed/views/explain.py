@@ -19,10 +19,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ctxembed.errors import DataError
 from ctxembed.views.layout import heat_level, shading_key
 
 SHOWN = 6  # numbers of a vector shown
 SMALLEST_TERM = 0.005  # a context's sum leaves out the weights that print as 0.00
+
+
+def explain_steps(explained: object) -> list[dict]:
+    """The steps an explain document names, in order; a DataError for a document without them (an
+    ``attend --explain`` JSON written before the steps were named): no view can draw it."""
+    steps = explained.get("steps") if isinstance(explained, dict) else None
+    if not isinstance(steps, list):
+        raise DataError(
+            "this explain document names no steps (written by an older ctxembed): "
+            "run attend --explain again to draw its steps"
+        )
+    return steps
 
 
 def vector_text(values, shown: int = SHOWN) -> str:

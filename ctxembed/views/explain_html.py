@@ -90,7 +90,7 @@ def _draw(steps: dict, draw: dict) -> str:
 def explain_html(steps: dict) -> str:
     """The explain document's steps as one HTML section (with its own style), in the steps' order."""
     parts = [f'<section class="ctxembed-explain"><style>{STYLE}</style>']
-    for step in steps["steps"]:
+    for step in read.explain_steps(steps):
         if "rule" in step:
             parts.append(f"<h3>{escape(step['rule'])}</h3>")
             parts += [f'<p class="note">({escape(note)})</p>' for note in step["notes"]]

@@ -417,12 +417,12 @@ def _explain_panels(steps: dict) -> tuple[list[Panel], list[str]]:
     """``--explain``'s steps for a picture (``--save x.svg|x.png``): a heatmap of each step that draws a
     matrix (scores, scaled scores, weights), over the units the layer ran on, and every step's heading
     and lines as notes, in order."""
-    from ctxembed.views.explain import matrix_of  # (rich's cell widths): a picture of --explain only
+    from ctxembed.views.explain import explain_steps, matrix_of  # (rich's cell widths): a picture of --explain only
 
     tokens = list(steps["tokens"])
     panels: list[Panel] = []
     notes: list[str] = []
-    for step in steps["steps"]:
+    for step in explain_steps(steps):
         if "rule" in step:
             notes += [step["rule"], *(f"({note})" for note in step["notes"])]
             continue

@@ -23,6 +23,7 @@ from ctxembed.output import say, terminal_view
 from ctxembed.views.explain import (
     Neuron,
     array_at,
+    explain_steps,
     matrix_of,
     neuron_of,
     row_labels,
@@ -685,7 +686,8 @@ def render_attend_explained(console: Console, doc: dict, **view) -> None:
     """:func:`render_attend` with ``view``'s options, then, for a document of ``attend --explain``, every
     step (:func:`render_explain`); a step-by-step view past the budget is refused before anything is drawn."""
     explained = doc.get("explain")
-    if explained is not None:
+    if explained is not None:  # refused before anything is drawn: past the budget, or without its steps
+        explain_steps(explained)
         check_drawn(len(explained["tokens"]))
     render_attend(console, doc, **view)
     if explained is not None:
@@ -697,8 +699,9 @@ def render_explain(console: Console, steps: dict) -> None:
     """Every step of one layer and head, as the explain document names them (``steps["steps"]``: each a
     heading, lines under it and what to draw, by the name of one of the document's arrays); this only
     draws them, as :mod:`ctxembed.views.explain` reads them for every view."""
+    named = explain_steps(steps)
     check_drawn(len(steps["tokens"]))
-    for step in steps["steps"]:
+    for step in named:
         if "rule" in step:
             console.rule(step["rule"])
             for note in step["notes"]:
