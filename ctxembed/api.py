@@ -37,6 +37,7 @@ from ctxembed.report import (
     attend_document,
     attention_reading,
     check_reading,
+    check_specials,
     compare_document,
     explain_steps,
     locate_word,
@@ -495,8 +496,17 @@ class AttendResult(_Shown):
         return doc
 
     def render(self, console, **view: Any) -> None:
+        """Draw it on a rich ``console`` with the view's options (``layer``, ``head``, ``all_heads``,
+        ``all_layers``, ``specials`` ...), refused as the command line refuses them."""
         from ctxembed.views.render import render_attend  # rich tables: a drawn view only
 
+        check_specials(
+            view.get("specials", "hide"),
+            self.explorer.engine.card,
+            all_heads=view.get("all_heads", False),
+            all_layers=view.get("all_layers", False),
+            attention=self.attention,
+        )
         render_attend(console, self.document(), **view)
 
     def __repr__(self) -> str:

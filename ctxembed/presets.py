@@ -243,7 +243,7 @@ _IN_ORDER = sorted(SETTINGS.values(), key=lambda spec: spec.order)  # stable: de
 _OTHER_FLAGS = {
     "preset": "--preset", "checkpoint": "--checkpoint", "resume": "--resume", "all_heads": "--all-heads",
     "explain": "--explain", "format": "--format", "forms": "--forms", "config": "-c", "host": "--host",
-    "port": "--port", "json": "--json", "timeout": "--timeout",
+    "port": "--port", "json": "--json", "timeout": "--timeout", "all_layers": "--all-layers",
 }  # fmt: skip
 
 

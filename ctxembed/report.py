@@ -17,11 +17,11 @@ from ctxembed.core.similarity import cosine, cosine_matrix
 from ctxembed.engine import Contextualized, locate, split_word
 from ctxembed.engine.steps import named_steps
 from ctxembed.errors import DataError, SettingError, UsageError, counted
-from ctxembed.options import NEIGHBOURS_AMONG, default
+from ctxembed.options import NEIGHBOURS_AMONG, OPTIONS, default
 from ctxembed.vectors.search import nearest
 
 if TYPE_CHECKING:  # annotations only: a trained model's document does not load the glove engine
-    from ctxembed.engine import ContextEngine, Engine, LayerTrace
+    from ctxembed.engine import ContextEngine, Engine, LayerTrace, ModelCard
 
 
 def settings_block(engine: ContextEngine, *, window: int = 0) -> dict:
@@ -162,6 +162,31 @@ def check_reading(reading: str, *, head: int | None = None, all_heads: bool = Fa
             "attention",
             "head",
             "all_heads",
+        )
+
+
+def check_specials(
+    specials: str, card: ModelCard, *, all_heads: bool = False, all_layers: bool = False, attention: str = "raw"
+) -> None:
+    """Refuse a ``specials`` view of an attend document that cannot be drawn, before any attention: not
+    ``hide`` or ``show``; ``show`` (a subword model's [CLS] and [SEP] as columns of their own) beside a view
+    of many maps (every head, every layer, a reading that mixes them); ``show`` for a model whose word maps
+    hide nothing (``card.masks.hidden`` empty). One check for the command line and the API."""
+    OPTIONS["specials"].check(specials)
+    if specials != "show":
+        return
+    if all_heads or all_layers or attention in ("rollout", "value-norm"):
+        raise UsageError(
+            "{specials} show draws one map of the weights: drop {all_heads}, {all_layers} and "
+            "{attention} rollout|value-norm",
+            "specials",
+            "all_heads",
+            "all_layers",
+            "attention",
+        )
+    if not card.masks.hidden:
+        raise UsageError(
+            f"{{specials}} show: model {card.name} has no [CLS] or [SEP]: every unit is a word", "specials"
         )
 
 

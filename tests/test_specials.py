@@ -4,6 +4,7 @@ table follows the layer, head and reading of the matrix above it."""
 
 from __future__ import annotations
 
+import io
 import re
 
 import numpy as np
@@ -41,7 +42,37 @@ def test_glove_documents_have_no_hidden_block_and_refuse_specials_show():
 
 @pytest.mark.parametrize("extra", [["--all-heads"], ["--all-layers"], ["--attention", "rollout"]])
 def test_specials_show_refuses_views_of_many_maps(extra):
-    assert "--specials show draws one map" in fails(2, "attend", RIVER, "--specials", "show", *extra)
+    line = fails(2, "attend", RIVER, "--specials", "show", *extra)
+    assert line == (
+        "ctxembed: error: --specials show draws one map of the weights: drop --all-heads, --all-layers and "
+        "--attention rollout|value-norm"
+    )
+
+
+def test_the_api_refuses_specials_as_the_command_line_does(tiny_model):
+    """The checks are the library's (report.check_specials): an API user drawing a result gets them too,
+    naming keywords where the command line names flags."""
+    from rich.console import Console
+
+    import ctxembed
+    from ctxembed.errors import UsageError
+
+    console = Console(file=io.StringIO(), width=120)
+    glove = ctxembed.Explorer().attend(RIVER)
+    with pytest.raises(
+        UsageError, match=r"^specials show: model glove has no \[CLS\] or \[SEP\]: every unit is a word$"
+    ):
+        glove.render(console, specials="show")
+    with pytest.raises(UsageError, match=r"^specials must be one of hide, show, not 'all'$"):
+        glove.render(console, specials="all")
+    tiny = ctxembed.Explorer(model=tiny_model.name)
+    many = "^specials show draws one map of the weights: drop all_heads, all_layers and attention rollout|value-norm$"
+    with pytest.raises(UsageError, match=re.escape(many[1:-1])):
+        tiny.attend(RIVER).render(console, specials="show", all_heads=True)
+    with pytest.raises(UsageError, match=re.escape(many[1:-1])):
+        tiny.attend(RIVER, attention="rollout").render(console, specials="show")
+    tiny.attend(RIVER).render(console, specials="show", layer=1, head=0)  # a model with [CLS] and [SEP]: drawn
+    assert "[CLS] [SEP]" in console.file.getvalue()
 
 
 # ------------------------------------------------------------------------------ the per-token table follows the view

@@ -62,19 +62,14 @@ def attend(
     explorer=None,
 ) -> None:
     """Show the attention weights of a sentence and how far context moved each token."""
-    from ctxembed.report import check_reading, focus_token, row_at_position  # help never needs it
+    from ctxembed.report import check_reading, check_specials, focus_token, row_at_position  # help never needs it
 
     text = read_sentence(sentence, "attend")
     check_saves(save)
     check_reading(attention, head=None if explain else head, all_heads=all_heads)
-    if specials == "show" and (all_heads or all_layers or attention in ("rollout", "value-norm")):
-        raise UsageError(
-            "{specials} show draws one map of the weights: drop --all-heads, --all-layers and "
-            "--attention rollout|value-norm",
-            "specials",
-        )
     ex = explorer()
     card = ex.engine.card
+    check_specials(specials, card, all_heads=all_heads, all_layers=all_layers, attention=attention)
     check_view(card.layers, card.heads, layer, head)
     shape = {"attention": attention, "top": top, "with_vectors": with_vectors}
     try:
@@ -84,10 +79,6 @@ def attend(
             raise
         raise DataError(f"--word {exc.message}") from None
     doc = result.document()
-    if specials == "show" and "hidden" not in doc:
-        raise UsageError(
-            f"{{specials}} show: model {ex.engine.model} has no [CLS] or [SEP]: every unit is a word", "specials"
-        )
     focus_at = None
     if word is not None:
         try:
