@@ -112,7 +112,7 @@ def test_the_shared_reader_examples():
 
 # ------------------------------------------------------------------------------ a document without its steps
 OLD = Path(__file__).parent / "fixtures" / "explain_no_steps.json"
-NO_STEPS = "this explain document names no steps (written by an older ctxembed): run attend --explain again"
+NO_STEPS = "this explain document names no steps (written by an older ctxembed): explain the sentence again"
 
 
 def test_an_explain_document_without_steps_is_one_data_error_in_every_view(tmp_path):
@@ -140,4 +140,4 @@ def test_an_explain_document_without_steps_is_one_data_error_in_every_view(tmp_p
 @pytest.mark.parametrize("kind", ["svg", "terminal", "html"])
 def test_the_live_pages_draw_refuses_it_with_one_line(server, kind):
     status, answer = test_serve.request(server, "POST", f"/api/draw?as={kind}", json.loads(OLD.read_text()))
-    assert status == 422 and answer == {"error": NO_STEPS + " to draw its steps"}
+    assert status == 422 and answer == {"error": NO_STEPS + " (--explain) to draw its steps"}

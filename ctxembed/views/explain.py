@@ -33,7 +33,8 @@ def explain_steps(explained: object) -> list[dict]:
     if not isinstance(steps, list):
         raise DataError(
             "this explain document names no steps (written by an older ctxembed): "
-            "run attend --explain again to draw its steps"
+            "explain the sentence again ({explain}) to draw its steps",
+            "explain",
         )
     return steps
 
