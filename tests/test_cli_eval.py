@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from ctxembed.cli import app
@@ -77,3 +78,14 @@ def test_eval_pairs_on_word_pairs_says_which_configurations_it_skipped():
 def test_eval_pairs_missing_file():
     missing = runner.invoke(app, ["eval", "pairs", "nope.tsv"])
     assert missing.exit_code == 1 and "no such file" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("config", "says"), [("nope", "unknown configuration 'nope'"), ("default@9", "default has no hidden state 9")]
+)
+def test_eval_pairs_on_word_pairs_refuses_a_name_that_is_no_configuration(config, says):
+    """A word-pair file scores only the static vectors, but a name that is no configuration at all is a
+    mistake to say, as on an SCWS file (exit 2), not a configuration to skip."""
+    for file in (FIXTURES / "wordpairs_tiny.tsv", FIXTURES / "scws_tiny.txt"):
+        result = runner.invoke(app, ["eval", "pairs", str(file), "-c", "static", "-c", config])
+        assert result.exit_code == 2 and says in result.stderr and "skipped" not in result.stderr

@@ -162,7 +162,8 @@ def pairs(
     """Graded similarity (``ctxembed.eval-pairs/2``): Spearman ρ in context for an SCWS-layout file, or
     gensim's Pearson and Spearman of the static vectors for a word-pair file (or wordsim353/simlex999).
     A word-pair file has no sentences, so only ``static`` applies: any other configuration asked for is
-    listed in ``skipped`` with the reason, and said to ``on_note``."""
+    checked as for an SCWS file (an unknown name is a UsageError), then listed in ``skipped`` with the
+    reason, and said to ``on_note``."""
     file = resolve_pairs_file(str(path))
     skipped: list[dict] = []
     if is_scws(file):
@@ -175,6 +176,8 @@ def pairs(
         doc = {"schema": "ctxembed.eval-pairs/2", "layout": "scws", "file": str(file), "configs": rows}
     else:
         why = "a word-pair file has no sentences: only the static vectors can be scored"
+        for name in dict.fromkeys(configs or ()):  # a name that is no configuration is refused, not skipped
+            named_settings(name, settings, store)
         skipped = [{"name": name, "reason": why} for name in dict.fromkeys(configs or ()) if name != "static"]
         if skipped:
             (on_note or _quiet)(f"note: skipped {', '.join(s['name'] for s in skipped)}: {why}")
