@@ -182,6 +182,6 @@ def check_drawn(tokens: int) -> None:
         raise UsageError(
             f"the step-by-step view of {tokens} tokens would draw {tokens * tokens:,} cells per matrix, more than "
             f"the budget's {BUDGET.drawn_cells:,} (about {math.isqrt(BUDGET.drawn_cells)} tokens): use a shorter "
-            "sentence, or {json}",
-            "json",
+            "sentence, or {json_out}",
+            "json_out",
         )

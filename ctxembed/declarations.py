@@ -72,6 +72,12 @@ class Projection(str, enum.Enum):
 Summary = str | Callable[[Mapping[str, Any]], str | None] | None
 
 
+def long_flag(name: str) -> str:
+    """The flag a command-line option of ``name`` has unless it declares another, as typer spells a
+    parameter: ``--d-out`` for ``d_out``."""
+    return "--" + name.replace("_", "-")
+
+
 @dataclass(frozen=True)
 class Setting:
     """The one declaration of a setting. ``kind`` is bool, int, float, str or an Enum of choices.
@@ -114,7 +120,7 @@ class Setting:
     @property
     def option(self) -> str:
         """The command-line flag: ``--d-out`` for ``d_out`` unless declared otherwise."""
-        return self.flag or "--" + self.name.replace("_", "-")
+        return self.flag or long_flag(self.name)
 
     def limits(self) -> str:
         """The allowed range as help text shows it, e.g. ``1<=x<=64``; empty without limits."""

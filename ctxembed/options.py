@@ -20,7 +20,8 @@ Traceback (most recent call last):
 ...
 ctxembed.errors.SettingError: k must be an integer in [1, 1000], not 0
 
-This module imports nothing from ctxembed but its errors, so every layer may read it.
+This module imports nothing from ctxembed but its errors and the flag spelling of the declarations
+(:func:`ctxembed.declarations.long_flag`), so every layer may read it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ctxembed.declarations import long_flag
 from ctxembed.errors import SettingError
 
 REQUIRED = ...  # a default that makes the option required (typer's spelling)
@@ -83,7 +85,7 @@ class CommandOption:
     @property
     def own_flags(self) -> tuple[str, ...]:
         """The flags of this option (none for an argument)."""
-        return () if self.argument else self.flags or ("--" + self.name.replace("_", "-"),)
+        return () if self.argument else self.flags or (long_flag(self.name),)
 
     @property
     def all_flags(self) -> tuple[str, ...]:

@@ -43,6 +43,7 @@ from ctxembed.declarations import (
     Setting,
     check_declared,
     declarations,
+    long_flag,
     setting,
 )
 from ctxembed.errors import SettingError
@@ -239,23 +240,18 @@ ATTENTION_OPTIONS = frozenset({"preset", "vectors", "limit", "trust", "oov", "ma
 _IN_ORDER = sorted(SETTINGS.values(), key=lambda spec: spec.order)  # stable: declaration order within
 
 
-# Options that are neither settings nor options of the command-option table (ctxembed.options.OPTIONS).
-_OTHER_FLAGS = {
-    "preset": "--preset", "checkpoint": "--checkpoint", "resume": "--resume", "all_heads": "--all-heads",
-    "explain": "--explain", "format": "--format", "forms": "--forms", "config": "-c", "host": "--host",
-    "port": "--port", "json": "--json", "timeout": "--timeout", "all_layers": "--all-layers",
-}  # fmt: skip
-
-
 def flag(name: str) -> str:
     """The command-line flag of a setting, a read option or a vectors option named in a library error
-    (``max_tokens`` -> ``--max-tokens``): what the CLI and the live page show for ``{name}``."""
+    (``max_tokens`` -> ``--max-tokens``): what the CLI and the live page show for ``{name}``. A
+    command's own option (``--explain``, ``--resume``, ``--port``), declared by its command alone, is
+    spelled as typer spells its parameter (:func:`long_flag`); tests/test_errors_name_settings.py checks
+    that every command declares each option's flag so."""
     spec = (
         SETTINGS.get(name) or declarations(ReadOptions).get(name) or TRAIN_OPTIONS.get(name) or SENSE_OPTIONS.get(name)
     )
     if spec is None and name in OPTIONS and not OPTIONS[name].argument:  # a command option (--top, -k, --layer)
         return OPTIONS[name].option
-    return spec.option if spec is not None else _OTHER_FLAGS.get(name, name)
+    return spec.option if spec is not None else long_flag(name)
 
 
 def _make(preset: str, values: Mapping[str, Any]) -> Settings:

@@ -41,3 +41,57 @@ def test_the_command_line_shows_a_settings_flag():
     error = UsageError("a step-by-step view this big: use a shorter sentence, or {json}", "json")
     assert error.message.endswith("or json")
     assert error_message(error).endswith("or --json")
+
+
+def _command_options() -> list[tuple[str, str, list[str]]]:
+    """(command, parameter name, its flags) of every option of every command."""
+    import typer
+
+    from ctxembed.cli import app
+
+    found = []
+
+    def walk(command, path: str) -> None:
+        for param in command.params:
+            if param.param_type_name == "option":
+                found.append((path, param.name, [*param.opts, *param.secondary_opts]))
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, f"{path} {name}".strip())
+
+    walk(typer.main.get_command(app), "")
+    return found
+
+
+def _named_in_errors() -> set[str]:
+    """Every setting a library error lists by name (the arguments after its message)."""
+    names = set()
+    for path in sorted((REPO / "ctxembed").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ERRORS:
+                names |= {a.value for a in node.args[1:] if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+    return names
+
+
+def test_each_commands_own_options_are_named_as_the_command_declares_them():
+    """An option declared by its command alone (attend's --explain and --start, train's --resume, serve's
+    --port), in no table, is named by the flag its command declares: presets.flag spells it as typer
+    spells the parameter, with no second table of spellings to keep in step (it had 12, and named
+    --start, --corpus or --max-display as bare words)."""
+    from ctxembed.presets import flag
+
+    spelled_otherwise = {"open_browser"}  # serve's --open: no error names it
+    wrong = [
+        f"{command}: {name} -> {flag(name)}, not one of {flags}"
+        for command, name, flags in _command_options()
+        if flag(name) not in flags and name not in spelled_otherwise
+    ]
+    assert wrong == []
+
+
+def test_every_setting_an_error_names_is_a_flag_of_the_command_line():
+    from ctxembed.presets import flag
+
+    names = _named_in_errors()
+    assert {"explain", "resume", "port", "output_format", "json_out", "max_tokens"} <= names
+    flags = {f for _, _, spelled in _command_options() for f in spelled}
+    assert sorted(f"{name} -> {flag(name)}" for name in names if flag(name) not in flags) == []

@@ -83,12 +83,14 @@ WRITER_OPTIONS = {
 def check_format(fmt: str, out: str | None, word: str | None) -> None:
     """Refuse a format/--out/--word combination before any work is done (a UsageError, exit 2)."""
     if fmt not in FORMATS:
-        raise UsageError(f"{{format}} must be one of {', '.join(FORMATS)}, not {fmt!r}", "format")
+        raise UsageError(f"{{output_format}} must be one of {', '.join(FORMATS)}, not {fmt!r}", "output_format")
     if fmt != "jsonl" and not out:
-        raise UsageError(f"{{format}} {fmt} writes a file: give {{out}} PATH", "format", "out")
+        raise UsageError(f"{{output_format}} {fmt} writes a file: give {{out}} PATH", "output_format", "out")
     if fmt in ("npz", "projector") and word is None:
         raise UsageError(
-            f"{{format}} {fmt} holds one word's vectors across the corpus: give {{word}} W", "format", "word"
+            f"{{output_format}} {fmt} holds one word's vectors across the corpus: give {{word}} W",
+            "output_format",
+            "word",
         )
     if fmt == "parquet":
         # pyarrow's memory pool is chosen when it is first used, from this variable (a user's choice stands).
@@ -100,7 +102,9 @@ def check_format(fmt: str, out: str | None, word: str | None) -> None:
         try:
             import pyarrow  # noqa: F401 - only to say plainly when it is missing
         except ImportError:
-            raise UsageError("{format} parquet needs pyarrow: pip install 'ctxembed[parquet]'", "format") from None
+            raise UsageError(
+                "{output_format} parquet needs pyarrow: pip install 'ctxembed[parquet]'", "output_format"
+            ) from None
     if out:
         folder = Path(out).parent if fmt != "projector" else Path(out)
         if fmt != "projector" and not folder.is_dir():
@@ -108,7 +112,11 @@ def check_format(fmt: str, out: str | None, word: str | None) -> None:
         if fmt != "projector":
             check_output_path(out, "out")  # a directory, an unwritable folder or a full disk: now, not after the run
         elif folder.exists() and not folder.is_dir():
-            raise DataError(f"{{out}} {out}: {{format}} projector writes a folder, and this is a file", "out", "format")
+            raise DataError(
+                f"{{out}} {out}: {{output_format}} projector writes a folder, and this is a file",
+                "out",
+                "output_format",
+            )
 
 
 # ------------------------------------------------------------------------------ worker side
@@ -400,7 +408,9 @@ class WordSink:
                 folder = Path(path)
                 if folder.exists() and not folder.is_dir():
                     raise DataError(
-                        f"{{out}} {path}: {{format}} projector writes a folder, and this is a file", "out", "format"
+                        f"{{out}} {path}: {{output_format}} projector writes a folder, and this is a file",
+                        "out",
+                        "format",
                     )
                 self.made = None if folder.exists() else folder
                 try:
