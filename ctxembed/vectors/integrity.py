@@ -9,8 +9,8 @@ millisecond and without reading the weights:
   (:func:`pinned`);
 - each of those files is a regular file (a FIFO or a device is refused before it is read, so nothing
   hangs) whose size and mtime are the ones ``installed.json`` recorded, or those of the last full check
-  (remembered in the cache folder, and by the process that made it); when one differs, the full check of that file runs first
-  (:func:`verify_files`: its sha256, and for the weights file every number finite);
+  (remembered in the cache folder, and by the process that made it); when one differs, the full check
+  of that file runs first (:func:`verify_files`: its sha256, and for the weights file every number finite);
 
 then checks what only the family knows (a BERT's config, safetensors header and vocabulary). The neighbour
 store opens with its own header checksum and the model's width (:func:`open_store`), and the engine
