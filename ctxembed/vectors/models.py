@@ -24,6 +24,7 @@ from typing import Any
 
 from ctxembed.errors import DataError, UsageError
 from ctxembed.vectors.catalogue import ModelPackage, find, packages
+from ctxembed.vectors.staging import stale_folders
 
 # the converted layout's version, recorded in installed.json: 2 = the encoder's own arrays (EncoderWeights.arrays);
 # 1 (no "format" recorded) kept the upstream names and torch's (out, in) matrices, transposed at each start
@@ -31,7 +32,6 @@ FORMAT = 2
 NEIGHBOURS = "words.ctxv"  # every trained model's neighbour store: whole-word input embeddings
 INSTALLED = "installed.json"  # written last: a folder without it is not an installed model
 SMALL = 1 << 20  # bytes: installed.json and config.json are a few hundred; a larger one is not theirs
-LOCK = ".lock"  # in an install's temporary folder: held (flock) while that install runs
 
 
 def models_dir() -> Path:
@@ -179,43 +179,9 @@ def describe(name: str) -> dict:
     }
 
 
-def _abandoned(folder: Path) -> bool:
-    """Whether a temporary folder's install is gone: its lock can be taken (or it never made one and is
-    more than a minute old)."""
-    import time
-
-    from filelock import FileLock, Timeout  # lazy: only install and list look for killed installs
-
-    lock_path = folder / LOCK
-    if not lock_path.exists():
-        try:
-            return time.time() - folder.stat().st_mtime > 60
-        except OSError:
-            return False
-    lock = FileLock(lock_path)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        return False
-    except OSError:
-        return False
-    lock.release()
-    return True
-
-
-def stale_folders(root: Path) -> list[Path]:
-    """The temporary folders of the models folder whose install was killed."""
-    if not root.is_dir():
-        return []
-    found = []
-    for name in packages():
-        found += [p for p in root.glob(f".{name}-*") if p.is_dir() and not p.is_symlink() and _abandoned(p)]
-    return sorted(found)
-
-
 def models_document() -> dict:
     """``ctxembed models list --json``: the models folder, every installed model (:func:`installed`) and
-    the folders an interrupted install left (``stale``: the next install removes them)."""
+    the folders a killed install or training left (``stale``: the next one removes them)."""
     root = models_dir()
     return {
         "schema": "ctxembed.models/1",

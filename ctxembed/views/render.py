@@ -122,7 +122,7 @@ def render_models(console: Console, doc: dict) -> None:
     if not doc["models"]:
         say(f"no model installed in {doc['folder']} (try `ctxembed models install minilm`)")
     for folder in doc.get("stale", []):
-        say(f"{folder}: left by an install that was stopped (the next install removes it)")
+        say(f"{folder}: left by an install or a training that was stopped (the next one removes it)")
     width = max([8, *(len(m["model"]) for m in doc["models"])])
     for m in doc["models"]:
         origin = m["upstream"] if m.get("parent") is None else f"derived from {m['parent']} ({m['way']})"
