@@ -166,7 +166,7 @@ def check_reading(reading: str, *, head: int | None = None, all_heads: bool = Fa
 
 
 def check_specials(
-    specials: str, card: ModelCard, *, all_heads: bool = False, all_layers: bool = False, attention: str = "raw"
+    specials: str, card: ModelCard, *, attention: str, all_heads: bool = False, all_layers: bool = False
 ) -> None:
     """Refuse a ``specials`` view of an attend document that cannot be drawn, before any attention: not
     ``hide`` or ``show``; ``show`` (a subword model's [CLS] and [SEP] as columns of their own) beside a view
