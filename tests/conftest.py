@@ -24,7 +24,7 @@ REAL_CACHE = (
     else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "ctxembed"
 )
 # The user's installed models (`ctxembed models install`), read before the session moves HOME: tests of
-# the real model read them (never write), through the `minilm_folder` fixture.
+# the real model read them through a view of the session's (`models_view`), never this folder itself.
 REAL_MODELS = (
     Path(os.environ["CTXEMBED_MODELS"]).expanduser()
     if os.environ.get("CTXEMBED_MODELS")
@@ -61,21 +61,49 @@ def isolated_env(tmp_path_factory, monkeypatch):
     return cache
 
 
+def view_of(source: Path, into: Path) -> Path:
+    """A folder ``into`` that reads as ``source``: each file a link to the file there (installed.json, a
+    few hundred bytes, a copy with its mtime: the one file ctxembed itself may rewrite), each folder (a
+    contextual neighbour space) a folder of its own made the same way. What is written into it (a space's
+    states-*.npy, a space built anew) stays in it; ``source`` is only read."""
+    from ctxembed.vectors.models import INSTALLED
+
+    into.mkdir(parents=True)
+    for entry in source.iterdir():
+        if entry.is_dir():
+            view_of(entry, into / entry.name)
+        elif entry.name == INSTALLED:
+            shutil.copy2(entry, into / entry.name)
+        else:
+            (into / entry.name).symlink_to(entry)
+    return into
+
+
+@pytest.fixture(scope="session")
+def models_view() -> Path:
+    """The user's models folder as the session's tests see it: a view of the session (:func:`view_of`) of
+    its minilm, removed with the session, so the suite leaves the user's model folder as it found it."""
+    root = SESSION_HOME / "models"
+    if (REAL_MODELS / "minilm").is_dir():
+        view_of(REAL_MODELS / "minilm", root / "minilm")
+    return root
+
+
 @pytest.fixture
-def minilm_folder(monkeypatch):
-    """The installed all-MiniLM-L6-v2 (CTXEMBED_MODELS points at it for the test). Skips when it is not
-    installed, but FAILS when CTXEMBED_REQUIRE_MODELS=1 (`make test` sets it after `make models`)."""
+def minilm_folder(models_view, monkeypatch):
+    """The installed all-MiniLM-L6-v2, through the session's view of it (CTXEMBED_MODELS points at the view
+    for the test). Skips when it is not installed, but FAILS when CTXEMBED_REQUIRE_MODELS=1 (`make test`
+    sets it after `make models`)."""
     from ctxembed.vectors.models import install_problem
 
-    folder = REAL_MODELS / "minilm"
-    problem = install_problem("minilm", folder)
+    problem = install_problem("minilm", REAL_MODELS / "minilm")
     if problem is not None:
         message = f"all-MiniLM-L6-v2 in {REAL_MODELS}: {problem} (or make models)"
         if os.environ.get("CTXEMBED_REQUIRE_MODELS") == "1":
             pytest.fail(message + ", and CTXEMBED_REQUIRE_MODELS=1")
         pytest.skip(message)
-    monkeypatch.setenv("CTXEMBED_MODELS", str(REAL_MODELS))
-    return folder
+    monkeypatch.setenv("CTXEMBED_MODELS", str(models_view))
+    return models_view / "minilm"
 
 
 @pytest.fixture(scope="module")

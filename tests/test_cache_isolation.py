@@ -1,5 +1,6 @@
 """No test writes to the user's real cache: module-scoped fixtures, which pytest sets up before the
-function-scoped isolated_env, once wrote the fixture stores to ~/.cache/ctxembed."""
+function-scoped isolated_env, once wrote the fixture stores to ~/.cache/ctxembed. Nor to the user's
+installed model: the first neighbour search under it wrote the space's states-*.npy (73 MB) beside it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REAL_CACHE, SESSION_HOME
+from conftest import REAL_CACHE, REAL_MODELS, SESSION_HOME
 
 from ctxembed.vectors.cache import cache_dir
 
@@ -50,3 +51,27 @@ def test_a_subprocess_caches_in_the_test_folder(isolated_env):
     assert any(Path(isolated_env).glob("notes_toy-*"))
     written = {name for name, mtime in _real_files().items() if before.get(name) != mtime}
     assert not written, f"written to the real cache {REAL_CACHE}: {sorted(written)}"
+
+
+def _listing(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+def test_what_a_test_writes_beside_the_installed_model_goes_to_the_sessions_view(minilm_folder):
+    """Tests read the installed model through the session's view of it (conftest.view_of): the states a
+    neighbour search builds where they are missing land in the view's space, and the user's model folder
+    is left as it was."""
+    from ctxembed.engine.registry import open_engine
+    from ctxembed.engine.space import open_space
+
+    real = REAL_MODELS / "minilm"
+    before = _listing(real)
+    assert minilm_folder.resolve() != real.resolve() and minilm_folder.is_relative_to(SESSION_HOME)
+    space = open_space(open_engine(model="minilm"), build=False)  # the space `make models` built
+    assert space.folder.is_relative_to(SESSION_HOME), space.folder  # checked before anything is removed
+    for states in space.folder.glob("states-*.npy"):
+        states.unlink()  # the view's link to the user's states, or the file an earlier test built: built again
+    space.states()
+    [built] = space.folder.glob("states-*.npy")
+    assert built.is_file() and not built.is_symlink()
+    assert _listing(real) == before

@@ -141,21 +141,24 @@ def space_folder(engine) -> Path:
     """Where ``engine``'s space lives, named by the model, the version and a key of what it is built from
     (the vocabulary's file, the engine's settings, the corpus share and the rules): beside the model's own
     files (its install folder), so that it is built once per install and every process, and every cache
-    folder, reads the same one; in the cache folder when the model's folder cannot be written."""
+    folder, reads the same one; in the cache folder when the model's folder cannot be written. The key
+    names the vocabulary's file itself, the folder is the one the model was opened from: a folder of links
+    to another model folder's files has the same key and a space of its own (the tests' view of the
+    installed model takes what they write)."""
     import hashlib  # lazy: only a neighbour search opens a space
 
     from ctxembed.vectors.cache import cache_dir, file_fingerprint
 
     try:
-        path = Path(engine.store.path).resolve()
-        source = file_fingerprint(path)
+        opened = Path(engine.store.path).absolute()
+        source = file_fingerprint(opened.resolve())
     except (OSError, TypeError):
-        path, source = None, {"words": len(engine.store)}
+        opened, source = None, {"words": len(engine.store)}
     recipe = [source, engine.card.name, engine.card.family, share(), vocabulary_size(), MIN_COUNT, TEMPLATE]
     key = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:12]
     name = f"space-{engine.model}-v{VERSION}-{key}"
-    beside = path.parent / name if path is not None else None
-    if beside is not None and (beside.exists() or os.access(path.parent, os.W_OK)):
+    beside = opened.parent / name if opened is not None else None
+    if beside is not None and (beside.exists() or os.access(opened.parent, os.W_OK)):
         return beside
     return cache_dir() / name
 
