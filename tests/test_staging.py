@@ -125,3 +125,16 @@ for i in range(150):
     assert (root / "pair" / "a.txt").read_text() == (root / "pair" / "b.txt").read_text()
     assert sorted(p.name for p in root.iterdir()) == ["pair", "same"]
     assert len(seen) > 1
+
+
+def test_a_link_in_place_of_the_model_is_replaced_and_what_it_names_left_alone(tmp_path, monkeypatch):
+    root, elsewhere = tmp_path / "models", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "derived.json").write_text("{}")
+    root.mkdir()
+    (root / "linked").symlink_to(elsewhere)
+    monkeypatch.setenv("CTXEMBED_MODELS", str(root))
+    folder = derived.write_derived("linked", RECORD)
+    assert not folder.is_symlink() and json.loads((folder / "derived.json").read_text()) == RECORD
+    assert (elsewhere / "derived.json").read_text() == "{}"
+    assert sorted(p.name for p in root.iterdir()) == ["linked"]

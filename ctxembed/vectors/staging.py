@@ -59,10 +59,10 @@ class Stage:
         own); when another writer places its model meanwhile, that one is moved aside the same way."""
         for n in itertools.count():
             try:
-                self.folder.rename(self.final)  # fails while a folder (not empty) is there
+                self.folder.rename(self.final)  # fails while a folder (not empty), a file or a link is there
                 return
             except OSError as error:
-                if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                if error.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
                     raise
             try:
                 self.final.rename(self.work / f"previous-{n}")
