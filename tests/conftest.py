@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -40,6 +41,12 @@ def pytest_configure(config):
         path.mkdir(parents=True, exist_ok=True)
         os.environ[name] = str(path)
     os.environ.setdefault("MPLCONFIGDIR", str(SESSION_HOME / "matplotlib"))
+    # A suite started in the background of a non-interactive shell (`make test &`, a CI runner's job)
+    # inherits Ctrl-C ignored, and so would every ctxembed it starts: a command started that way rightly
+    # keeps ignoring it, but the tests that press Ctrl-C on a command (serve, batch) would see it ignored.
+    # Their commands start with the default disposition, as from a terminal (a handler resets at exec).
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_unconfigure(config):
