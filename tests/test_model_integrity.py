@@ -195,7 +195,7 @@ def test_the_full_check_runs_once_per_changed_file_and_is_remembered(copy, minil
         own(copy, name)  # new mtimes: none is as installed.json recorded
     hashed = []
     real = models.sha256_of
-    monkeypatch.setattr(models, "sha256_of", lambda path: hashed.append(path.name) or real(path))
+    monkeypatch.setattr(models, "sha256_of", lambda path, *each: hashed.append(path.name) or real(path, *each))
     open_model("minilm")
     assert sorted(hashed) == sorted(bert.FILES)
     hashed.clear()
@@ -344,12 +344,65 @@ def test_verify_hashes_each_file_once_when_the_cache_cannot_remember_it(tiny_cop
     (tmp_path / "not-a-folder").write_text("")
     monkeypatch.setenv("CTXEMBED_CACHE_DIR", str(tmp_path / "not-a-folder" / "cache"))  # the stamps cannot be written
     hashed, summed = [], []
-    real_sha, real_finite = models.sha256_of, integrity.check_all_finite
-    monkeypatch.setattr(models, "sha256_of", lambda path: hashed.append(path.name) or real_sha(path))
-    summing = lambda name, path: summed.append(path.name) or real_finite(name, path)  # noqa: E731
-    monkeypatch.setattr(integrity, "check_all_finite", summing)
+    real_sha = models.sha256_of
+    monkeypatch.setattr(models, "sha256_of", lambda path, *each: hashed.append(path.name) or real_sha(path, *each))
+
+    class Summing(integrity.FiniteCheck):
+        def __init__(self, path, size):
+            summed.append(path.name)
+            super().__init__(path, size)
+
+    monkeypatch.setattr(integrity, "FiniteCheck", Summing)
     assert layouts.verify(tiny_copy.name)["verified"] is True
     assert sorted(hashed) == sorted(bert.FILES) and summed == [bert.WEIGHTS]
+
+
+def bytes_read() -> int:
+    """What this process has read through read calls so far (Linux: /proc/self/io's rchar)."""
+    fields = dict(line.split(": ") for line in open("/proc/self/io").read().splitlines())
+    return int(fields["rchar"])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="counts bytes read with /proc/self/io")
+def test_verify_reads_the_weights_once_for_their_hash_and_their_finite_check(tiny_copy, monkeypatch):
+    """`models verify` checks every weight finite on the bytes it hashes: the weights file is read through
+    once (its bytes and its header) and never mapped to be summed on a second pass."""
+    path = tiny_copy / bert.WEIGHTS
+    record = models.read_record(tiny_copy.name, tiny_copy)
+    header_bytes = safetensors.read_header(path)[1]
+    integrity.verify_files(tiny_copy.name, tiny_copy, record, [bert.WEIGHTS], bert.WEIGHTS)  # lazy imports done
+    mapped, real_memmap = [], np.memmap
+    monkeypatch.setattr(np, "memmap", lambda file, *rest, **kw: mapped.append(file) or real_memmap(file, *rest, **kw))
+    before = bytes_read()
+    integrity.verify_files(tiny_copy.name, tiny_copy, record, [bert.WEIGHTS], bert.WEIGHTS)
+    read = bytes_read() - before
+    assert mapped == []
+    assert path.stat().st_size <= read < path.stat().st_size + header_bytes + 4096  # + the header, + /proc/self/io
+
+
+def test_the_finite_check_reads_numbers_cut_by_the_end_of_a_block(tmp_path):
+    """The check is fed the file's bytes in blocks that may cut a number in two (here a float32 tensor after
+    a float16 one begins 2 bytes off a multiple of 4, and the blocks are 5 bytes): each number is checked
+    whole, a NaN cut in two included; finite numbers whose sum overflows are not refused."""
+    path = tmp_path / "cut.safetensors"
+
+    def verdict(second):
+        safetensors.save({"a": np.ones(3, np.float16), "b": np.array(second, np.float32)}, path)
+        data = path.read_bytes()
+        finite = integrity.FiniteCheck(path, len(data))
+        for offset in range(0, len(data), 5):
+            finite.feed(offset, data[offset : offset + 5])
+        return finite.problem
+
+    assert verdict([1.0, 2.0, 3.0, 4.0, 5.0]) is None
+    begin = safetensors.spans(*safetensors.read_header(path), path.stat().st_size)["b"][0]
+    assert begin % 4 == 2  # its numbers straddle the 5-byte blocks in every way
+    for at in range(5):
+        numbers = [1.0, 2.0, 3.0, 4.0, 5.0]
+        numbers[at] = np.nan
+        assert verdict(numbers) == "tensor b holds a non-finite number"
+    assert verdict([3e38, 3e38, -np.inf, 0.0, 0.0]) == "tensor b holds a non-finite number"
+    assert verdict([3e38, 3e38, 3e38, 0.0, 0.0]) is None  # their float32 sum is an infinity; each is finite
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,8 @@ millisecond and without reading the weights:
 - each of those files is a regular file (a FIFO or a device is refused before it is read, so nothing
   hangs) whose size and mtime are the ones ``installed.json`` recorded, or those of the last full check
   (remembered in the cache folder, and by the process that made it); when one differs, the full check
-  of that file runs first (:func:`verify_files`: its sha256, and for the weights file every number finite);
+  of that file runs first (:func:`verify_files`: its sha256, and for the weights file every number
+  finite, checked on the bytes it hashes);
 
 then checks what only the family knows (a BERT's config, safetensors header and vocabulary). The neighbour
 store opens with its own header checksum and the model's width (:func:`open_store`), and the engine
@@ -128,36 +129,86 @@ def check_finite(name: str, array, what: str) -> None:
 
 
 def verify_files(name: str, folder: Path, record: dict, files: list[str], weights: str) -> None:
-    """Hash ``files`` against installed.json (and read ``weights``, the weights file, for a non-finite
-    number); remember each file's stat once it passes, so the next open checks cheaply."""
+    """Hash ``files`` against installed.json (and check ``weights``, the weights file, for a non-finite
+    number on the bytes it is hashed from: one read); remember each file's stat once it passes, so the next
+    open checks cheaply."""
     from ctxembed.vectors.models import sha256_of  # models' own name: tests count its calls
 
     passed = {}
     for file in files:
         path = folder / file
         before = file_stat(name, path)
-        if sha256_of(path) != record["sha256"][file]:
+        finite = FiniteCheck(path, before.st_size) if file == weights else None
+        if sha256_of(path, finite and finite.feed) != record["sha256"][file]:
             raise damaged(name, path, "its sha256 is not the one recorded at install")
-        if file == weights:
-            check_all_finite(name, path)
+        if finite is not None and finite.problem is not None:
+            raise damaged(name, path, finite.problem)
         if _stamp(file_stat(name, path)) == _stamp(before):  # not written while it was read
             passed[str(path.resolve())] = _stamp(before)
     _remember(passed)
 
 
 def check_all_finite(name: str, path: Path) -> None:
-    """Refuse a NaN or an infinity anywhere in the weights file (a full read: one sum per tensor)."""
-    import numpy as np
+    """Refuse a NaN or an infinity anywhere in the weights file (a full read, one block at a time)."""
+    from ctxembed.vectors.models import blocks
 
-    from ctxembed.vectors import safetensors
+    finite = FiniteCheck(path, file_stat(name, path).st_size)
+    for offset, block in blocks(path):
+        finite.feed(offset, block)
+    if finite.problem is not None:
+        raise damaged(name, path, finite.problem)
 
-    try:
-        tensors = safetensors.load(path)
-    except (OSError, ValueError) as error:
-        raise damaged(name, path, str(error).splitlines()[0] or type(error).__name__) from None
-    for tensor, array in tensors.items():
-        if array.dtype.kind == "f" and not np.isfinite(np.add.reduce(array, axis=None)):
-            raise damaged(name, path, f"tensor {tensor} holds a non-finite number")
+
+class FiniteCheck:
+    """Every float number of a safetensors file checked finite on its bytes as they are read, in order
+    (:meth:`feed`), so the hash of ``models verify`` and this check share one read. ``problem``: why the file
+    is refused (a header that is not safetensors, the first tensor holding a NaN or an infinity), or None;
+    kept, not raised, so that a file changed since install is named by its sha256 first."""
+
+    def __init__(self, path: Path, size: int):
+        from ctxembed.vectors import safetensors
+
+        self.problem: str | None = None
+        self._spans: list[tuple[int, int, object, str]] = []  # (begin, end, dtype, tensor) in the file, by begin
+        self._cut: dict[str, bytes] = {}  # tensor -> the bytes of a number a block's end cut, until the next
+        try:
+            found = safetensors.spans(*safetensors.read_header(path), size)
+        except (OSError, ValueError) as error:
+            self.problem = str(error).splitlines()[0] or type(error).__name__
+            return
+        floats = [(begin, end, dtype, tensor) for tensor, (begin, end, dtype, _) in found.items() if dtype.kind == "f"]
+        self._spans = sorted(floats, key=lambda span: span[0])
+
+    def feed(self, offset: int, block: bytes) -> None:
+        """Check the numbers of the float tensors in ``block``, the file's bytes from ``offset`` on."""
+        end, view = offset + len(block), memoryview(block)
+        for begin, stop, dtype, tensor in self._spans:
+            if self.problem is not None or begin >= end:
+                return
+            if stop <= offset:
+                continue
+            piece = view[max(begin, offset) - offset : min(stop, end) - offset]
+            head = self._cut.pop(tensor, b"")
+            if head:  # a number begun in the block before
+                number = head + bytes(piece[: dtype.itemsize - len(head)])
+                piece = piece[dtype.itemsize - len(head) :]
+                if len(number) < dtype.itemsize:
+                    self._cut[tensor] = number
+                    continue
+                self._check(tensor, number, dtype)
+            whole = len(piece) - len(piece) % dtype.itemsize
+            self._check(tensor, piece[:whole], dtype)
+            if whole < len(piece):
+                self._cut[tensor] = bytes(piece[whole:])
+
+    def _check(self, tensor: str, data, dtype) -> None:
+        import numpy as np
+
+        numbers = np.frombuffer(data, dtype)  # (n,) no copy
+        # a sum is non-finite when one of its terms is (one pass, no temporary array); finite numbers whose
+        # sum overflows are looked at one by one
+        if not np.isfinite(np.add.reduce(numbers)) and not np.isfinite(numbers).all():
+            self.problem = f"tensor {tensor} holds a non-finite number"
 
 
 def _stamp(found: os.stat_result) -> list[int]:

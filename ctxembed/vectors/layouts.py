@@ -8,9 +8,10 @@ once here (its parts live in the family's own module: :mod:`ctxembed.vectors.ber
 install`` (:mod:`ctxembed.vectors.install`) converts the checked upstream files with the layout's
 ``convert`` and records the sha256, size and mtime of its ``files`` in installed.json. :func:`verify`
 (``ctxembed models verify``, and install to see whether a model already there is intact) hashes them,
-reads its ``weights`` for a non-finite number and opens the folder with its ``load``, the loader the
-engine opens it with (:mod:`ctxembed.engine.families` refers to the same record). A second family is its
-own module and one entry here; install, verify and the engine name no family.
+checks every number of its ``weights`` finite on the bytes it hashes (one read) and opens the folder
+with its ``load``, the loader the engine opens it with (:mod:`ctxembed.engine.families` refers to the
+same record). A second family is its own module and one entry here; install, verify and the engine name
+no family.
 
 Every layout writes the neighbour store (:data:`ctxembed.vectors.models.NEIGHBOURS`) among its files:
 the trained engine opens it beside the weights, with the width of the config ``load`` gives

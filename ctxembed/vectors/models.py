@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -155,14 +156,26 @@ def install_problem(name: str, folder: Path) -> str | None:
     return None
 
 
-def sha256_of(path: Path) -> str:
+def sha256_of(path: Path, each: Callable[[int, bytes], None] | None = None) -> str:
+    """The sha256 of the file at ``path``, read once in blocks of 1 MiB; ``each(offset, block)`` is given
+    every block as it is read (``models verify`` checks the weights finite on the bytes it hashes)."""
     import hashlib  # lazy: only install and verify hash files; a start needs no OpenSSL
 
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
+    for offset, block in blocks(path):
+        digest.update(block)
+        if each is not None:
+            each(offset, block)
     return digest.hexdigest()
+
+
+def blocks(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The bytes of the file at ``path`` in order, as (offset, block) in blocks of 1 MiB: one block held at a time."""
+    with open(path, "rb") as f:
+        offset = 0
+        for block in iter(lambda: f.read(1 << 20), b""):
+            yield offset, block
+            offset += len(block)
 
 
 def describe(name: str) -> dict:

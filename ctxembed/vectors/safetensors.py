@@ -71,17 +71,26 @@ def load(path: str | PathLike) -> dict[str, np.ndarray]:
 def mapped(path: str | PathLike, header: dict, start: int) -> dict[str, np.ndarray]:
     """The tensors ``header`` (from :func:`read_header`) describes, over one memory map of the file."""
     buffer = np.memmap(path, dtype=np.uint8, mode="r")  # (file bytes,)
-    tensors = {}
+    return {
+        name: buffer[begin:end].view(dtype).reshape(shape)
+        for name, (begin, end, dtype, shape) in spans(header, start, len(buffer)).items()
+    }
+
+
+def spans(header: dict, start: int, size: int) -> dict[str, tuple[int, int, np.dtype, tuple[int, ...]]]:
+    """Each tensor ``header`` (from :func:`read_header`) describes, as (begin, end, dtype, shape): where its
+    bytes are in a file of ``size`` bytes. ValueError for offsets that do not fit the file or the shape."""
+    found = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
         begin, end = info["data_offsets"]
         shape = tuple(info["shape"])
         dtype = np.dtype(DTYPES[info["dtype"]])
-        if not 0 <= begin <= end <= len(buffer) - start or end - begin != dtype.itemsize * math.prod(shape):
+        if not 0 <= begin <= end <= size - start or end - begin != dtype.itemsize * math.prod(shape):
             raise ValueError(f"tensor {name}: its bytes {begin}..{end} do not fit the file or its shape {shape}")
-        tensors[name] = buffer[start + begin : start + end].view(dtype).reshape(shape)
-    return tensors
+        found[name] = (start + begin, start + end, dtype, shape)
+    return found
 
 
 def save(tensors: dict[str, np.ndarray], path: str | PathLike, metadata: dict[str, str] | None = None) -> None:
