@@ -149,7 +149,7 @@ class FineTuneRun:
         else:  # the head comes from the checkpoint: no forward pass to fit it
             w = np.zeros(2)
         head = {"scale": np.array([w[0]], weights.dtype), "bias": np.array([w[1]], weights.dtype)}
-        self.tuner = FineTuner(trainable_copy(weights), head, clip=options.clip)
+        self.tuner = FineTuner(tuned_weights(weights, state), head, clip=options.clip)
         self.per_epoch = -(-len(train) // options.batch_pairs)
         self.total = options.epochs * self.per_epoch
         self.epoch, self.batch, self.history, self.best = 0, 0, [], None  # best: (accuracy, epoch, arrays)
@@ -222,6 +222,29 @@ class FineTuneRun:
         encoder = {n[8:]: a for n, a in arrays.items() if n.startswith("weights.")}
         head = {n[5:]: a for n, a in arrays.items() if n.startswith("head.")}
         return encoder, head, self.history[epoch - 1] if epoch else {}
+
+
+def tuned_weights(weights, state: dict[str, np.ndarray] | None):
+    """The arrays a run tunes in place: a checkpoint's own (``state``, read by :func:`read_checkpoint`: fresh
+    writable arrays), each of the parent's shape and dtype, so a resumed run holds no copy of the parent's
+    weights for the checkpoint to overwrite (MiniLM's: 90 MB, each page of the map read); otherwise a copy of
+    ``weights``, which a checkpoint's :meth:`FineTuneRun.restore` overwrites or refuses as it is."""
+    from ctxembed.core.encoder import EncoderWeights
+
+    if state is None:
+        return trainable_copy(weights)
+    parent = weights.arrays()
+    saved = {name: state.get(f"weights.{name}") for name in parent}
+    if all(
+        isinstance(array, np.ndarray)
+        and array.shape == parent[name].shape
+        and array.dtype == parent[name].dtype
+        and array.flags.writeable
+        and array.flags.c_contiguous
+        for name, array in saved.items()
+    ):
+        return EncoderWeights.from_arrays(weights.config, saved)
+    return trainable_copy(weights)
 
 
 def write_checkpoint(path: Path, run: FineTuneRun, meta: dict) -> None:

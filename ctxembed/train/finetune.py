@@ -183,7 +183,7 @@ class FineTuner:
         if missing:
             raise ValueError(f"the saved state lacks {len(missing)} arrays, {missing[0]!r} first")
         for name, array in self.state().items():
-            if array.ndim:
+            if array.ndim and array is not state[name]:  # a resumed run may tune the state's own arrays
                 array[...] = state[name]
         self.adam.t, self.head_adam.t = int(state["adam.t"]), int(state["head_adam.t"])
 
