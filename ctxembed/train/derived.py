@@ -365,6 +365,7 @@ def _train(name, entry, pairs_path, freeze, options, batch_pairs, checkpoint, re
     state = read_checkpoint(checkpoint, meta) if resume else None
     note(f"{'resuming: ' if state else ''}fine-tuning every weight of {entry.name}: {tuning.epochs} epochs ...")
     run = FineTuneRun(engine.weights, train, held, tuning, state)
+    del state  # restored: the moments and best arrays it read were copied into the run, so they are let go
     with Training(run.total, note, unit="pairs") as progress:
         stopped = stop or progress.stop
         finished = run.run(progress.on_step, progress.on_epoch, lambda: stopped() or progress.stop())
