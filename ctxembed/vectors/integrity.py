@@ -132,38 +132,37 @@ def verify_files(name: str, folder: Path, record: dict, files: list[str], weight
     """Hash ``files`` against installed.json (and check ``weights``, the weights file, for a non-finite
     number on the bytes it is hashed from: one read); remember each file's stat once it passes, so the next
     open checks cheaply."""
-    from ctxembed.vectors.models import sha256_of  # models' own name: tests count its calls
-
     passed = {}
     for file in files:
         path = folder / file
         before = file_stat(name, path)
-        finite = FiniteCheck(path, before.st_size) if file == weights else None
-        if sha256_of(path, finite and finite.feed) != record["sha256"][file]:
-            raise damaged(name, path, "its sha256 is not the one recorded at install")
-        if finite is not None and finite.problem is not None:
-            raise damaged(name, path, finite.problem)
+        checked_sha256(name, path, weights=file == weights, expected=record["sha256"][file])
         if _stamp(file_stat(name, path)) == _stamp(before):  # not written while it was read
             passed[str(path.resolve())] = _stamp(before)
     _remember(passed)
 
 
-def check_all_finite(name: str, path: Path) -> None:
-    """Refuse a NaN or an infinity anywhere in the weights file (a full read, one block at a time)."""
-    from ctxembed.vectors.models import blocks
+def checked_sha256(name: str, path: Path, *, weights: bool, expected: str | None = None) -> str:
+    """The sha256 of the file at ``path``, read once, one block at a time; for the weights file (``weights``)
+    every number is checked finite on the bytes it is hashed from. DataError naming the file when its sha256
+    is not ``expected`` (when given: ``models verify``; said first, so a file changed since install is named
+    by its sha256) or a number is a NaN or an infinity. ``models install`` pins what it returns."""
+    from ctxembed.vectors.models import sha256_of  # models' own name: tests count its calls
 
-    finite = FiniteCheck(path, file_stat(name, path).st_size)
-    for offset, block in blocks(path):
-        finite.feed(offset, block)
-    if finite.problem is not None:
+    finite = FiniteCheck(path, file_stat(name, path).st_size) if weights else None
+    digest = sha256_of(path, finite and finite.feed)
+    if expected is not None and digest != expected:
+        raise damaged(name, path, "its sha256 is not the one recorded at install")
+    if finite is not None and finite.problem is not None:
         raise damaged(name, path, finite.problem)
+    return digest
 
 
 class FiniteCheck:
     """Every float number of a safetensors file checked finite on its bytes as they are read, in order
-    (:meth:`feed`), so the hash of ``models verify`` and this check share one read. ``problem``: why the file
-    is refused (a header that is not safetensors, the first tensor holding a NaN or an infinity), or None;
-    kept, not raised, so that a file changed since install is named by its sha256 first."""
+    (:meth:`feed`), so the hash of ``models install`` and ``models verify`` and this check share one read.
+    ``problem``: why the file is refused (a header that is not safetensors, the first tensor holding a NaN or
+    an infinity), or None; kept, not raised, so that a file changed since install is named by its sha256 first."""
 
     def __init__(self, path: Path, size: int):
         from ctxembed.vectors import safetensors

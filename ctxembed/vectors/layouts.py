@@ -6,7 +6,8 @@
 A model's catalogue entry names its family; :data:`LAYOUTS` gives that family's :class:`Layout`, declared
 once here (its parts live in the family's own module: :mod:`ctxembed.vectors.bert`). ``ctxembed models
 install`` (:mod:`ctxembed.vectors.install`) converts the checked upstream files with the layout's
-``convert`` and records the sha256, size and mtime of its ``files`` in installed.json. :func:`verify`
+``convert``, reads each of its ``files`` once for its sha256 (the ``weights`` checked finite on the same
+bytes) and records the sha256, size and mtime of each in installed.json. :func:`verify`
 (``ctxembed models verify``, and install to see whether a model already there is intact) hashes them,
 checks every number of its ``weights`` finite on the bytes it hashes (one read) and opens the folder
 with its ``load``, the loader the engine opens it with (:mod:`ctxembed.engine.families` refers to the
@@ -21,7 +22,7 @@ the trained engine opens it beside the weights, with the width of the config ``l
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,7 +55,8 @@ class Layout:
     # open; the neighbour store is one of them
     files: tuple[str, ...]
     weights: str  # the safetensors file among them whose every number must be finite
-    convert: Callable[[ModelPackage, Path, Path], dict[str, str]]  # (package, upstream folder, into) -> file -> sha256
+    # (package, upstream folder, into) -> the files it wrote (install hashes them and checks ``weights`` finite)
+    convert: Callable[[ModelPackage, Path, Path], Collection[str]]
     # folder -> (config with .hidden, weights, PieceTokenizer), after the checks (DataError: one line)
     load: Callable[[Path], tuple[Any, Any, Any]]
 
