@@ -299,3 +299,15 @@ def test_models_space_prints_one_line_through_its_view(tiny_space):
     out = succeeds("models", "space", tiny_space.model, env={"COLUMNS": "40"}).stdout
     assert out.count("\n") == 1 and out.startswith(f"{tiny_space.model}: {doc['words']:,} words")
     assert f"peak memory {doc['build_peak_mb']:,} MB)" in out and doc["folder"] in out
+
+
+def test_models_space_names_its_argument_for_an_unknown_model():
+    """`models space` takes the model as its argument NAME: an unknown one is named so, not by --model (which
+    the command has not), in one line and exit 2; attend names --model as ever."""
+    from ctxembed.vectors.derived import names
+    from tests.cli_helpers import fails
+
+    known = f"(known: {', '.join(names())})"  # glove, minilm, and tiny when another test registered it
+    assert known.startswith("(known: glove, minilm")
+    assert fails(2, "models", "space", "nope") == f"ctxembed: error: NAME 'nope': no such model {known}"
+    assert fails(2, "attend", "we sat", "--model", "nope") == f"ctxembed: error: --model 'nope': no such model {known}"

@@ -112,8 +112,12 @@ def _root(
     """See how self-attention turns static word vectors into contextual ones."""
 
 
-def reports_errors(command):
-    """Turn domain errors into one stderr line (settings named by their flags) and their exit code."""
+def reports_errors(command=None, /, **spelled: str):
+    """Turn domain errors into one stderr line (settings named by their flags) and their exit code.
+    ``spelled``: how this command spells a setting it takes as its argument, not by its flag
+    (``@reports_errors(model="NAME")``: ``models space NAME``)."""
+    if command is None:
+        return functools.partial(reports_errors, **spelled)
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -122,7 +126,7 @@ def reports_errors(command):
         except CtxembedError as exc:
             if os.environ.get("CTXEMBED_DEBUG"):
                 raise
-            say(f"ctxembed: error: {error_message(exc)}")
+            say(f"ctxembed: error: {error_message(exc, spelled)}")
             raise typer.Exit(exc.exit_code) from None
 
     return wrapper

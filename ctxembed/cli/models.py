@@ -66,7 +66,7 @@ def models_verify(
 
 
 @models_app.command("space", epilog="Example: ctxembed models space minilm   # needs: ctxembed models install minilm")
-@reports_errors
+@reports_errors(model="NAME")  # the model is the argument: an unknown one is named as the usage line names it
 @declared
 def models_space(
     name: Annotated[str, typer.Argument(help="The trained model whose neighbour space to build: minilm.")],

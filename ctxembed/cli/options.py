@@ -16,6 +16,7 @@ import dataclasses
 import enum
 import functools
 import inspect
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -139,9 +140,10 @@ def save_all(doc: dict, paths: list[Path] | None, **view) -> None:
 READ_OPTIONS = declarations(ReadOptions)
 
 
-def error_message(exc: CtxembedError) -> str:
-    """A library error in command-line terms: its settings become their flags."""
-    return exc.render(flag)
+def error_message(exc: CtxembedError, spelled: Mapping[str, str] | None = None) -> str:
+    """A library error in command-line terms: its settings become their flags, or what ``spelled`` gives
+    (a setting the command takes as its argument: ``{"model": "NAME"}``)."""
+    return exc.render(lambda name: (spelled or {}).get(name) or flag(name))
 
 
 def _shown(value: Any) -> str:
