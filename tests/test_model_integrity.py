@@ -264,7 +264,16 @@ def test_verify_passes_an_intact_model_and_names_what_it_checked(copy):
         "files": list(bert.FILES),
         "verified": True,
     }
-    assert fails(2, "models", "verify", "gpt-9").endswith("no model 'gpt-9' to install (known: minilm)")
+
+
+@pytest.mark.parametrize("name", ["gpt-9", "glove"])
+def test_verify_of_a_model_with_nothing_to_verify_says_so(tmp_path, monkeypatch, name):
+    """`models verify` of a name that is not installed and no package installs (or the static glove model,
+    which has no files to check) says there is no installed model of that name: not "to install"."""
+    monkeypatch.setenv("CTXEMBED_MODELS", str(tmp_path))
+    line = f"ctxembed: error: no installed model {name!r} to verify (known: minilm)"
+    assert fails(2, "models", "verify", name) == line
+    assert fails(2, "models", "install", name) == f"ctxembed: error: no model {name!r} to install (known: minilm)"
 
 
 @pytest.mark.parametrize("case", HEADER_CASES)

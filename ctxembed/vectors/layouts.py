@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxembed.errors import DataError, UsageError
 from ctxembed.vectors import bert
-from ctxembed.vectors.catalogue import find
+from ctxembed.vectors.catalogue import find, packages
 from ctxembed.vectors.models import (
     INSTALLED,
     NEIGHBOURS,
@@ -103,7 +103,8 @@ def verify(name: str) -> dict:
                     "name",
                 )
             raise UsageError(f"{name} holds no weights of its own (a head over {parent}'s): verify {parent}")
-        package_of(name)  # a name that is no model: UsageError naming the ones there are
+        if name not in packages():  # not installed, and no model of that name installs: UsageError naming them
+            raise unknown_model(name, to="verify")
     record = read_record(name, folder)
     package_of(record.get("derived_from", name))
     layout = layout_in(name, folder, record)  # the files its family's converter wrote, and its loader

@@ -60,9 +60,12 @@ def package_of(name: str) -> ModelPackage:
     return package
 
 
-def unknown_model(name: str) -> UsageError:
-    """The one line for a name no package installs (models install, verify, space)."""
-    return UsageError(f"no model {name!r} to install (known: {', '.join(sorted(packages()))})")
+def unknown_model(name: str, *, to: str = "install") -> UsageError:
+    """The one line for a name no package installs, as the command asking says it: ``models install``
+    (``to="install"``) has no such model to install, ``models verify`` (``to="verify"``) no such model
+    installed to verify."""
+    what = "model" if to == "install" else "installed model"
+    return UsageError(f"no {what} {name!r} to {to} (known: {', '.join(sorted(packages()))})")
 
 
 def damaged(name: str, path: Path, why: str) -> DataError:
