@@ -154,7 +154,7 @@ def test_jsonl_out_writes_what_stdout_gets(corpus, tmp_path):
 def test_format_needs_out_and_word(corpus, tmp_path):
     assert "--out" in fails(2, "batch", corpus, "--format", "parquet")
     assert "--word" in fails(2, "batch", corpus, "--format", "npz", "--out", tmp_path / "x.npz")
-    assert "folder" in fails(2, "batch", corpus, "--format", "parquet", "--out", tmp_path / "no" / "x.parquet")
+    assert "no such folder" in fails(1, "batch", corpus, "--format", "parquet", "--out", tmp_path / "no" / "x.parquet")
 
 
 def test_digits_round_the_json_numbers(corpus):

@@ -1,6 +1,6 @@
 """Every command that writes a file checks its path before any long work: a directory, a missing
-folder, a read-only folder are one line, the same for train --out, --save, vectors convert and
-eval fit-mix --out, and nothing is computed first."""
+folder, a read-only folder are one line, the same for train --out, --save, vectors convert,
+eval fit-mix --out and batch --out, and nothing is computed first."""
 
 from __future__ import annotations
 
@@ -46,8 +46,15 @@ COMMANDS = {
         path,
     ),
     "eval fit-mix --out": lambda path, tmp: ("eval", "fit-mix", FIXTURES / "wic", "--out", path),
+    "batch --out": lambda path, tmp: ("batch", CORPUS, "--out", path),
+    "batch --format npz --out": lambda path, tmp: ("batch", CORPUS, "--format", "npz", "--word", "the", "--out", path),
 }
-SUFFIX = {"attend --save": "x.svg", "vectors convert": "x.ctxv", "eval fit-mix --out": "x.json"}
+SUFFIX = {
+    "batch --out": "x.jsonl",
+    "attend --save": "x.svg",
+    "vectors convert": "x.ctxv",
+    "eval fit-mix --out": "x.json",
+}
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))

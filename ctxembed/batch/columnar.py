@@ -106,11 +106,9 @@ def check_format(fmt: str, out: str | None, word: str | None) -> None:
                 "{output_format} parquet needs pyarrow: pip install 'ctxembed[parquet]'", "output_format"
             ) from None
     if out:
-        folder = Path(out).parent if fmt != "projector" else Path(out)
-        if fmt != "projector" and not folder.is_dir():
-            raise UsageError(f"{{out}} {out}: the folder {folder} does not exist", "out")
-        if fmt != "projector":
-            check_output_path(out, "out")  # a directory, an unwritable folder or a full disk: now, not after the run
+        folder = Path(out)
+        if fmt != "projector":  # a directory, a missing folder, an unwritable one, a full disk: now, not after the run
+            check_output_path(out, "out")
         elif folder.exists() and not folder.is_dir():
             raise DataError(
                 f"{{out}} {out}: {{output_format}} projector writes a folder, and this is a file",
