@@ -15,12 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def cosines(first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    """Row-wise cosines: (..., D) x (..., D) -> (...); 0 where a vector is zero."""
-    dot = np.einsum("...d,...d->...", first, second)  # (...)
-    norms = np.linalg.norm(first, axis=-1) * np.linalg.norm(second, axis=-1)  # (...)
-    return np.divide(dot, norms, out=np.zeros_like(dot), where=norms > 0)
+from ctxembed.core.similarity import row_cosines
 
 
 def head_features(head: dict, mix: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -28,12 +23,12 @@ def head_features(head: dict, mix: np.ndarray, first: np.ndarray, second: np.nda
     sentence, mix (K,) the read-out's layer weights -> (n, F): [cos at the head's layer] for a scaled
     cosine, [cos of the mix, cos_0 ... cos_L, standardised cos_0 ... cos_L] for layer cosines."""
     if head["kind"] == "scaled-cosine":
-        return cosines(first[:, head["layer"]], second[:, head["layer"]])[:, None]  # (n, 1)
-    mixed = cosines(np.tensordot(first, mix, axes=([1], [0])), np.tensordot(second, mix, axes=([1], [0])))  # (n,)
-    columns = [mixed[:, None], cosines(first, second)]  # (n, 1), (n, K)
+        return row_cosines(first[:, head["layer"]], second[:, head["layer"]])[:, None]  # (n, 1)
+    mixed = row_cosines(np.tensordot(first, mix, axes=([1], [0])), np.tensordot(second, mix, axes=([1], [0])))  # (n,)
+    columns = [mixed[:, None], row_cosines(first, second)]  # (n, 1), (n, K)
     if "centre" in head:
         centre, spread = np.asarray(head["centre"]), np.asarray(head["spread"])  # (K, D) each
-        columns.append(cosines((first - centre) / spread, (second - centre) / spread))  # (n, K)
+        columns.append(row_cosines((first - centre) / spread, (second - centre) / spread))  # (n, K)
     return np.hstack(columns)  # (n, 1 + K) or (n, 1 + 2K)
 
 

@@ -6,9 +6,10 @@ import numpy as np
 
 
 def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosine of each row pair (n, d), (n, d) -> (n,), in the inputs' dtype; zero rows give 0."""
-    dots = np.einsum("td,td->t", a, b)  # (T,)
-    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)  # (T,)
+    """Cosine of each row pair (..., d), (..., d) -> (...), as (n, d), (n, d) -> (n,), in the inputs'
+    dtype; zero rows give 0."""
+    dots = np.einsum("...d,...d->...", a, b)  # (...)
+    norms = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)  # (...)
     return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
 
 
