@@ -190,7 +190,7 @@ def read_folder(folder: Path, rebuild: str) -> NeighbourSpace:
             problem = f"means {means.dtype} {means.shape} for {len(words)} words"
         elif counts.shape != (len(words),) or crc(counts) != meta["counts_crc"] or "means_crc" not in meta:
             problem = "counts do not match their checksum"
-        elif f"{zlib.crc32(chr(10).join(words).encode()):08x}" != meta["words_crc"]:
+        elif words_crc(words) != meta["words_crc"]:
             problem = "words do not match their checksum"
     except (OSError, ValueError, KeyError, TypeError, EOFError) as error:
         problem = str(error).splitlines()[0] if str(error) else type(error).__name__
@@ -246,7 +246,7 @@ def build_folder(engine, folder: Path, *, on_note: Callable[[str], None] | None 
         "shape": list(means.shape),
         "counts_crc": crc(counts),
         "means_crc": crc(means),
-        "words_crc": f"{zlib.crc32(chr(10).join(vocabulary).encode()):08x}",
+        "words_crc": words_crc(vocabulary),
         "build_seconds": round(time.perf_counter() - started, 1),
         "build_cpu_seconds": round(time.process_time() - cpu, 1),
         "build_peak_mb": _peak_mb(),  # the building process's peak resident memory, the model's weights in it
@@ -268,6 +268,11 @@ def build_folder(engine, folder: Path, *, on_note: Callable[[str], None] | None 
         shutil.rmtree(temporary, ignore_errors=True)
     record["bytes"] = sum(f.stat().st_size for f in folder.iterdir())
     return record
+
+
+def words_crc(words: Sequence[str]) -> str:
+    """The CRC-32 of a space's words as its words.txt holds them (one a line), as 8 hex digits."""
+    return f"{zlib.crc32(chr(10).join(words).encode()):08x}"
 
 
 def _peak_mb() -> int | None:

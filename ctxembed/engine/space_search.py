@@ -16,7 +16,6 @@ words (docs/senses.md).
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ import numpy as np
 from ctxembed.core.mix import LayerMix
 from ctxembed.core.similarity import unit_rows
 from ctxembed.errors import DataError
-from ctxembed.vectors.cache import mapped_file
+from ctxembed.vectors.cache import crc, mapped_file
 
 # how much of the word's own type direction a query loses: 0.5, 0.6, 0.7 followed the sense for 9, 12
 # and 14 of the 20 words of data/ambiguous.tsv in the mixed read-out (docs/senses.md)
@@ -177,10 +176,6 @@ def readout_name(mix: LayerMix) -> str:
     if np.allclose(weights, weights[0]) and not mix.normalize:
         return f"mean of h0..h{len(weights) - 1}"
     return mix.formula()
-
-
-def crc(array: np.ndarray) -> str:
-    return f"{zlib.crc32(memoryview(np.ascontiguousarray(array)).cast('B')) if array.size else 0:08x}"
 
 
 def rebuild_command(model: str) -> str:

@@ -129,13 +129,17 @@ def mapped_file(base: Path, shape: tuple[int, ...], build: Callable[[], np.ndarr
             _MAPPED[found] = array
             return array
     array = np.ascontiguousarray(build(), dtype=np.float32)
-    crc = zlib.crc32(memoryview(array).cast("B")) if array.size else 0
     try:
-        with atomic_file(base.parent / f"{base.name}-{crc:08x}.npy") as fh:
+        with atomic_file(base.parent / f"{base.name}-{crc(array)}.npy") as fh:
             np.save(fh, array, allow_pickle=False)
     except OSError:
         pass
     return array
+
+
+def crc(array: np.ndarray) -> str:
+    """The CRC-32 of an array's bytes, as 8 hex digits (a kept array's name, a contextual space's record)."""
+    return f"{zlib.crc32(memoryview(np.ascontiguousarray(array)).cast('B')) if array.size else 0:08x}"
 
 
 def _checked_npy(path: Path, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -152,7 +156,7 @@ def _checked_npy(path: Path, shape: tuple[int, ...]) -> np.ndarray | None:
         expected = path.stem.rsplit("-", 1)[-1]
         if array.shape != shape or array.dtype != np.float32:
             problem = f"shape {array.shape} {array.dtype}"
-        elif f"{zlib.crc32(memoryview(array).cast('B')) if array.size else 0:08x}" != expected:
+        elif crc(array) != expected:
             problem = "checksum mismatch"
         else:
             return array
