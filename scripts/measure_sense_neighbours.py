@@ -12,8 +12,8 @@ same sense shares more words than every pair from different senses. Prints one l
 share of words that follow.
 
 Beside each list, the ceiling the model sets: whether the model's own vectors of the word *separate its
-senses* by the same rule (every pair of sentences of one sense more alike, by the cosines `ctxembed
-compare` prints, than every pair across senses), under the read-out and at each hidden state alone. A
+senses* by the same rule (every pair of sentences of one sense more alike than every pair across senses,
+as `ctxembed eval senses` counts it), under the read-out and at each hidden state alone. A
 neighbour list is searched from the word's vector, so where the vectors of two senses sit closer than
 those of one sense, its lists have little to follow.
 """
@@ -50,14 +50,14 @@ def follows(lists: dict[str, list[set[str]]]) -> tuple[bool, int, int]:
     return min(same) > max(cross), min(same), max(cross)
 
 
-def separates(similarity: list[list[float]], senses: list[str]) -> bool:
-    """Whether a word's vectors separate its senses: every same-sense pair of sentences has a higher cosine
-    (``similarity``, n x n, the sentences in the order of ``senses``, each sentence's sense) than every
-    cross-sense pair."""
-    pairs = list(itertools.combinations(range(len(senses)), 2))
-    same = [similarity[i][j] for i, j in pairs if senses[i] == senses[j]]
-    cross = [similarity[i][j] for i, j in pairs if senses[i] != senses[j]]
-    return bool(min(same) > max(cross))
+def separated(explorer, path: Path) -> dict[str, list[bool]]:
+    """Per word of the set at ``path``: whether its vectors separate its senses under the read-out, then at
+    each hidden state h0 ... hL alone (``eval senses``' rule on its cosines: every same-sense pair of
+    sentences more alike than every cross-sense pair)."""
+    states = [f"custom@{j}" for j in range(explorer.engine.card.layers + 1)]
+    doc = explorer.evaluate_senses(path, configs=["custom", *states])
+    by_config = [{w["word"]: w["separated"] for w in config["per_word"]} for config in doc["configs"]]
+    return {word: [config[word] for config in by_config] for word in by_config[0]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     explorer = ctxembed.Explorer(model=args.model)
     started = time.process_time()
     rows, space = [], None
+    apart = separated(explorer, args.set)
     for word, senses in read_set(args.set).items():
         lists = {}
         for sense, sentences in senses.items():
@@ -84,11 +85,8 @@ def main(argv: list[str] | None = None) -> int:
                 space = doc.get("space")
                 lists[sense].append({n["word"] for n in doc["contextual"]})
         ok, same, cross = follows(lists)
-        labels = [sense for sense, sentences in senses.items() for _ in sentences]
-        compared = explorer.compare([t for sentences in senses.values() for t in sentences], word).document()
         rows.append({"word": word, "follows": ok, "lowest_same": same, "highest_cross": cross,
-                     "separates": separates(compared["contextual_similarity"], labels),
-                     "separates_at": [separates(state, labels) for state in compared.get("layers", [])],
+                     "separates": apart[word][0], "separates_at": apart[word][1:],
                      "lists": {s: [sorted(x) for x in v] for s, v in lists.items()}})  # fmt: skip
     share = sum(r["follows"] for r in rows) / len(rows)
     by_state = [sum(r["separates_at"][k] for r in rows) for k in range(len(rows[0]["separates_at"]))]
@@ -102,9 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for r in rows:
         mark = "follows" if r["follows"] else "-      "
-        apart = "".join("Y" if at else "." for at in r["separates_at"])
+        states = "".join("Y" if at else "." for at in r["separates_at"])
         print(f"{r['word']:8} {mark} same >= {r['lowest_same']}  cross <= {r['highest_cross']}  "
-              f"vectors separate: read-out {'Y' if r['separates'] else '.'}, h0.. {apart}")  # fmt: skip
+              f"vectors separate: read-out {'Y' if r['separates'] else '.'}, h0.. {states}")  # fmt: skip
     print(json.dumps(summary))
     return 0
 

@@ -255,22 +255,6 @@ def test_the_check_set_is_apart_from_the_set_it_checks():
         assert all(re.search(rf"\b{word}\b", sentence.lower()) for s in senses.values() for sentence in s)
 
 
-def test_the_model_separates_a_words_senses_when_every_same_sense_pair_is_nearer():
-    """scripts/measure_sense_neighbours.py's ceiling: a word's vectors separate its senses when every pair of
-    sentences of one sense has a higher cosine than every pair across senses (hand-made matrices)."""
-    import sys
-
-    sys.path.insert(0, str(sp.Path(__file__).resolve().parent.parent / "scripts"))
-    from measure_sense_neighbours import separates
-
-    senses = ["river", "river", "money", "money"]
-    apart = [[1, 0.9, 0.5, 0.6], [0.9, 1, 0.4, 0.7], [0.5, 0.4, 1, 0.8], [0.6, 0.7, 0.8, 1]]
-    assert separates(apart, senses)  # same 0.9 and 0.8, across at most 0.7
-    apart[1][3] = apart[3][1] = 0.8  # a cross pair as near as the nearer sense's: not apart
-    assert not separates(apart, senses)
-    assert separates(apart, ["river", "money", "river", "money"]) is False  # the labels choose the pairs
-
-
 def test_models_space_says_what_the_build_cost(tiny_space):
     """`ctxembed models space`: the space's size on disk, its build time and the building process's peak
     memory, as recorded by the build (space.json)."""
