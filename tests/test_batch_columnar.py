@@ -397,3 +397,16 @@ def test_parquet_needs_no_pyarrow_compute(corpus, tmp_path):
     assert done.returncode == 0, done.stderr[-600:]
     assert done.stdout.split()[-1] == "False"
     assert pq.read_table(out).num_rows == len(corpus.read_bytes().splitlines())
+
+
+def test_a_file_put_where_the_projector_folder_goes_during_the_run_is_one_line(corpus, tmp_path, monkeypatch):
+    """--format projector writes a folder: a file in its place is refused before the run and, found when
+    the writer opens it (put there during the run), with the same line naming both flags."""
+    from ctxembed.batch import columnar
+
+    taken = tmp_path / "vectors"
+    taken.write_text("not a folder")
+    before = fails(1, "batch", corpus, "--format", "projector", "--word", "the", "--out", taken)
+    monkeypatch.setattr(columnar, "check_format", lambda *args: None)  # the file appears after the check
+    during = fails(1, "batch", corpus, "--format", "projector", "--word", "the", "--out", taken)
+    assert during == before == f"ctxembed: error: --out {taken}: --format projector writes a folder, and this is a file"

@@ -109,12 +109,16 @@ def check_format(fmt: str, out: str | None, word: str | None) -> None:
         folder = Path(out)
         if fmt != "projector":  # a directory, a missing folder, an unwritable one, a full disk: now, not after the run
             check_output_path(out, "out")
-        elif folder.exists() and not folder.is_dir():
-            raise DataError(
-                f"{{out}} {out}: {{output_format}} projector writes a folder, and this is a file",
-                "out",
-                "output_format",
-            )
+        else:
+            check_projector_folder(folder)
+
+
+def check_projector_folder(folder: Path) -> None:
+    """DataError when ``--out`` of ``--format projector`` (a folder it writes) is a file."""
+    if folder.exists() and not folder.is_dir():
+        raise DataError(
+            f"{{out}} {folder}: {{output_format}} projector writes a folder, and this is a file", "out", "output_format"
+        )
 
 
 # ------------------------------------------------------------------------------ worker side
@@ -404,12 +408,7 @@ class WordSink:
         try:
             if fmt == "projector":
                 folder = Path(path)
-                if folder.exists() and not folder.is_dir():
-                    raise DataError(
-                        f"{{out}} {path}: {{output_format}} projector writes a folder, and this is a file",
-                        "out",
-                        "format",
-                    )
+                check_projector_folder(folder)  # again: a file may have been put there during the run
                 self.made = None if folder.exists() else folder
                 try:
                     folder.mkdir(parents=True, exist_ok=True)
