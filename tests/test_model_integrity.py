@@ -432,3 +432,24 @@ def test_model_path_raises_the_records_own_error_once(tiny_copy, damage, reason)
     assert caught.traceback[-1].name in {"read_record", "read_small"}  # raised where the record is read
     assert models.install_problem(tiny_copy.name, tiny_copy) == caught.value.message
     assert not models.is_installed(tiny_copy.name)
+
+
+def test_every_open_judges_a_weight_finite_as_install_and_verify_do(tmp_path):
+    """bert.check_used_finite (each open) and integrity.FiniteCheck (install, verify) share one test of the
+    numbers: finite weights whose float32 sum overflows pass both (an open refused them before, where
+    install had taken them); a NaN or an infinity is refused by both."""
+    from types import SimpleNamespace
+
+    from ctxembed.vectors.bert import check_used_finite
+
+    def opened(numbers):
+        weights = SimpleNamespace(arrays=lambda: {"word": np.array([np.nan]), "l0.W_q": np.array(numbers, np.float32)})
+        try:
+            check_used_finite("tiny", tmp_path, weights)  # the word embeddings are checked in the states
+        except DataError as error:
+            return error.message
+        return None
+
+    assert opened(np.full(1000, 1e36)) is None  # their sum is an infinity; each number is finite
+    assert "tensor l0.W_q holds a non-finite number" in opened([1.0, np.inf])
+    assert "tensor l0.W_q holds a non-finite number" in opened([np.nan, 1.0])

@@ -117,3 +117,10 @@ def save(tensors: dict[str, np.ndarray], path: str | PathLike, metadata: dict[st
         f.write(blob)
         for chunk in chunks:
             f.write(chunk)
+
+
+def all_finite(numbers: np.ndarray) -> bool:
+    """Whether every number of an array is finite: its sum is, in one pass with no temporary array (a sum is
+    non-finite when one of its terms is); finite numbers whose sum overflows are looked at one by one."""
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum says so here, not on stderr
+        return bool(np.isfinite(np.add.reduce(numbers, axis=None)) or np.isfinite(numbers).all())
