@@ -51,7 +51,7 @@ try:
 except SystemExit as exit:
     assert not exit.code, exit.code
 heavy = ("torch", "transformers", "sentence_transformers", "tokenizers", "gensim", "scipy", "sklearn", "matplotlib",
-         "pyarrow", "rich.progress", "zipfile", "hashlib", "tempfile")  # fmt: skip
+         "pyarrow", "rich.progress", "zipfile", "hashlib", "tempfile", "ctxembed.vectors.staging")  # fmt: skip
 print("MODULES", *(name for name in heavy if name in sys.modules), file=sys.stderr)
 """
 

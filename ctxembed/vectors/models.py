@@ -25,7 +25,6 @@ from typing import Any
 
 from ctxembed.errors import DataError, UsageError
 from ctxembed.vectors.catalogue import ModelPackage, find, packages
-from ctxembed.vectors.staging import stale_folders
 
 # the converted layout's version, recorded in installed.json: 2 = the encoder's own arrays (EncoderWeights.arrays);
 # 1 (no "format" recorded) kept the upstream names and torch's (out, in) matrices, transposed at each start
@@ -198,6 +197,8 @@ def describe(name: str) -> dict:
 def models_document() -> dict:
     """``ctxembed models list --json``: the models folder, every installed model (:func:`installed`) and
     the folders a killed install or training left (``stale``: the next one removes them)."""
+    from ctxembed.vectors.staging import stale_folders  # lazy: only `models list` looks; every start imports this
+
     root = models_dir()
     return {
         "schema": "ctxembed.models/1",
