@@ -178,10 +178,8 @@ def batch(
     the same records as columns, a row per line; npz and projector one --word's vectors (docs/scale.md
     shows how to read each)."""
     from ctxembed.batch.driver import run_batch  # batch only
-    from ctxembed.engine import refuse_window  # batch only
 
-    if word is None:
-        refuse_window(explorer().window, "batch")  # it crops each line around --word
+    explorer().check_window(word, "batch")  # it crops each line around --word: none to crop around, refused
     run_batch(
         explorer().engine,
         source,
