@@ -77,7 +77,7 @@ def test_labels_are_the_neighbours_of_each_senses_centroid_that_are_nearest_it(t
     space = sp.open_space(tiny_space, on_note=lambda _: None)
     found = induce.occurrence_vectors(tiny_space, bank_occurrences())
     clustering = induce.Clustering(np.array([0, 0, 1, 1]), 2, "given", None)
-    centres = induce.label_centres(tiny_space, found, clustering)  # (2, K, D) the senses' mean hidden states
+    centres = induce.label_centres(found, clustering)  # (2, K, D) the senses' mean hidden states
     np.testing.assert_allclose(centres[0], found.states[:2].mean(axis=0), atol=1e-6)
     labels = induce.sense_labels(tiny_space, centres, k=3, exclude={"river"}, word="bank")
     banned = {"river", "bank"} | set(sp.word_forms("bank", space.words))

@@ -300,11 +300,9 @@ def sense_labels(
     return labels
 
 
-def label_centres(engine: ContextEngine, found: OccurrenceVectors, clustering: Clustering) -> np.ndarray:
-    """What :func:`sense_labels` searches from: in a contextual space, each sense's mean hidden states over its
-    occurrences (k, K, D), where the space's words are; else the unit centroids (k, d)."""
-    if engine.card.spaces[0] != "contextual" or found.states is None:
-        return centroids(found.unit, clustering.labels, clustering.k)
+def label_centres(found: OccurrenceVectors, clustering: Clustering) -> np.ndarray:
+    """What :func:`sense_labels` searches from in a contextual space (``found.states``, kept only under one):
+    each sense's mean hidden states over its occurrences (k, K, D), where the space's words are."""
     sums = np.zeros((clustering.k, *found.states.shape[1:]), dtype=np.float64)  # (k, K, D)
     np.add.at(sums, clustering.labels, found.states)
     return sums / np.bincount(clustering.labels, minlength=clustering.k)[:, None, None]  # (k, K, D)
@@ -376,7 +374,8 @@ def word_document(
     closeness = np.einsum("nd,nd->n", unit, centres[clustering.labels])  # (n,) cosine to own centre
     labels = None
     if engine.out_dim == engine.dim:
-        searched = label_centres(engine, found, clustering)  # (k, d) or (k, K, D)
+        # the unit centroids (k, d), or in a contextual space the senses' mean hidden states (k, K, D)
+        searched = centres if found.states is None else label_centres(found, clustering)
         labels = sense_labels(engine, searched, k=label_words, exclude=set(forms), word=word)
     points, explained = pca_map(unit)  # (n, 2)
     entry.update(
