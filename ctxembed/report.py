@@ -456,7 +456,7 @@ def neighbors_document(
         "static_contextual_cosine": cosine(result.inputs[row], contextual)
         if result.inputs.shape[1] == contextual.shape[0]
         else None,
-        "space": space_label(engine, space),
+        "space": space_label(engine, space, searched),
         **({"search": searched, "forms": forms} if searched else {}),
         "excluded": excluded,
         "among": among,
@@ -478,12 +478,11 @@ def check_space(engine, space: str | None) -> str:
     return space
 
 
-def space_label(engine, space: str) -> str:
-    """How a document names the space its contextual list was searched in."""
+def space_label(engine, space: str, searched: dict | None) -> str:
+    """How a document names the space its contextual list was searched in (``searched``: the contextual
+    search's record, :meth:`NeighbourSpace.describe_neighbours`)."""
     if space == "contextual":
-        from ctxembed.engine.space_search import search_weights, states_name  # lazy: as the search
-
-        compared = states_name(search_weights(engine.mix))
+        compared = searched["compared"]  # the states the search compared, as its record names them
         return f"contextual: each word's mean hidden states over Brown, compared state by state ({compared})"
     if space == "input" and engine.card.spaces[0] != "input":
         return "input embeddings"
