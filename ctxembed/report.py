@@ -320,9 +320,9 @@ def compare_document(
     ``word`` names the same token in its cropped text."""
     sentences = [r.prepared.text for r in results]
     shared = shared_words(results)
-    at = {word: list(spelled or [word] * len(results))}  # per word, its spelling in each sentence
+    spellings = list(spelled or [word] * len(results))  # how ``word`` names its token in each sentence
     if word is not None:
-        for number, (result, spelling) in enumerate(zip(results, at[word], strict=True), start=1):
+        for number, (result, spelling) in enumerate(zip(results, spellings, strict=True), start=1):
             if result.prepared.locate(spelling) is None:
                 known = ", ".join(shared) if shared else "none"
                 try:
@@ -338,7 +338,8 @@ def compare_document(
     entries = []
     for w in words:
         # (row, occurrence, occurrences) per sentence
-        found = [r.prepared.locate(s) for r, s in zip(results, at.get(w, [w] * len(results)), strict=True)]
+        names = spellings if word is not None else [w] * len(results)  # every shared word: itself
+        found = [r.prepared.locate(s) for r, s in zip(results, names, strict=True)]
         rows = [f[0] for f in found]
         static = np.stack([r.static[i] for r, i in zip(results, rows, strict=True)])  # (N, d)
         contextual = np.stack([r.contextual[i] for r, i in zip(results, rows, strict=True)])  # (N, d')
