@@ -168,7 +168,8 @@ class Explorers:
 
 def lane_of(options: Mapping[str, Any], lane: str) -> str:
     """The lane whose explorer serves ``options``: ``lane``, but a trained model's requests are all heavy
-    (:func:`_light`), so it has one explorer (a second copy of MiniLM would cost about 92 MB)."""
+    (:func:`_light`), so it has one explorer per read-out (``minilm@N`` is one more, about 48 MB: the
+    heavy lane keeps 4; a second copy in the light lane would cost about 92 MB)."""
     return lane if not entry_of(options.get("model", DEFAULT_MODEL)).trained else HEAVY
 
 
